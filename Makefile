@@ -1,0 +1,53 @@
+# lakesort: `make demo` and `make test` work from a clean clone; everything else they need is set up here.
+SHELL := bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+DEMO_HOME ?= .lakesort
+DEMO_SCALE ?= 0.05
+DEMO_BATCHES ?= 12
+PYTEST_ARGS ?=
+
+# uv uses the machine's Python 3.11 and never downloads one.
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: help setup check-java demo test lint bench clean
+
+help:
+	@echo "make demo   build the demo warehouse and show its layout (sets everything up in $(VENV))"
+	@echo "make test   run the tests (sets up if needed)"
+	@echo "make lint   ruff over the code;  make bench  run the benchmarks in tests/benchmarks/"
+	@echo "make clean  remove $(VENV), $(TOOLS), the demo home $(DEMO_HOME) and .pyiceberg.yaml"
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
+
+# Every dependency comes pinned from uv.lock; a changed lock or pyproject re-syncs.
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-extras --python $(PYTHON)
+	@touch $@
+
+setup: check-java $(VENV)/.synced
+
+check-java:
+	@scripts/check-java
+
+demo: setup
+	$(VENV)/bin/lakesort demo --home $(DEMO_HOME) --scale $(DEMO_SCALE) --batches $(DEMO_BATCHES)
+	$(VENV)/bin/lakesort inspect demo.lineitem --summary
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check layout tests dags jobs
+
+bench: setup
+	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(TOOLS) $(DEMO_HOME) .pyiceberg.yaml

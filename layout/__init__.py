@@ -1,0 +1,1 @@
+"""lakesort reader-side library."""

@@ -1,0 +1,77 @@
+"""Finding the Iceberg catalog, through pyiceberg's own configuration.
+
+pyiceberg reads `.pyiceberg.yaml` from $PYICEBERG_HOME, the home directory, then the working directory,
+and `PYICEBERG_CATALOG__<NAME>__<KEY>` variables. `make demo` writes a `.pyiceberg.yaml` in the
+repository root (git ignores it) so that every `lakesort` command run there finds the demo catalog.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from layout.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = ".pyiceberg.yaml"
+DEFAULT_CATALOG = "lakesort"
+
+
+def load_catalog(name: str | None = None) -> Catalog:
+    """The named catalog, or pyiceberg's default one; a clear error when none is configured."""
+    from pyiceberg.catalog import load_catalog as _load
+    from pyiceberg.utils.config import Config
+
+    config = Config()
+    name = name or config.get_default_catalog_name()
+    if config.get_catalog_config(name) is None:
+        known = ", ".join(config.get_known_catalogs()) or "none"
+        raise ConfigError(
+            f"no Iceberg catalog named {name!r} is configured (known: {known}); run `make demo` for the "
+            f"embedded SQLite catalog, or write {CONFIG_FILE} / PYICEBERG_CATALOG__{name.upper()}__URI "
+            "as the README explains"
+        )
+    return _load(name)
+
+
+def load_table(identifier: str, catalog: str | None = None) -> Table:
+    """An Iceberg table by `namespace.name`, with an error that lists the namespace's tables."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    cat = load_catalog(catalog)
+    try:
+        return cat.load_table(identifier)
+    except NoSuchTableError:
+        namespace = identifier.rpartition(".")[0]
+        try:
+            tables = [".".join(t) for t in cat.list_tables(namespace)] if namespace else []
+        except Exception:  # noqa: BLE001 - only for the hint
+            tables = []
+        hint = f"tables in {namespace!r}: {', '.join(tables)}" if tables else "check the name with the catalog"
+        raise InputError(f"Iceberg table {identifier!r} not found in catalog {cat.name!r}; {hint}") from None
+
+
+def write_sql_catalog_config(home: Path, config_dir: Path, name: str = DEFAULT_CATALOG) -> Path:
+    """Write a `.pyiceberg.yaml` in `config_dir` for a SQLite catalog and a warehouse under `home`."""
+    home = home.resolve()
+    (home / "warehouse").mkdir(parents=True, exist_ok=True)
+    path = config_dir / CONFIG_FILE
+    text = (
+        "# Written by `make demo`: the embedded Iceberg catalog (SQLite) and local warehouse.\n"
+        f"default-catalog: {name}\n"
+        "catalog:\n"
+        f"  {name}:\n"
+        "    type: sql\n"
+        f"    uri: sqlite:///{home / 'catalog.db'}\n"
+        f"    warehouse: file://{home / 'warehouse'}\n"
+    )
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+        log.info("wrote %s (catalog %r, warehouse %s)", path, name, home / "warehouse")
+    return path

@@ -1,0 +1,69 @@
+"""Where files are: local paths, `file://` URIs and object-store URIs, resolved to a pyarrow filesystem."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from layout.errors import InputError
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem
+
+
+def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
+    """(filesystem, path) for a local path or a URI such as `file:///w/x.parquet` or `s3://b/k`."""
+    from pyarrow import fs
+
+    text = os.fspath(location)
+    if "://" not in text:
+        return fs.LocalFileSystem(), str(Path(text).absolute())
+    try:
+        return fs.FileSystem.from_uri(text)
+    except Exception as exc:  # pyarrow raises several types for unsupported schemes
+        raise InputError(f"{text}: cannot open this location ({exc})") from exc
+
+
+def find_parquet_files(location: str | os.PathLike[str]) -> list[tuple[FileSystem, str]]:
+    """A file itself, or every `*.parquet` file below a directory (recursive, sorted by path)."""
+    from pyarrow import fs
+
+    filesystem, path = resolve(location)
+    info = filesystem.get_file_info(path)
+    if info.type == fs.FileType.NotFound:
+        raise InputError(f"{location}: no such file or directory")
+    if info.type == fs.FileType.File:
+        return [(filesystem, path)]
+    selector = fs.FileSelector(path, recursive=True)
+    found = sorted(
+        i.path for i in filesystem.get_file_info(selector)
+        if i.type == fs.FileType.File and i.path.endswith(".parquet") and not _hidden(i.path, path)
+    )
+    if not found:
+        raise InputError(f"{location}: directory holds no .parquet files")
+    return [(filesystem, p) for p in found]
+
+
+def _hidden(path: str, root: str) -> bool:
+    # Writers keep temporary and marker files under `_` and `.` names (Spark's _temporary, .crc files).
+    return any(part.startswith(("_", ".")) for part in Path(path).relative_to(root).parts)
+
+
+def data_files(source: str) -> list[tuple[FileSystem, str]]:
+    """The Parquet files of a SOURCE: a file, a directory, or an Iceberg table identifier (`ns.table`).
+
+    A path that exists wins over a table of the same name; otherwise a dotted name is looked up in the
+    configured catalog (its current snapshot's data files).
+    """
+    from pyarrow import fs
+
+    filesystem, path = resolve(source)
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        return find_parquet_files(source)
+    if "://" in source or "/" in source or "." not in source:
+        raise InputError(f"{source}: no such file or directory (nor a `namespace.table` identifier)")
+    from layout.catalog import load_table
+
+    table = load_table(source)
+    return [resolve(task.file.file_path) for task in table.scan().plan_files()]
