@@ -5,6 +5,7 @@ Many small unsorted appends, partitioned by month of `l_shipdate`: exactly the l
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import subprocess
@@ -92,7 +93,7 @@ def build_demo(
     order = np.random.default_rng(seed).permutation(source.num_rows)
     shuffled = source.take(pa.array(order)).cast(table.schema().as_arrow())
     bounds = np.linspace(0, shuffled.num_rows, batches + 1).astype(int)
-    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]), start=1):
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds), start=1):
         t0 = time.perf_counter()
         table.append(shuffled.slice(lo, hi - lo))
         log.info("append %d/%d: %d rows in %.1fs", i, batches, hi - lo, time.perf_counter() - t0)

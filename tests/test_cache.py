@@ -47,6 +47,7 @@ def loader(value, size, calls=None):
         if calls is not None:
             calls.append(value)
         return value, size
+
     return load
 
 
@@ -370,8 +371,13 @@ def test_from_env_rejects_bad_values_naming_the_variable(var, raw, accepted):
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("max_total_bytes", 0), ("max_total_bytes", -1), ("max_entry_bytes", 0), ("max_entry_bytes", 1.5),
-        ("max_entry_bytes", True), ("expire_after_seconds", 0), ("expire_after_seconds", -3),
+        ("max_total_bytes", 0),
+        ("max_total_bytes", -1),
+        ("max_entry_bytes", 0),
+        ("max_entry_bytes", 1.5),
+        ("max_entry_bytes", True),
+        ("expire_after_seconds", 0),
+        ("expire_after_seconds", -3),
         ("enabled", "yes"),
     ],
 )
@@ -458,10 +464,14 @@ def test_concurrent_loads_of_one_item_share_one_load_without_holding_the_lock():
         assert release.wait(10)
         return "F", 10
 
-    leader = threading.Thread(target=lambda: results.append(cache.get_or_load("local", key, "footer", slow_load)))
+    leader = threading.Thread(
+        target=lambda: results.append(cache.get_or_load("local", key, "footer", slow_load))
+    )
     leader.start()
     wait_until(lambda: calls)
-    follower = threading.Thread(target=lambda: results.append(cache.get_or_load("local", key, "footer", slow_load)))
+    follower = threading.Thread(
+        target=lambda: results.append(cache.get_or_load("local", key, "footer", slow_load))
+    )
     follower.start()
     wait_until(lambda: cache.stats().coalesced == 1)
     # The lock is free while the load runs: other items can be read and written.
@@ -492,7 +502,9 @@ def test_waiters_retry_when_the_shared_load_fails():
     t1 = threading.Thread(target=leader)
     t1.start()
     wait_until(lambda: cache._inflight)
-    t2 = threading.Thread(target=lambda: results.append(cache.get_or_load("local", key, "footer", loader("F", 1))))
+    t2 = threading.Thread(
+        target=lambda: results.append(cache.get_or_load("local", key, "footer", loader("F", 1)))
+    )
     t2.start()
     wait_until(lambda: cache.stats().coalesced == 1)
     go.set()

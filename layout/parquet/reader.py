@@ -1,0 +1,523 @@
+"""ParquetFile: the footer on open; column index, offset index and bloom filter per chunk on demand.
+
+Opening reads the footer with at most two `read_at` calls (the last 64 KiB speculatively, then the rest
+of the footer if it is longer) and decodes only the footer. The page index and bloom filter of a column
+chunk are read (only that chunk's byte range) and decoded on first request, then memoized, so planning
+one column of a wide file never touches the others.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from typing import Any, NamedTuple
+
+from layout.errors import ParquetError, UsageError
+from layout.parquet import format as fmt
+from layout.parquet.bloom import BloomFilter, check_header
+from layout.parquet.format import BoundaryOrder, FieldRepetitionType, PhysicalType
+from layout.parquet.thrift import ThriftError, decode_struct
+from layout.parquet.types import ColumnType, SortOrder
+
+FOOTER_READ_SIZE = 64 * 1024
+MAGIC = b"PAR1"
+MAGIC_ENCRYPTED = b"PARE"
+_MAX_UNSIZED_READ = 16 * 1024 * 1024  # page index / bloom filter without a recorded length
+
+
+def decode_file_metadata(data: bytes, path: str = "<bytes>") -> fmt.FileMetaData:
+    """Decode a serialized FileMetaData (the footer without length and magic)."""
+    return _decode(fmt.FileMetaData, data, path, "footer (FileMetaData)")
+
+
+def decode_column_index(data: bytes, path: str = "<bytes>") -> fmt.ColumnIndex:
+    return _decode(fmt.ColumnIndex, data, path, "column index")
+
+
+def decode_offset_index(data: bytes, path: str = "<bytes>") -> fmt.OffsetIndex:
+    return _decode(fmt.OffsetIndex, data, path, "offset index")
+
+
+def _decode(cls: type, data: bytes, path: str, what: str) -> Any:
+    try:
+        return decode_struct(cls, data)[0]
+    except ThriftError as e:
+        raise ParquetError(path, f"corrupt {what}: {e}") from None
+
+
+class Column(NamedTuple):
+    index: int
+    path: tuple[str, ...]
+    name: str  # dotted path
+    type: ColumnType
+    max_definition_level: int
+    max_repetition_level: int
+
+
+class TypedStatistics(NamedTuple):
+    """Row-group statistics of a chunk; min/max None when absent or unusable (unknown order, NaN, ...)."""
+
+    min: Any
+    max: Any
+    null_count: int | None
+    distinct_count: int | None
+    min_exact: bool
+    max_exact: bool
+    nan_count: int | None = None
+
+
+class TypedColumnIndex(NamedTuple):
+    """A ColumnIndex with typed bounds. min_values[i] / max_values[i] are None for null pages, and also
+    when the bound is unusable (a NaN bound, bytes of the wrong size, or a column whose sort order is
+    UNKNOWN): None always means "no usable bound"; check null_pages for whether the page is all-null."""
+
+    boundary_order: BoundaryOrder
+    null_pages: list[bool]
+    min_values: list[Any]
+    max_values: list[Any]
+    null_counts: list[int] | None
+    raw: fmt.ColumnIndex
+
+
+# --- writer versions (which statistics to trust), as Arrow C++ decides ---------------------------------
+
+_VERSION_RE = re.compile(r"^\s*(.*?)\s+version\s+(\d+)(?:\.(\d+))?(?:\.(\d+))?", re.IGNORECASE)
+
+
+class WriterVersion(NamedTuple):
+    application: str
+    version: tuple[int, int, int]
+
+    @classmethod
+    def parse(cls, created_by: str | None) -> WriterVersion:
+        if not created_by:
+            return cls("unknown", (0, 0, 0))
+        m = _VERSION_RE.match(created_by)
+        if not m:
+            return cls(created_by.strip().lower(), (0, 0, 0))
+        return cls(m.group(1).lower(), tuple(int(g or 0) for g in m.group(2, 3, 4)))  # type: ignore[arg-type]
+
+    def older_than(self, application: str, version: tuple[int, int, int]) -> bool:
+        return self.application == application and self.version < version
+
+    def has_correct_statistics(self, physical: PhysicalType, raw_min: bytes | None, raw_max: bytes | None,
+                               sort_order: SortOrder) -> bool:
+        """Arrow C++'s ApplicationVersion::HasCorrectStatistics."""
+        if self.older_than("parquet-cpp", (1, 3, 0)) or self.older_than("parquet-mr", (1, 10, 0)):
+            same = raw_min is not None and raw_max is not None and raw_min == raw_max
+            if sort_order != SortOrder.SIGNED and not same:
+                return False
+            if physical not in (PhysicalType.FIXED_LEN_BYTE_ARRAY, PhysicalType.BYTE_ARRAY):
+                return True
+        if self.application == "unknown":
+            return True
+        if sort_order == SortOrder.UNKNOWN:
+            return False
+        return not self.older_than("parquet-mr", (1, 8, 0))  # PARQUET-251
+
+
+# --- byte sources --------------------------------------------------------------------------------------
+
+
+class _LocalSource:
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def size(self) -> int:
+        return os.stat(self.path).st_size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            out = os.pread(fd, length, offset)
+            while len(out) < length:  # pread may return short reads on some filesystems
+                more = os.pread(fd, length - len(out), offset + len(out))
+                if not more:
+                    break
+                out += more
+            return out
+        finally:
+            os.close(fd)
+
+
+class _FsSource:
+    __slots__ = ("fs", "path")
+
+    def __init__(self, path: str, fs: Any) -> None:
+        self.path, self.fs = path, fs
+
+    def size(self) -> int:
+        info = self.fs.get_file_info(self.path)
+        if info.size is None:
+            raise FileNotFoundError(self.path)
+        return int(info.size)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        with self.fs.open_input_file(self.path) as f:
+            data = f.read_at(length, offset)  # pyarrow's order: (nbytes, offset); bytes or a Buffer
+            return data if isinstance(data, bytes) else data.to_pybytes()
+
+
+def _column_names(schema: list[fmt.SchemaElement], path: str) -> list[tuple[tuple[str, ...], int, int, int]]:
+    """(path, max def level, max rep level, schema index) of every leaf, in schema order (iterative)."""
+    if not schema:
+        raise ParquetError(path, "corrupt footer: the schema is empty")
+    leaves = []
+    root_children = schema[0].num_children or 0
+    if root_children < 0:
+        raise ParquetError(path, f"corrupt schema: root has {root_children} children")
+    # stack of [remaining children, path, def level, rep level]
+    stack: list[list[Any]] = [[root_children, (), 0, 0]]
+    i = 1
+    while stack:
+        top = stack[-1]
+        if top[0] == 0:
+            stack.pop()
+            continue
+        top[0] -= 1
+        if i >= len(schema):
+            raise ParquetError(path, f"corrupt schema: the schema tree declares more than {len(schema)} elements")
+        el = schema[i]
+        rep = el.repetition_type
+        d = top[2] + (rep != FieldRepetitionType.REQUIRED and rep is not None)
+        r = top[3] + (rep == FieldRepetitionType.REPEATED)
+        node_path = top[1] + (el.name or "",)
+        nc = el.num_children
+        if nc is not None and nc < 0:
+            raise ParquetError(path, f"corrupt schema: element {el.name!r} has {nc} children")
+        if nc or (nc == 0 and el.type is None):
+            if len(stack) > 1000:
+                raise ParquetError(path, "corrupt schema: nested more than 1000 levels deep")
+            stack.append([nc, node_path, d, r])
+        else:
+            leaves.append((node_path, d, r, i))
+        i += 1
+    if i != len(schema):
+        raise ParquetError(path, f"corrupt schema: {len(schema) - i} schema elements are not in the tree")
+    return leaves
+
+
+class ParquetFile:
+    """Metadata of one Parquet file. Use `ParquetFile.open(path, filesystem=None)`."""
+
+    def __init__(self, path: str, source: Any, size: int, metadata: fmt.FileMetaData) -> None:
+        self.path = path
+        self.size = size
+        self.metadata = metadata
+        self._source = source
+        self._lock = threading.Lock()
+        self._column_index: dict[tuple[int, int], TypedColumnIndex | None] = {}
+        self._offset_index: dict[tuple[int, int], fmt.OffsetIndex | None] = {}
+        self._bloom: dict[tuple[int, int], BloomFilter | None] = {}
+        self.writer_version = WriterVersion.parse(metadata.created_by)
+        self.columns = self._build_columns()
+        self._by_name = {}
+        for c in self.columns:
+            self._by_name.setdefault(c.name, c)
+        self.row_groups: list[fmt.RowGroup] = metadata.row_groups or []
+        for i, rg in enumerate(self.row_groups):
+            n = len(rg.columns or ())
+            if n != len(self.columns):
+                raise ParquetError(path, f"corrupt footer: row group {i} has {n} column chunks, the schema "
+                                         f"has {len(self.columns)} leaf columns")
+            for j, cc in enumerate(rg.columns):
+                if cc.meta_data is None and cc.crypto_metadata is None and cc.encrypted_column_metadata is None:
+                    raise ParquetError(path, f"corrupt footer: column chunk {self.columns[j].name!r} of row "
+                                             f"group {i} has no metadata")
+
+    # --- opening -------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], filesystem: Any = None) -> ParquetFile:
+        p = os.fspath(path)
+        source = _LocalSource(p) if filesystem is None else _FsSource(p, filesystem)
+        try:
+            size = source.size()
+        except FileNotFoundError:
+            raise ParquetError(p, "file not found") from None
+        except OSError as e:
+            raise ParquetError(p, f"cannot read file: {e}") from None
+        if size < 12:
+            raise ParquetError(p, f"not a Parquet file: {size} bytes is too small (a Parquet file has at least "
+                                  f"12 bytes: magic, footer length, magic)")
+        tail_len = min(size, FOOTER_READ_SIZE)
+        tail = cls._read(source, p, size - tail_len, tail_len)
+        magic = tail[-4:]
+        if magic == MAGIC_ENCRYPTED:
+            raise ParquetError(p, "the file is encrypted (encrypted footer, magic PARE)",
+                               hint="lakesort does not read encrypted Parquet files")
+        if magic != MAGIC:
+            raise ParquetError(p, f"not a Parquet file: the file does not end with the magic bytes PAR1 "
+                                  f"(found {magic!r})")
+        if tail_len == size and tail[:4] not in (MAGIC, MAGIC_ENCRYPTED):
+            raise ParquetError(p, f"not a Parquet file: the file does not start with PAR1 (found {tail[:4]!r})")
+        footer_len = int.from_bytes(tail[-8:-4], "little")
+        if footer_len + 12 > size:
+            raise ParquetError(p, f"corrupt or truncated file: footer length {footer_len} does not fit in a "
+                                  f"file of {size} bytes")
+        if footer_len + 8 <= tail_len:
+            footer = tail[tail_len - 8 - footer_len:tail_len - 8]
+        else:
+            start = size - 8 - footer_len
+            head = cls._read(source, p, start, footer_len + 8 - tail_len)
+            footer = head + tail[:-8]
+        metadata = decode_file_metadata(footer, p)
+        if metadata.encryption_algorithm is not None:
+            pass  # plaintext footer: metadata readable; encrypted chunks are refused when asked for
+        return cls(p, source, size, metadata)
+
+    @staticmethod
+    def _read(source: Any, path: str, offset: int, length: int) -> bytes:
+        try:
+            data = source.read_at(offset, length)
+        except OSError as e:
+            raise ParquetError(path, f"cannot read {length} bytes at offset {offset}: {e}") from None
+        if len(data) != length:
+            raise ParquetError(path, f"truncated file: wanted {length} bytes at offset {offset}, got {len(data)}")
+        return data
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Read exactly `length` bytes at `offset` (bounds-checked against the file size)."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ParquetError(self.path, f"read of {length} bytes at offset {offset} is outside the file "
+                                          f"({self.size} bytes)")
+        return self._read(self._source, self.path, offset, length)
+
+    # --- schema --------------------------------------------------------------------------------------
+
+    def _build_columns(self) -> tuple[Column, ...]:
+        md = self.metadata
+        leaves = _column_names(md.schema or [], self.path)
+        orders = md.column_orders
+        if orders is not None and len(orders) != len(leaves):
+            orders = None  # a mismatched list cannot be attributed: treat as absent (Arrow does the same)
+        out = []
+        for j, (path, d, r, si) in enumerate(leaves):
+            el = md.schema[si]
+            name = ".".join(path)
+            if el.type is None:
+                raise ParquetError(self.path, f"corrupt schema: leaf column {name!r} has no physical type")
+            if not isinstance(el.type, PhysicalType):
+                raise ParquetError(self.path, f"corrupt schema: invalid physical type {el.type} for column "
+                                              f"{name!r}")
+            if el.type == PhysicalType.FIXED_LEN_BYTE_ARRAY and (el.type_length is None or el.type_length < 0):
+                raise ParquetError(self.path, f"corrupt schema: FIXED_LEN_BYTE_ARRAY column {name!r} has no "
+                                              f"valid type_length")
+            ct = ColumnType.from_schema(el, orders[j] if orders is not None else None, name)
+            out.append(Column(j, path, name, ct, d, r))
+        return tuple(out)
+
+    @property
+    def num_rows(self) -> int:
+        return self.metadata.num_rows or 0
+
+    @property
+    def created_by(self) -> str | None:
+        return self.metadata.created_by
+
+    @property
+    def key_value_metadata(self) -> dict[str, str | None]:
+        return {kv.key: kv.value for kv in self.metadata.key_value_metadata or ()}
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self.row_groups)
+
+    def column(self, name_or_index: int | str | tuple[str, ...]) -> Column:
+        c = name_or_index
+        if isinstance(c, int) and not isinstance(c, bool):
+            if 0 <= c < len(self.columns):
+                return self.columns[c]
+        elif isinstance(c, (str, tuple)):
+            key = ".".join(c) if isinstance(c, tuple) else c
+            if key in self._by_name:
+                return self._by_name[key]
+        names = ", ".join(x.name for x in self.columns)
+        raise UsageError(f"{self.path}: no column {c!r} (columns: {names})")
+
+    def _chunk(self, rg: int, col: int | str) -> tuple[Column, fmt.ColumnChunk]:
+        column = self.column(col)
+        if not (isinstance(rg, int) and 0 <= rg < len(self.row_groups)):
+            raise UsageError(f"{self.path}: no row group {rg!r} (the file has {len(self.row_groups)})")
+        return column, self.row_groups[rg].columns[column.index]
+
+    def _encrypted(self, column: Column, rg: int, cc: fmt.ColumnChunk, what: str) -> ParquetError:
+        return ParquetError(self.path, f"the {what} of column {column.name!r} in row group {rg} is encrypted",
+                            hint="lakesort does not read encrypted Parquet files")
+
+    # --- statistics ----------------------------------------------------------------------------------
+
+    def statistics(self, rg: int, col: int | str) -> TypedStatistics | None:
+        column, cc = self._chunk(rg, col)
+        md = cc.meta_data
+        if md is None or md.statistics is None:
+            return None
+        s = md.statistics
+        ct = column.type
+        order = ct.sort_order
+        if ct.column_order is not None:
+            raw_min, raw_max = s.min_value, s.max_value
+            if (raw_min is None or raw_max is None) and order == SortOrder.SIGNED and ct.kind != "decimal" \
+                    and ct.physical_type not in (PhysicalType.BYTE_ARRAY, PhysicalType.FIXED_LEN_BYTE_ARRAY):
+                raw_min, raw_max = s.min, s.max  # deprecated fields are signed-order: sound for signed types
+            ok = order != SortOrder.UNKNOWN
+        else:
+            # No column_orders: only the deprecated signed-order min/max exist. They are bounds only for
+            # SIGNED types (strings/binary/unsigned ints were compared signed by old writers), and only
+            # from writers Arrow C++ trusts (PARQUET-251 and friends).
+            raw_min, raw_max = s.min, s.max
+            ok = order == SortOrder.SIGNED and self.writer_version.has_correct_statistics(
+                ct.physical_type, raw_min, raw_max, order)
+        lo = hi = None
+        if ok and raw_min is not None and raw_max is not None:
+            lo, hi = _usable(ct, raw_min), _usable(ct, raw_max)
+        fixed = ct.physical_type != PhysicalType.BYTE_ARRAY
+        min_exact = lo is not None and (bool(s.is_min_value_exact) if s.is_min_value_exact is not None else fixed)
+        max_exact = hi is not None and (bool(s.is_max_value_exact) if s.is_max_value_exact is not None else fixed)
+        return TypedStatistics(lo, hi, s.null_count, s.distinct_count, min_exact, max_exact, s.nan_count)
+
+    # --- page index ----------------------------------------------------------------------------------
+
+    def has_column_index(self, rg: int, col: int | str) -> bool:
+        return self._chunk(rg, col)[1].column_index_offset is not None
+
+    def has_offset_index(self, rg: int, col: int | str) -> bool:
+        return self._chunk(rg, col)[1].offset_index_offset is not None
+
+    def has_bloom_filter(self, rg: int, col: int | str) -> bool:
+        md = self._chunk(rg, col)[1].meta_data
+        return md is not None and md.bloom_filter_offset is not None
+
+    def _region(self, column: Column, rg: int, what: str, offset: int, length: int | None) -> bytes:
+        end = self.size
+        if offset < 0 or offset >= end or (length is not None and (length <= 0 or offset + length > end)):
+            raise ParquetError(self.path, f"corrupt footer: the {what} of column {column.name!r} in row group "
+                                          f"{rg} (offset {offset}, length {length}) lies outside the file "
+                                          f"({end} bytes)")
+        if length is None:
+            length = min(end - offset, _MAX_UNSIZED_READ)
+        return self._read(self._source, self.path, offset, length)
+
+    def offset_index(self, rg: int, col: int | str) -> fmt.OffsetIndex | None:
+        column, cc = self._chunk(rg, col)
+        key = (rg, column.index)
+        try:
+            return self._offset_index[key]
+        except KeyError:
+            pass
+        result = None
+        if cc.offset_index_offset is not None:
+            if cc.crypto_metadata is not None:
+                raise self._encrypted(column, rg, cc, "offset index")
+            data = self._region(column, rg, "offset index", cc.offset_index_offset, cc.offset_index_length)
+            result = self._decode_page_index(fmt.OffsetIndex, data, column, rg, "offset index")
+        with self._lock:
+            self._offset_index[key] = result
+        return result
+
+    def column_index(self, rg: int, col: int | str) -> TypedColumnIndex | None:
+        column, cc = self._chunk(rg, col)
+        key = (rg, column.index)
+        try:
+            return self._column_index[key]
+        except KeyError:
+            pass
+        result = None
+        if cc.column_index_offset is not None:
+            if cc.crypto_metadata is not None:
+                raise self._encrypted(column, rg, cc, "column index")
+            data = self._region(column, rg, "column index", cc.column_index_offset, cc.column_index_length)
+            raw = self._decode_page_index(fmt.ColumnIndex, data, column, rg, "column index")
+            result = self._typed_column_index(raw, column, rg)
+        with self._lock:
+            self._column_index[key] = result
+        return result
+
+    def _decode_page_index(self, cls: type, data: bytes, column: Column, rg: int, what: str) -> Any:
+        try:
+            return decode_struct(cls, data)[0]
+        except ThriftError as e:
+            raise ParquetError(self.path, f"corrupt {what} of column {column.name!r} in row group {rg}: {e}") \
+                from None
+
+    def _typed_column_index(self, raw: fmt.ColumnIndex, column: Column, rg: int) -> TypedColumnIndex:
+        n = len(raw.null_pages)
+        if len(raw.min_values) != n or len(raw.max_values) != n or (
+                raw.null_counts is not None and len(raw.null_counts) != n):
+            raise ParquetError(self.path, f"corrupt column index of column {column.name!r} in row group {rg}: "
+                                          f"lists of different lengths ({n} null_pages, {len(raw.min_values)} "
+                                          f"min_values, {len(raw.max_values)} max_values)")
+        ct = column.type
+        if ct.sort_order == SortOrder.UNKNOWN:
+            mins: list[Any] = [None] * n
+            maxs: list[Any] = [None] * n
+        else:
+            mins = [None if null else _usable(ct, v) for null, v in zip(raw.null_pages, raw.min_values)]
+            maxs = [None if null else _usable(ct, v) for null, v in zip(raw.null_pages, raw.max_values)]
+        bo = raw.boundary_order
+        if not isinstance(bo, BoundaryOrder):
+            bo = BoundaryOrder.UNORDERED  # an order newer than this reader: no ordering assumed (sound)
+        return TypedColumnIndex(bo, raw.null_pages, mins, maxs, raw.null_counts, raw)
+
+    # --- bloom filter --------------------------------------------------------------------------------
+
+    def bloom_filter(self, rg: int, col: int | str) -> BloomFilter | None:
+        column, cc = self._chunk(rg, col)
+        key = (rg, column.index)
+        try:
+            return self._bloom[key]
+        except KeyError:
+            pass
+        md = cc.meta_data
+        result = None
+        if md is not None and md.bloom_filter_offset is not None:
+            if cc.crypto_metadata is not None:
+                raise self._encrypted(column, rg, cc, "bloom filter")
+            result = self._read_bloom(column, rg, md.bloom_filter_offset, md.bloom_filter_length)
+        with self._lock:
+            self._bloom[key] = result
+        return result
+
+    def _read_bloom(self, column: Column, rg: int, offset: int, length: int | None) -> BloomFilter:
+        where = f"bloom filter of column {column.name!r} in row group {rg}"
+        # Without bloom_filter_length (written since format 2.10) read the header first, then the bitset.
+        data = self._region(column, rg, "bloom filter", offset,
+                            length if length is not None else min(64, self.size - offset))
+        try:
+            header, pos = decode_struct(fmt.BloomFilterHeader, data)
+        except ThriftError as e:
+            raise ParquetError(self.path, f"corrupt {where}: {e}") from None
+        problem = check_header(header)
+        if problem:
+            raise ParquetError(self.path, f"{where}: {problem}")
+        need = pos + header.num_bytes
+        if length is None:
+            if offset + need > self.size:
+                raise ParquetError(self.path, f"corrupt {where}: its {header.num_bytes} bytes run past the end "
+                                              f"of the file")
+            bitset = self._read(self._source, self.path, offset + pos, header.num_bytes)
+        else:
+            if need > len(data):
+                raise ParquetError(self.path, f"corrupt {where}: header says {header.num_bytes} bytes, the "
+                                              f"footer's bloom_filter_length {length} leaves {len(data) - pos}")
+            bitset = data[pos:need]
+        return BloomFilter(bitset, column.type, header)
+
+    def __repr__(self) -> str:
+        return f"ParquetFile({self.path!r}, rows={self.num_rows}, row_groups={self.num_row_groups}, " \
+               f"columns={len(self.columns)})"
+
+
+def _usable(ct: ColumnType, raw: bytes) -> Any:
+    """Typed bound, or None when it cannot serve as a bound (wrong size, NaN)."""
+    try:
+        v = ct.decode(raw)
+    except (ValueError, ArithmeticError):
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
