@@ -1,0 +1,104 @@
+"""Shared pytest fixtures: one local SparkSession per test session, and the parquet-testing data."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where `parquet_testing` looks by default: a checkout of apache/parquet-testing beside the repo.
+DEFAULT_PARQUET_TESTING = REPO_ROOT.parent / "shared" / "testdata" / "parquet-testing"
+MIN_JAVA = 17
+
+# Test modules import the writer helpers as `from writers import ...`, whatever pytest's import mode.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _java_executable() -> str | None:
+    """The `java` Spark will run: $JAVA_HOME/bin/java if JAVA_HOME is valid, else `java` on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("java")
+
+
+def _java_major_version(java: str) -> int | None:
+    """Major version from `java -version` (printed on stderr: `openjdk version "17.0.15" ...`)."""
+    try:
+        proc = subprocess.run([java, "-version"], check=False, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # Java 8 and older: "1.8.0_412"
+        major = int(match.group(2))
+    return major
+
+
+def _ensure_java_home(java: str) -> None:
+    """Make JAVA_HOME unnecessary: if it is unset or invalid, derive it from the `java` on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return
+    # /usr/bin/java is usually a chain of symlinks to <jdk>/bin/java.
+    os.environ["JAVA_HOME"] = str(Path(java).resolve().parent.parent)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession (local[2], no UI, UTC) for the whole test session; stopped at the end."""
+    java = _java_executable()
+    if java is None:
+        pytest.skip("Spark tests need Java 17+: no `java` on PATH and no valid JAVA_HOME")
+    major = _java_major_version(java)
+    if major is None or major < MIN_JAVA:
+        pytest.skip(f"Spark tests need Java {MIN_JAVA}+; `{java} -version` reports {major or 'unknown'}")
+    _ensure_java_home(java)
+    # Python workers must be this interpreter (the venv's), not whatever `python3` is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # the `pipeline` extra is not installed
+        pytest.skip(f"Spark tests need pyspark (the `pipeline` extra): {exc}")
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("lakesort-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def parquet_testing() -> Path:
+    """The apache/parquet-testing checkout (env LAKESORT_PARQUET_TESTING overrides the default place)."""
+    override = os.environ.get("LAKESORT_PARQUET_TESTING")
+    path = Path(override) if override else DEFAULT_PARQUET_TESTING
+    if not path.is_dir():
+        shown = os.path.relpath(path, REPO_ROOT) if not override else str(path)
+        pytest.skip(
+            f"parquet-testing data not found at {shown}; set LAKESORT_PARQUET_TESTING "
+            "or clone apache/parquet-testing beside the repo"
+        )
+    return path
