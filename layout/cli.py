@@ -50,6 +50,30 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from layout.plan import plan
+
+    result = plan(args.source, args.where, _columns(args.columns))
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    c = result.counts
+    print(f"plan for {args.source} where {result.predicate} ({result.plan_ms:.1f} ms)")
+    rows = [("level", "total", "selected", "skipped")]
+    for label, total, chosen in (
+        ("files", c.files_total, c.files_selected), ("row groups", c.row_groups_total, c.row_groups_selected),
+        ("pages", c.pages_total, c.pages_selected), ("rows", c.rows_total, c.rows_selected),
+        ("bytes", c.bytes_total, c.bytes_selected),
+    ):
+        skipped = f"{100 * (1 - chosen / total):.1f}%" if total else "-"
+        rows.append((label, str(total), str(chosen), skipped))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from layout.demo import build_demo
 
@@ -79,6 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--summary", action="store_true",
                      help="one line per file, then column index coverage and BoundaryOrder per column")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("plan", help="what a page-index-aware reader must read for a predicate",
+                       description="Prune files, row groups and pages for a predicate; print the counts.")
+    p.add_argument("source", metavar="SOURCE", help="a Parquet file, a directory, or an Iceberg table `ns.table`")
+    p.add_argument("--where", required=True, metavar="SQL",
+                   help="a SQL condition, e.g. \"l_shipdate >= DATE '1995-01-01' AND l_quantity < 10\"")
+    p.add_argument("--columns", metavar="A,B", help="the projected columns (default: all)")
+    p.add_argument("--json", action="store_true",
+                   help="counts per level, plan_ms and the row selection per row group as JSON")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
                        description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")

@@ -11,7 +11,7 @@ the pages that hold a matching value (sound), never a subset.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +32,12 @@ class Interval:
         return cls(value, True, value, True)
 
     def above_hi(self, key: Any) -> bool:
-        """Is `key` past the interval's upper end?"""
-        return self.hi is not None and (key > self.hi or (key == self.hi and not self.hi_inclusive))
+        """Is `key` past the interval's upper end? An unknown (None) key never is."""
+        return self.hi is not None and key is not None and (key > self.hi or (key == self.hi and not self.hi_inclusive))
 
     def below_lo(self, key: Any) -> bool:
-        """Is `key` before the interval's lower end?"""
-        return self.lo is not None and (key < self.lo or (key == self.lo and not self.lo_inclusive))
+        """Is `key` before the interval's lower end? An unknown (None) key never is."""
+        return self.lo is not None and key is not None and (key < self.lo or (key == self.lo and not self.lo_inclusive))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,12 @@ class PageSearch:
             if not (b.mins[i] == value and b.maxs[i] == value):
                 out.append(i)
         return out
+
+    def where(self, keep: Callable[[Any, Any], bool]) -> list[int]:
+        """Non-null pages for which `keep(min, max)` holds: a linear scan, for predicates without order."""
+        b = self.bounds
+        self.comparisons += len(self._pages)
+        return [i for i in self._pages if keep(b.mins[i], b.maxs[i])]
 
     def is_null(self) -> list[int]:
         b = self.bounds

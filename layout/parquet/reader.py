@@ -210,7 +210,9 @@ class ParquetFile:
         self.metadata = metadata
         self._source = source
         self._lock = threading.Lock()
+        self.bytes_read = 0  # metadata bytes read so far (footer, page indexes, bloom filters): a size estimate
         self._column_index: dict[tuple[int, int], TypedColumnIndex | None] = {}
+        self._raw_column_index: dict[tuple[int, int], fmt.ColumnIndex | None] = {}
         self._offset_index: dict[tuple[int, int], fmt.OffsetIndex | None] = {}
         self._bloom: dict[tuple[int, int], BloomFilter | None] = {}
         self.writer_version = WriterVersion.parse(metadata.created_by)
@@ -266,9 +268,10 @@ class ParquetFile:
             head = cls._read(source, p, start, footer_len + 8 - tail_len)
             footer = head + tail[:-8]
         metadata = decode_file_metadata(footer, p)
-        if metadata.encryption_algorithm is not None:
-            pass  # plaintext footer: metadata readable; encrypted chunks are refused when asked for
-        return cls(p, source, size, metadata)
+        # A plaintext footer with encryption_algorithm set: metadata readable, encrypted chunks refused.
+        pf = cls(p, source, size, metadata)
+        pf.bytes_read = footer_len + 8
+        return pf
 
     @staticmethod
     def _read(source: Any, path: str, offset: int, length: int) -> bytes:
@@ -327,6 +330,9 @@ class ParquetFile:
     def num_row_groups(self) -> int:
         return len(self.row_groups)
 
+    def has_column(self, name: str) -> bool:
+        return name in self._by_name
+
     def column(self, name_or_index: int | str | tuple[str, ...]) -> Column:
         c = name_or_index
         if isinstance(c, int) and not isinstance(c, bool):
@@ -352,6 +358,29 @@ class ParquetFile:
     # --- statistics ----------------------------------------------------------------------------------
 
     def statistics(self, rg: int, col: int | str) -> TypedStatistics | None:
+        """The chunk's footer statistics as typed values; min/max None where not usable as bounds."""
+        trusted = self._trusted_statistics(rg, col)
+        if trusted is None:
+            return None
+        ct, s, raw_min, raw_max = trusted
+        lo = hi = None
+        if raw_min is not None and raw_max is not None:
+            lo, hi = _usable(ct, raw_min), _usable(ct, raw_max)
+        return TypedStatistics(lo, hi, s.null_count, s.distinct_count, *_exactness(ct, s, lo, hi), s.nan_count)
+
+    def statistics_keys(self, rg: int, col: int | str) -> TypedStatistics | None:
+        """Like `statistics`, but min/max are order keys (`ColumnType.order_key`), as pruning compares them."""
+        trusted = self._trusted_statistics(rg, col)
+        if trusted is None:
+            return None
+        ct, s, raw_min, raw_max = trusted
+        lo = hi = None
+        if raw_min is not None and raw_max is not None:
+            lo, hi = _usable_key(ct, raw_min), _usable_key(ct, raw_max)
+        return TypedStatistics(lo, hi, s.null_count, s.distinct_count, *_exactness(ct, s, lo, hi), s.nan_count)
+
+    def _trusted_statistics(self, rg: int, col: int | str) -> tuple[ColumnType, Any, Any, Any] | None:
+        """(type, Statistics, raw min, raw max) with min/max None unless they are sound bounds."""
         column, cc = self._chunk(rg, col)
         md = cc.meta_data
         if md is None or md.statistics is None:
@@ -372,13 +401,7 @@ class ParquetFile:
             raw_min, raw_max = s.min, s.max
             ok = order == SortOrder.SIGNED and self.writer_version.has_correct_statistics(
                 ct.physical_type, raw_min, raw_max, order)
-        lo = hi = None
-        if ok and raw_min is not None and raw_max is not None:
-            lo, hi = _usable(ct, raw_min), _usable(ct, raw_max)
-        fixed = ct.physical_type != PhysicalType.BYTE_ARRAY
-        min_exact = lo is not None and (bool(s.is_min_value_exact) if s.is_min_value_exact is not None else fixed)
-        max_exact = hi is not None and (bool(s.is_max_value_exact) if s.is_max_value_exact is not None else fixed)
-        return TypedStatistics(lo, hi, s.null_count, s.distinct_count, min_exact, max_exact, s.nan_count)
+        return (ct, s, raw_min, raw_max) if ok else (ct, s, None, None)
 
     # --- page index ----------------------------------------------------------------------------------
 
@@ -400,6 +423,7 @@ class ParquetFile:
                                           f"({end} bytes)")
         if length is None:
             length = min(end - offset, _MAX_UNSIZED_READ)
+        self.bytes_read += length
         return self._read(self._source, self.path, offset, length)
 
     def offset_index(self, rg: int, col: int | str) -> fmt.OffsetIndex | None:
@@ -419,11 +443,12 @@ class ParquetFile:
             self._offset_index[key] = result
         return result
 
-    def column_index(self, rg: int, col: int | str) -> TypedColumnIndex | None:
+    def raw_column_index(self, rg: int, col: int | str) -> fmt.ColumnIndex | None:
+        """The chunk's ColumnIndex as decoded (min/max still PLAIN bytes); pruning works on these."""
         column, cc = self._chunk(rg, col)
         key = (rg, column.index)
         try:
-            return self._column_index[key]
+            return self._raw_column_index[key]
         except KeyError:
             pass
         result = None
@@ -431,8 +456,22 @@ class ParquetFile:
             if cc.crypto_metadata is not None:
                 raise self._encrypted(column, rg, cc, "column index")
             data = self._region(column, rg, "column index", cc.column_index_offset, cc.column_index_length)
-            raw = self._decode_page_index(fmt.ColumnIndex, data, column, rg, "column index")
-            result = self._typed_column_index(raw, column, rg)
+            result = self._decode_page_index(fmt.ColumnIndex, data, column, rg, "column index")
+            self._check_column_index(result, column, rg)
+        with self._lock:
+            self._raw_column_index[key] = result
+        return result
+
+    def column_index(self, rg: int, col: int | str) -> TypedColumnIndex | None:
+        """The chunk's ColumnIndex with every bound decoded to a typed value (for display and reports)."""
+        column, _ = self._chunk(rg, col)
+        key = (rg, column.index)
+        try:
+            return self._column_index[key]
+        except KeyError:
+            pass
+        raw = self.raw_column_index(rg, col)
+        result = None if raw is None else self._typed_column_index(raw, column)
         with self._lock:
             self._column_index[key] = result
         return result
@@ -444,13 +483,16 @@ class ParquetFile:
             raise ParquetError(self.path, f"corrupt {what} of column {column.name!r} in row group {rg}: {e}") \
                 from None
 
-    def _typed_column_index(self, raw: fmt.ColumnIndex, column: Column, rg: int) -> TypedColumnIndex:
+    def _check_column_index(self, raw: fmt.ColumnIndex, column: Column, rg: int) -> None:
         n = len(raw.null_pages)
         if len(raw.min_values) != n or len(raw.max_values) != n or (
                 raw.null_counts is not None and len(raw.null_counts) != n):
             raise ParquetError(self.path, f"corrupt column index of column {column.name!r} in row group {rg}: "
                                           f"lists of different lengths ({n} null_pages, {len(raw.min_values)} "
                                           f"min_values, {len(raw.max_values)} max_values)")
+
+    def _typed_column_index(self, raw: fmt.ColumnIndex, column: Column) -> TypedColumnIndex:
+        n = len(raw.null_pages)
         ct = column.type
         if ct.sort_order == SortOrder.UNKNOWN:
             mins: list[Any] = [None] * n
@@ -510,6 +552,25 @@ class ParquetFile:
     def __repr__(self) -> str:
         return f"ParquetFile({self.path!r}, rows={self.num_rows}, row_groups={self.num_row_groups}, " \
                f"columns={len(self.columns)})"
+
+
+def _exactness(ct: ColumnType, s: Any, lo: Any, hi: Any) -> tuple[bool, bool]:
+    """Whether min/max are the true extremes: the writer says so, else only fixed-width values are."""
+    fixed = ct.physical_type != PhysicalType.BYTE_ARRAY
+    min_exact = lo is not None and (bool(s.is_min_value_exact) if s.is_min_value_exact is not None else fixed)
+    max_exact = hi is not None and (bool(s.is_max_value_exact) if s.is_max_value_exact is not None else fixed)
+    return min_exact, max_exact
+
+
+def _usable_key(ct: ColumnType, raw: bytes) -> Any:
+    """Order key of a bound, or None when it cannot serve as one (wrong size, NaN)."""
+    try:
+        v = ct.order_key(raw)
+    except (ValueError, ArithmeticError):
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
 
 
 def _usable(ct: ColumnType, raw: bytes) -> Any:

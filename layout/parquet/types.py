@@ -110,16 +110,22 @@ def _time_from_units(v: int, unit: str) -> Any:
 def _units_from_datetime(value: dt.datetime, unit: str) -> int:
     delta = value - (_EPOCH_UTC if value.tzinfo is not None else _EPOCH)
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return _exact_units(micros, value, unit)
+
+
+def _exact_units(micros: int, value: Any, unit: str) -> int:
+    """`micros` in `unit`; a value between two units has no exact PLAIN form (a bloom hash would lie)."""
     if unit == "ns":
         return micros * 1000 + getattr(value, "nanosecond", 0)
-    return micros // (1_000_000 // _PER_SECOND[unit])
+    units, rest = divmod(micros, 1_000_000 // _PER_SECOND[unit])
+    if rest:
+        raise ValueError(f"{value} is not a whole number of {unit}")
+    return units
 
 
 def _units_from_time(value: dt.time, unit: str) -> int:
     micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-    if unit == "ns":
-        return micros * 1000 + getattr(value, "nanosecond", 0)
-    return micros // (1_000_000 // _PER_SECOND[unit])
+    return _exact_units(micros, value, unit)
 
 
 def _unit_of(tu: Any) -> str | None:

@@ -1,0 +1,330 @@
+"""`plan(source, where, columns)`: exactly what a page-index-aware reader must read, level by level.
+
+Files (Iceberg manifest bounds through pyiceberg, or the footers' row-group statistics aggregated),
+row groups (footer statistics, then bloom filters for `=` / `IN`), pages (column indexes, binary
+search when ordered) into row selections intersected across the columns of an AND and united for an
+OR. A plan is a value: planning produces it, `layout.scan` reads it. Pruning is sound: the selection
+holds every matching row; `to_arrow()` then filters exactly.
+
+Counts: `*_total` are over the whole source, `*_selected` what survives; pages and bytes count the
+column chunks of the projected and predicate columns (a chunk without an offset index counts as one
+page, read whole), bytes as compressed page sizes plus the dictionary page a reader also fetches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from layout.bind import Kind, bind
+from layout.cache import MetadataCache, default_cache, file_key, filesystem_id
+from layout.errors import UsageError
+from layout.parquet import ColumnType, ParquetFile
+from layout.predicate import AlwaysTrue, Expr, rewrite_not
+from layout.predicate import columns as expr_columns
+from layout.pruning import BloomEvaluator, ColumnStats, PageSelector, StatsEvaluator, Truth
+from layout.selection import RowSelection
+from layout.sql import parse_where
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+# Decoded metadata takes several times its encoded size in Python objects; the cache bounds by this.
+DECODED_SIZE_FACTOR = 8
+
+_KINDS = {
+    "bool": Kind.BOOLEAN, "int": Kind.INTEGER, "float": Kind.FLOAT, "double": Kind.FLOAT,
+    "float16": Kind.FLOAT, "decimal": Kind.DECIMAL, "string": Kind.STRING, "binary": Kind.BINARY,
+    "uuid": Kind.BINARY, "date": Kind.DATE, "time": Kind.TIME, "int96": Kind.TIMESTAMP,
+}
+
+
+def kind_of(ct: ColumnType) -> Kind | None:
+    """The predicate kind of a Parquet column type (None: not comparable)."""
+    if ct.kind == "timestamp":
+        return Kind.TIMESTAMP_TZ if ct.utc else Kind.TIMESTAMP
+    return _KINDS.get(ct.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class RowGroupPlan:
+    index: int
+    num_rows: int
+    selection: RowSelection  # rows that might match
+    all_match: bool  # statistics prove every row matches: no exact filter needed
+
+
+@dataclass(frozen=True, slots=True)
+class FilePlan:
+    path: str
+    row_groups: tuple[RowGroupPlan, ...]
+    filesystem: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanCounts:
+    files_total: int = 0
+    files_selected: int = 0
+    row_groups_total: int = 0
+    row_groups_selected: int = 0
+    pages_total: int = 0
+    pages_selected: int = 0
+    rows_total: int = 0
+    rows_selected: int = 0
+    bytes_total: int = 0
+    bytes_selected: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    source: str
+    predicate: Expr  # bound, NOT-free
+    columns: tuple[str, ...] | None  # projection; None = every column
+    files: tuple[FilePlan, ...]
+    counts: PlanCounts
+    plan_ms: float
+    page_comparisons: int = 0  # column-index bound comparisons made by page search
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source, "where": str(self.predicate),
+            "columns": list(self.columns) if self.columns is not None else None,
+            **{k: getattr(self.counts, k) for k in PlanCounts.__dataclass_fields__},
+            "plan_ms": round(self.plan_ms, 3),
+            "selection": [
+                {"path": f.path, "row_group": rg.index, "ranges": [list(r) for r in rg.selection.ranges]}
+                for f in self.files for rg in f.row_groups
+            ],
+        }
+        return out
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        from layout.scan import read_batches
+
+        return read_batches(self)
+
+    def to_arrow(self) -> pa.Table:
+        from layout.scan import read_table
+
+        return read_table(self)
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Mutable counters while planning; frozen into PlanCounts at the end."""
+
+    files_total: int = 0
+    files_selected: int = 0
+    row_groups_total: int = 0
+    row_groups_selected: int = 0
+    pages_total: int = 0
+    pages_selected: int = 0
+    rows_total: int = 0
+    rows_selected: int = 0
+    bytes_total: int = 0
+    bytes_selected: int = 0
+
+    def freeze(self) -> PlanCounts:
+        return PlanCounts(**{k: getattr(self, k) for k in PlanCounts.__dataclass_fields__})
+
+
+def plan(
+    source: str | os.PathLike[str],
+    where: str | Expr | None = None,
+    columns: Sequence[str] | None = None,
+    *,
+    cache: MetadataCache | None | bool = None,
+) -> Plan:
+    """Plan a read of `source` (a Parquet file, a directory, or an Iceberg table `ns.table`).
+
+    `where` is SQL text or a predicate; `columns` the projection (None: all). `cache=None` uses the
+    process-wide metadata cache, `False` none, or pass a `MetadataCache`.
+    """
+    started = time.perf_counter()
+    the_cache = default_cache() if cache is None else (None if cache is False else cache)
+    expr = parse_where(where) if isinstance(where, str) else (where if where is not None else AlwaysTrue())
+    files, selected_paths = _resolve(os.fspath(source), expr, the_cache)
+    if not files:
+        raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
+    first = _open(files[0], the_cache)
+    kinds = {c.name: k for c in first.columns if (k := kind_of(c.type)) is not None}
+    bound = rewrite_not(bind(expr, kinds))
+    predicate_columns = sorted(expr_columns(bound))
+    projected = tuple(columns) if columns is not None else None
+    for name in (*predicate_columns, *(projected or ())):
+        first.column(name)  # UsageError naming the file and the valid columns
+    needed = sorted(set(predicate_columns) | set(projected if projected is not None else
+                                                 (c.name for c in first.columns)))
+    tally = _Tally()
+    file_plans = []
+    comparisons = 0
+    for entry in files:
+        pf = first if entry is files[0] else _open(entry, the_cache)
+        planned, n = _plan_file(pf, entry, bound, predicate_columns, needed, selected_paths, tally)
+        comparisons += n
+        if planned is not None:
+            file_plans.append(planned)
+        _recache(entry, pf, the_cache)
+    elapsed = (time.perf_counter() - started) * 1000
+    counts = tally.freeze()
+    log.info("planned %s: files %d/%d, row groups %d/%d, pages %d/%d, rows %d/%d in %.1f ms",
+             source, counts.files_selected, counts.files_total, counts.row_groups_selected,
+             counts.row_groups_total, counts.pages_selected, counts.pages_total, counts.rows_selected,
+             counts.rows_total, elapsed)
+    return Plan(os.fspath(source), bound, projected, tuple(file_plans), counts, elapsed, comparisons)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    filesystem: Any
+    path: str
+    size: int | None  # known from a manifest: no stat needed
+
+
+def _resolve(source: str, expr: Expr, cache: MetadataCache | None) -> tuple[list[_Entry], set[str] | None]:
+    """All data files of the source, and the paths file-level pruning kept (None: decide from footers)."""
+    from pyarrow import fs as pafs
+
+    from layout.io import find_parquet_files, resolve
+
+    filesystem, path = resolve(source)
+    if filesystem.get_file_info(path).type != pafs.FileType.NotFound or "." not in source or "/" in source:
+        return [_Entry(f, p, None) for f, p in find_parquet_files(source)], None
+    from layout.catalog import load_table
+    from layout.iceberg import snapshot_files
+
+    table = load_table(source)
+    every = snapshot_files(table, None, cache)
+    kept = snapshot_files(table, expr, cache)
+    if any(f.delete_files for f in every):
+        raise UsageError(f"{source}: the table has delete files, which lakesort's reader does not apply yet; "
+                         "compact it first or read it with an engine that merges deletes")
+    entries = []
+    for f in every:
+        filesystem, p = resolve(f.path)
+        entries.append(_Entry(filesystem, p, f.size))
+    return entries, {resolve(f.path)[1] for f in kept}
+
+
+def _open(entry: _Entry, cache: MetadataCache | None) -> ParquetFile:
+    if cache is None:
+        return ParquetFile.open(entry.path, filesystem=entry.filesystem)
+    key = _key(entry)
+
+    def load() -> tuple[ParquetFile, int]:
+        pf = ParquetFile.open(entry.path, filesystem=entry.filesystem)
+        return pf, pf.bytes_read * DECODED_SIZE_FACTOR
+
+    return cache.get_or_load(filesystem_id(entry.filesystem), key, "parquet", load)
+
+
+def _key(entry: _Entry):
+    from layout.cache import FileKey
+
+    return FileKey(entry.path, entry.size) if entry.size is not None else file_key(entry.filesystem, entry.path)
+
+
+def _recache(entry: _Entry, pf: ParquetFile, cache: MetadataCache | None) -> None:
+    """Page indexes read while planning live in the ParquetFile: account for their size in the cache."""
+    if cache is not None:
+        cache.put(filesystem_id(entry.filesystem), _key(entry), "parquet", pf, pf.bytes_read * DECODED_SIZE_FACTOR)
+
+
+def _column_stats(pf: ParquetFile, rg: int, name: str) -> ColumnStats | None:
+    col = pf.column(name)
+    s = pf.statistics_keys(rg, col.index)
+    num_rows = pf.row_groups[rg].num_rows
+    if s is None:
+        return ColumnStats(col.type, num_rows)
+    return ColumnStats(col.type, num_rows, s.min, s.max, s.min_exact, s.max_exact, s.null_count, s.nan_count)
+
+
+def _plan_file(
+    pf: ParquetFile, entry: _Entry, expr: Expr, predicate_columns: list[str], needed: list[str],
+    selected_paths: set[str] | None, tally: _Tally,
+) -> tuple[FilePlan | None, int]:
+    tally.files_total += 1
+    tally.rows_total += pf.num_rows
+    chunks = [[pf.column(n).index for n in needed if pf.has_column(n)] for _ in range(pf.num_row_groups)]
+    for rg in range(pf.num_row_groups):
+        tally.row_groups_total += 1
+        for c in chunks[rg]:
+            tally.pages_total += _pages(pf, rg, c)
+            tally.bytes_total += pf.row_groups[rg].columns[c].meta_data.total_compressed_size
+    present = [n for n in predicate_columns if pf.has_column(n)]
+    stats = [{n: _column_stats(pf, rg, n) for n in present} for rg in range(pf.num_row_groups)]
+    # Files: manifest bounds (Iceberg) or the row groups' statistics merged.
+    if selected_paths is not None:
+        keep = entry.path in selected_paths
+    else:
+        merged = {n: _merge([s[n] for s in stats]) for n in present}
+        keep = StatsEvaluator(merged).eval(expr) is not Truth.NONE
+    if not keep:
+        return None, 0
+    tally.files_selected += 1
+    planned, comparisons = [], 0
+    for rg in range(pf.num_row_groups):
+        num_rows = pf.row_groups[rg].num_rows
+        truth = StatsEvaluator(stats[rg]).eval(expr)
+        if truth is not Truth.NONE and truth is not Truth.ALL:
+            blooms = {n: pf.bloom_filter(rg, n) for n in present if pf.has_bloom_filter(rg, n)}
+            if blooms and BloomEvaluator(blooms).eval(expr) is Truth.NONE:
+                truth = Truth.NONE
+        if truth is Truth.NONE or num_rows == 0:
+            continue
+        if truth is Truth.ALL:
+            selection = RowSelection.all(num_rows)
+        else:
+            selector = PageSelector(pf, rg, num_rows)
+            selection = selector.select(expr)
+            comparisons += selector.comparisons
+        if not selection:
+            continue
+        tally.row_groups_selected += 1
+        tally.rows_selected += selection.row_count
+        for c in chunks[rg]:
+            pages, nbytes = _selected_pages(pf, rg, c, selection)
+            tally.pages_selected += pages
+            tally.bytes_selected += nbytes
+        planned.append(RowGroupPlan(rg, num_rows, selection, truth is Truth.ALL))
+    if not planned:
+        return None, comparisons
+    return FilePlan(pf.path, tuple(planned), entry.filesystem), comparisons
+
+
+def _merge(stats: list[ColumnStats | None]) -> ColumnStats | None:
+    if not stats or any(s is None for s in stats):
+        return None
+    out = stats[0]
+    for s in stats[1:]:
+        out = out.merge(s)
+    return out
+
+
+def _pages(pf: ParquetFile, rg: int, col: int) -> int:
+    oi = pf.offset_index(rg, col)
+    return len(oi.page_locations) if oi is not None and oi.page_locations else 1
+
+
+def _selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) -> tuple[int, int]:
+    """Pages of one chunk a reader fetches for `selection`, and their bytes (dictionary page included)."""
+    md = pf.row_groups[rg].columns[col].meta_data
+    oi = pf.offset_index(rg, col)
+    num_rows = pf.row_groups[rg].num_rows
+    if oi is None or not oi.page_locations or pf.columns[col].max_repetition_level > 0:
+        return 1, md.total_compressed_size
+    locations = oi.page_locations
+    chosen = selection.scan_ranges([p.first_row_index for p in locations], num_rows)
+    nbytes = sum(locations[i].compressed_page_size for i in chosen)
+    if md.dictionary_page_offset is not None and md.dictionary_page_offset < locations[0].offset:
+        nbytes += locations[0].offset - md.dictionary_page_offset
+    return len(chosen), nbytes
+
+
+__all__ = ["FilePlan", "Plan", "PlanCounts", "RowGroupPlan", "kind_of", "plan"]
