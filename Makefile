@@ -12,6 +12,8 @@ PYTEST_ARGS ?=
 
 # uv uses the machine's Python 3.11 and never downloads one.
 export UV_PYTHON_DOWNLOADS := never
+# Bytecode compiled at install: environments with PYTHONDONTWRITEBYTECODE would recompile on every start.
+export UV_COMPILE_BYTECODE := 1
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .PHONY: help setup check-java demo test lint bench clean

@@ -42,8 +42,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         json.dump({"files": [lay.to_json() for lay in layouts]}, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
         return EXIT_OK
-    root = args.source if Path(args.source).is_dir() else None
-    lines = render_summary(layouts, root) if args.summary else (
+    lines = render_summary(layouts) if args.summary else (
         line for lay in layouts for line in render_pages(lay))
     for line in lines:
         print(line)
@@ -84,14 +83,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _logging_flags(parser: argparse.ArgumentParser, *, default_verbose: object, default_quiet: object) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=default_verbose,
+                        help="more log output (-vv for debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", default=default_quiet,
+                        help="only warnings and errors on stderr")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakesort",
         description="Sort and compact Iceberg tables, verify their Parquet page indexes, measure pruning.",
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
+    # Logging flags work before or after the command (`lakesort -q plan ...`, `lakesort plan ... -q`);
+    # the command's copies default to SUPPRESS so they never overwrite what came before the command.
+    _logging_flags(parser, default_verbose=0, default_quiet=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _logging_flags(common, default_verbose=argparse.SUPPRESS, default_quiet=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub_parser = sub.add_parser
+
+    def add_parser(name: str, **kwargs):
+        return sub_parser(name, parents=[common], **kwargs)
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]
 
     p = sub.add_parser("inspect", help="show footers, column indexes, offset indexes and bloom filters",
                        description="Show what a page-index-aware reader sees in Parquet files.")

@@ -187,16 +187,21 @@ def _render_chunk(chunk: ChunkLayout) -> Iterator[str]:
     yield from ("    " + line for line in _table(rows, right={1, 4, 5, 6}))
 
 
-def render_summary(layouts: Iterable[FileLayout], root: str | None = None) -> Iterator[str]:
-    """One line per file, then per column: column index coverage and BoundaryOrder counts."""
+def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
+    """One line per file (paths relative to their common directory), then per column: column index
+    coverage and BoundaryOrder counts."""
     layouts = list(layouts)
+    root = os.path.commonpath([os.path.dirname(lay.path) for lay in layouts]) if layouts else None
+    if root:
+        yield f"under {root}:"
     rows = [("file", "rows", "row groups", "pages", "size", "created by")]
     for lay in layouts:
         pages = sum(c.num_pages or 0 for rg in lay.row_groups for c in rg.columns[:1])
         name = os.path.relpath(lay.path, root) if root else lay.path
         rows.append((name, str(lay.num_rows), str(len(lay.row_groups)), str(pages or "-"), _bytes(lay.size),
                      (lay.created_by or "?")[:40]))
-    shown = rows if len(rows) <= 41 else rows[:21] + [("...", "", "", "", "", "")] + rows[-20:]
+    hidden = len(rows) - 21
+    shown = rows if hidden <= 0 else rows[:11] + [(f"... {hidden} more", "", "", "", "", "")] + rows[-10:]
     yield from _table(shown, right={1, 2, 3, 4})
     sizes = [lay.size for lay in layouts]
     total_rows = sum(lay.num_rows for lay in layouts)
