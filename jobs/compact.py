@@ -1,0 +1,180 @@
+"""Sort-and-compact job: `spark-submit jobs/compact.py --plan PLAN.json --manifest MANIFEST.json`.
+
+For each group of the rewrite plan: read exactly the planned input files with the table's current
+schema, apply the merge rule for keyed tables, sort (linear: range-partition on the sort keys, then
+sort within partitions, so output files hold disjoint ordered key ranges; zorder: the same on
+interleaved key bits), size the output file count from the input bytes, and write Parquet with the
+spec's writer settings to a staging directory under the table's location. The input's row count and
+content fingerprint are observed in the same pass as the write. The manifest records it all; the
+commit step (outside Spark) re-checks the staged files against it before anything is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("lakesort.compact")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", required=True, help="the rewrite plan (JSON) from `lakesort plan-rewrite`")
+    parser.add_argument("--manifest", required=True, help="where to write the staged-output manifest (JSON)")
+    parser.add_argument("--groups", help="only these group ids, comma separated (default: all)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from pyspark.sql import SparkSession
+
+    from layout.rewrite import RewritePlan
+
+    plan = RewritePlan.from_json(Path(args.plan).read_text())
+    wanted = {int(g) for g in args.groups.split(",")} if args.groups else None
+    groups = [g for g in plan.groups if wanted is None or g.group_id in wanted]
+    spark = (SparkSession.builder.appName(f"lakesort-compact {plan.table} {plan.run_id}")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    started = time.perf_counter()
+    try:
+        staged = [compact_group(spark, plan, g) for g in groups]
+        write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started)
+    finally:
+        spark.stop()
+    return 0
+
+
+def staging_dir(plan) -> str:
+    """Staged files live under the table's data directory, where they stay once committed."""
+    return f"{plan.table_location.rstrip('/')}/data/lakesort-staging/{plan.run_id}"
+
+
+def spark_schema(plan):
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+    from pyiceberg.schema import Schema
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema_to_pyarrow(Schema.model_validate_json(plan.schema_json), include_field_ids=False))
+
+
+def compact_group(spark, plan, group):
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    from layout.fingerprint import spark_fingerprint_expr
+    from layout.manifest import StagedGroup
+
+    t0 = time.perf_counter()
+    schema = spark_schema(plan)
+    columns = [f.name for f in schema.fields]
+    paths = [f.path for f in group.inputs]
+    df = spark.read.schema(schema).parquet(*paths).select(*columns)
+    raw = Observation(f"input-{group.group_id}")
+    df = df.observe(raw, F.count(F.lit(1)).alias("rows"))
+    if plan.keys is not None:
+        order = F.col(plan.keys.sequence)
+        order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
+        window = Window.partitionBy(*plan.keys.columns).orderBy(order)
+        df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
+        df = df.drop("__lakesort_rank")
+    expected = Observation(f"expected-{group.group_id}")
+    df = df.observe(expected, F.count(F.lit(1)).alias("rows"), F.expr(spark_fingerprint_expr(columns)).alias("hash"))
+    n = max(1, group.output_files)
+    if plan.strategy == "zorder":
+        df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
+        order = [F.col("__lakesort_z")]
+        df = df.repartitionByRange(n, *order).sortWithinPartitions(*order).drop("__lakesort_z")
+    else:
+        order = [sort_column(k) for k in plan.sort_keys]
+        df = df.repartitionByRange(n, *order).sortWithinPartitions(*order)
+    target = f"{staging_dir(plan)}/g{group.group_id}"
+    df.write.mode("errorifexists").options(**plan.writer_options).parquet(target)
+    outputs = list_outputs(spark, target)
+    got_raw, got = raw.get, expected.get
+    log.info("group %d (%s): %d rows from %d files -> %d files in %.1fs", group.group_id, group.partition,
+             got_raw["rows"], len(paths), len(outputs), time.perf_counter() - t0)
+    return StagedGroup(
+        group_id=group.group_id, partition=group.partition, inputs=tuple(paths), input_rows=int(got_raw["rows"]),
+        expected_rows=int(got["rows"]), expected_hash_sum=str(got["hash"] if got["hash"] is not None else 0),
+        outputs=tuple(outputs), seconds=time.perf_counter() - t0,
+    )
+
+
+def sort_column(key):
+    from pyspark.sql import functions as F
+
+    col = F.col(key.column)
+    if key.direction == "desc":
+        return col.desc_nulls_first() if key.nulls == "first" else col.desc_nulls_last()
+    return col.asc_nulls_first() if key.nulls == "first" else col.asc_nulls_last()
+
+
+def zorder_column(df, keys: list[str]):
+    """Interleave the bits of each key scaled to [0, 2^bits): numbers and dates by min/max, strings by
+    their first bytes. Ties and nulls land together; it is a clustering, not a total order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, NumericType, StringType, TimestampType
+
+    bits = 62 // len(keys)
+    scaled = []
+    types = {f.name: f.dataType for f in df.schema.fields}
+    for name in keys:
+        t = types[name]
+        col = F.col(name)
+        if isinstance(t, StringType):
+            # The first 7 bytes as a non-negative 56-bit number keep byte order.
+            value = F.conv(F.hex(F.substring(F.rpad(col, 7, "\x00"), 1, 7)), 16, 10).cast("double")
+            lo, hi = 0.0, float(2**56)
+        else:
+            if isinstance(t, (DateType, TimestampType)):
+                col = F.unix_micros(col.cast("timestamp"))
+            elif not isinstance(t, NumericType):
+                raise TypeError(f"z-order key {name!r} has type {t.simpleString()}: use numbers, dates or strings")
+            value = col.cast("double")
+            row = df.agg(F.min(value).alias("lo"), F.max(value).alias("hi")).first()
+            lo, hi = row["lo"] or 0.0, row["hi"] or 0.0
+        span = (hi - lo) or 1.0
+        scaled.append(F.least(F.lit(2**bits - 1), ((F.coalesce(value, F.lit(hi)) - lo) / span * (2**bits - 1))
+                              .cast("long")))
+    z = F.lit(0).cast("long")
+    for b in range(bits):
+        for i, s in enumerate(scaled):
+            bit = F.shiftright(s, b).bitwiseAND(1)
+            z = z.bitwiseOR(F.shiftleft(bit, b * len(keys) + i))
+    return z
+
+
+def list_outputs(spark, directory: str):
+    """The Parquet files the write produced, with sizes and row counts from their footers."""
+    from layout.io import find_parquet_files
+    from layout.manifest import StagedFile
+    from layout.parquet import ParquetFile
+
+    out = []
+    scheme = directory.split("://", 1)[0] + "://" if "://" in directory else ""
+    for filesystem, path in find_parquet_files(directory):
+        pf = ParquetFile.open(path, filesystem=filesystem)
+        uri = scheme + path if scheme and not path.startswith(scheme) else path
+        out.append(StagedFile(path=uri, size=pf.size, rows=pf.num_rows))
+    return out
+
+
+def write_manifest(spark, plan, staged, target: str, seconds: float) -> None:
+    from layout.manifest import StagedManifest
+
+    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
+                                                                                  "spark.executor", "spark.driver"))}
+    manifest = StagedManifest(
+        run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged),
+        spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
+        writer_options=plan.writer_options, seconds=seconds,
+    )
+    Path(target).write_text(manifest.to_json())
+    log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged), seconds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""`lakesort compact`: plan the rewrite, run the Spark job, commit. The whole step from a terminal.
+
+The Spark job runs through `spark-submit` (pyspark's own, beside this Python, or $SPARK_HOME's), in
+local mode by default and on a cluster with `--master spark://host:7077` (or YARN, Kubernetes). The
+`layout` package travels to executors as a `--py-files` zip, so a cluster needs only the same Python
+dependencies (the locked environment), not this repository.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from layout.errors import ConfigError, InputError, LakesortError
+from layout.rewrite import RewritePlan
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = REPO / "jobs" / "compact.py"
+TABLES_DIR = Path("dags") / "tables"
+
+
+class CompactionFailed(LakesortError):
+    """The Spark job failed; the table is unchanged and its staged files were removed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult:
+    plan: RewritePlan
+    snapshot_id: int | None
+    files_before: int
+    files_after: int
+    files_removed: int
+    files_added: int
+    rows: int
+    seconds: float
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.plan.groups
+
+
+def find_spec(table: str, tables_dir: Path | None = None):
+    """The spec of `table` among `dags/tables/*.yaml` (or LAKESORT_TABLES_DIR)."""
+    from layout.spec import load_specs
+
+    directory = tables_dir or Path(os.environ.get("LAKESORT_TABLES_DIR", TABLES_DIR))
+    if not directory.is_dir():
+        raise ConfigError(f"no table specs: {directory} is not a directory (pass --spec, or set LAKESORT_TABLES_DIR)")
+    specs = load_specs(directory)
+    for spec in specs:
+        if spec.table == table:
+            return spec
+    known = ", ".join(s.table for s in specs) or "none"
+    raise ConfigError(f"no spec for table {table!r} in {directory} (specs exist for: {known}); add "
+                      f"{directory}/<name>.yaml or pass --spec")
+
+
+def spark_submit_binary() -> str:
+    for candidate in (Path(sys.executable).with_name("spark-submit"),
+                      Path(os.environ.get("SPARK_HOME", "/nonexistent")) / "bin" / "spark-submit"):
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which("spark-submit")
+    if not found:
+        raise InputError("spark-submit not found: run `make setup` (pyspark installs it in .venv/bin) or set SPARK_HOME")
+    return found
+
+
+def layout_zip(directory: Path) -> Path:
+    """The `layout` package as a zip for `--py-files`, so executors on a cluster can import it."""
+    target = directory / "layout.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in (REPO / "layout").rglob("*.py"):
+            zf.write(path, path.relative_to(REPO))
+    return target
+
+
+def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
+           conf: Mapping[str, str] | None = None, work_dir: Path) -> None:
+    """Run the compaction job with spark-submit; raise CompactionFailed with the log tail on failure."""
+    cmd = [spark_submit_binary(), "--master", master, "--name", name, "--py-files", str(layout_zip(work_dir)),
+           "--conf", "spark.sql.session.timeZone=UTC"]
+    for key, value in (conf or {}).items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += [str(JOB), "--plan", str(plan_path), "--manifest", str(manifest_path)]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    log.info("spark-submit --master %s %s", master, JOB.relative_to(REPO))
+    started = time.perf_counter()
+    log_path = work_dir / "spark-submit.log"
+    with open(log_path, "w") as out:
+        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+    if done.returncode != 0:
+        tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-25:])
+        raise CompactionFailed(f"the Spark job failed (exit {done.returncode}, log {log_path}):\n{tail}")
+    log.info("Spark job finished in %.1fs", time.perf_counter() - started)
+
+
+def compact(
+    table_id: str, *, spec=None, partitions: Sequence[str] | None = None, force: bool = False,
+    master: str | None = None, spark_conf: Mapping[str, str] | None = None, work_dir: Path | None = None,
+    verify=None,
+) -> CompactResult:
+    """Plan, rewrite on Spark, check and commit one table. Nothing to do finishes fast and says so."""
+    from layout.catalog import load_table
+    from layout.commit import commit_rewrite, delete_staged
+    from layout.manifest import StagedManifest
+    from layout.rewrite import plan_rewrite
+
+    started = time.perf_counter()
+    spec = spec or find_spec(table_id)
+    table = load_table(spec.table, spec.catalog)
+    before = _live_files(table)
+    plan = plan_rewrite(table, spec, partitions=partitions, force=force)
+    if not plan.groups:
+        log.info("%s: nothing to do", spec.table)
+        return CompactResult(plan, None, before, before, 0, 0, 0, time.perf_counter() - started)
+    work = Path(work_dir or tempfile.mkdtemp(prefix=f"lakesort-{plan.run_id}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    plan_path, manifest_path = work / "plan.json", work / "manifest.json"
+    plan_path.write_text(plan.to_json())
+    master = master or os.environ.get("LAKESORT_SPARK_MASTER", "local[*]")
+    try:
+        submit(plan_path, manifest_path, master=master, name=f"lakesort-compact-{spec.table}",
+               conf=spark_conf, work_dir=work)
+    except BaseException:
+        delete_staged(table, plan.run_id)
+        raise
+    manifest = StagedManifest.from_json(manifest_path.read_text())
+    result = commit_rewrite(table, plan, manifest, verify=verify)
+    after = _live_files(table.refresh())
+    return CompactResult(plan, result.snapshot_id, before, after, result.files_removed, result.files_added,
+                         result.rows, time.perf_counter() - started)
+
+
+def _live_files(table) -> int:
+    return len(list(table.scan().plan_files())) if table.current_snapshot() else 0

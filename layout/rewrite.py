@@ -1,0 +1,347 @@
+"""The rewrite planner: which partitions of an Iceberg table need sorting and compacting, and why.
+
+For each candidate partition (the ones changed since lakesort's last commit, or the ones a manual run
+names) the planner reads the manifest entries (no data files) and decides:
+
+- refuse: the partition has delete files (rewriting would have to apply them; never ignore deletes);
+- rewrite, with reasons: forced; at least `min_small_files` files under `small_file_size`; files not
+  written by lakesort under this spec (so not sorted per the spec); sorted runs overlapping in the
+  first sort key (the maximum overlap depth is reported);
+- skip: already compacted under the same spec and unchanged since, so reruns do nothing.
+
+Only the files that need it are rewritten: new or small files, plus every file whose key range
+overlaps them (so the output's sorted runs are disjoint again). They are packed into groups of at most
+`max_group_size` input bytes, never splitting a set of overlapping files. The plan is a frozen,
+JSON-serialisable value: the Spark job and the commit step read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from layout.errors import UsageError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from layout.spec import TableSpec
+
+log = logging.getLogger(__name__)
+
+# Snapshot summary properties lakesort writes on every commit.
+RUN_ID = "lakesort.run-id"
+SPEC_HASH = "lakesort.spec-hash"
+
+Action = Literal["rewrite", "skip", "refuse"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SortKeyModel(_Frozen):
+    column: str
+    direction: Literal["asc", "desc"] = "asc"
+    nulls: Literal["first", "last"] = "first"
+
+
+class MergeRuleModel(_Frozen):
+    """For keyed tables: one row per key survives (deduplicate: highest sequence; first-row: lowest)."""
+
+    columns: tuple[str, ...]
+    sequence: str
+    merge: Literal["deduplicate", "first-row"]
+
+
+class InputFile(_Frozen):
+    path: str
+    size: int
+    rows: int
+    lo: Any = None  # first sort key bounds from the manifest (None: unknown)
+    hi: Any = None
+
+
+class PartitionDecision(_Frozen):
+    partition: str  # Iceberg partition path, e.g. "l_shipdate_month=1995-03" ("" when unpartitioned)
+    action: Action
+    reasons: tuple[str, ...]
+    files: int
+    bytes: int
+    rows: int
+    small_files: int
+    foreign_files: int  # not written by lakesort under this spec
+    overlap_depth: int
+    delete_files: int = 0
+
+
+class RewriteGroup(_Frozen):
+    group_id: int
+    partition: str
+    inputs: tuple[InputFile, ...]
+    output_files: int  # how many files the job should write: input bytes over the target size
+    reasons: tuple[str, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.inputs)
+
+
+class RewritePlan(_Frozen):
+    """Everything the compaction job and the commit need; `groups` is empty when there is nothing to do."""
+
+    run_id: str
+    table: str
+    catalog: str | None
+    table_location: str
+    snapshot_id: int | None  # the snapshot planned against: the commit refuses if inputs changed since
+    spec_hash: str
+    strategy: Literal["linear", "zorder"]
+    sort_keys: tuple[SortKeyModel, ...]
+    target_file_size: int
+    writer_options: dict[str, str]  # DataFrameWriter options for parquet-mr, from the spec
+    keys: MergeRuleModel | None = None
+    schema_json: str  # the table's current Iceberg schema: the job reads inputs with it
+    forced: bool
+    created_at: float
+    partitions: tuple[PartitionDecision, ...]
+    groups: tuple[RewriteGroup, ...]
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(g.bytes for g in self.groups)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> RewritePlan:
+        return cls.model_validate_json(text)
+
+
+# ---- reading the table's manifests ------------------------------------------------------------------
+
+
+class _Entry(BaseModel):
+    path: str
+    size: int
+    rows: int
+    content: int  # 0 data, 1 position deletes, 2 equality deletes
+    partition: str
+    snapshot_id: int
+    sequence_number: int
+    lo: Any = None
+    hi: Any = None
+
+
+def _entries(table: Table, first_key: str) -> list[_Entry]:
+    from pyiceberg.typedef import Record
+
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    spec, schema = table.spec(), table.schema()
+    rows = table.inspect.entries(snapshot.snapshot_id).to_pylist()
+    out = []
+    for row in rows:
+        if row["status"] == 2:  # DELETED entries are history, not live files
+            continue
+        df = row["data_file"]
+        fields = list(df["partition"].values()) if df["partition"] else []
+        label = spec.partition_to_path(Record(*fields), schema) if spec.fields else ""
+        metrics = (row.get("readable_metrics") or {}).get(first_key) or {}
+        out.append(_Entry(
+            path=df["file_path"], size=df["file_size_in_bytes"], rows=df["record_count"], content=df["content"],
+            partition=label, snapshot_id=row["snapshot_id"], sequence_number=row["sequence_number"],
+            lo=metrics.get("lower_bound"), hi=metrics.get("upper_bound"),
+        ))
+    return out
+
+
+def _lakesort_snapshots(table: Table) -> dict[int, dict[str, str]]:
+    """Snapshots committed by lakesort: id -> their lakesort summary properties."""
+    out = {}
+    for snap in table.snapshots():
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        if RUN_ID in props:
+            out[snap.snapshot_id] = {k: v for k, v in props.items() if k.startswith("lakesort.")}
+    return out
+
+
+# ---- deciding ---------------------------------------------------------------------------------------
+
+
+def overlap_depth(intervals: Iterable[tuple[Any, Any]]) -> int:
+    """The largest number of [lo, hi] ranges covering one point; an unknown range covers every point."""
+    events, unknown = [], 0
+    for lo, hi in intervals:
+        if lo is None or hi is None:
+            unknown += 1
+            continue
+        events.append((lo, 0))  # opens sort before closes at the same key: [1,2] and [2,3] overlap
+        events.append((hi, 1))
+    depth = best = 0
+    for _, kind in sorted(events, key=lambda e: (e[0], e[1])):
+        depth += 1 if kind == 0 else -1
+        best = max(best, depth)
+    return best + unknown
+
+
+def _components(files: Sequence[_Entry]) -> list[list[_Entry]]:
+    """Files grouped so that no two groups overlap in the key: sort by lo, sweep."""
+    known = sorted((f for f in files if f.lo is not None and f.hi is not None), key=lambda f: (f.lo, f.hi))
+    unknown = [f for f in files if f.lo is None or f.hi is None]
+    if unknown:  # a file without bounds may overlap anything: everything is one component
+        return [list(files)]
+    comps: list[list[_Entry]] = []
+    reach = None
+    for f in known:
+        if comps and reach is not None and f.lo <= reach:
+            comps[-1].append(f)
+            reach = max(reach, f.hi)
+        else:
+            comps.append([f])
+            reach = f.hi
+    return comps
+
+
+def plan_rewrite(
+    table: Table, spec: TableSpec, *, partitions: Sequence[str] | None = None, force: bool = False,
+    run_id: str | None = None,
+) -> RewritePlan:
+    """Decide per partition; group the files to rewrite. Reads manifests only."""
+    from layout.spec import resolve_sort_keys
+
+    started = time.perf_counter()
+    keys = resolve_sort_keys(spec, table)
+    first = keys[0].column
+    entries = _entries(table, first)
+    ours = _lakesort_snapshots(table)
+    by_partition: dict[str, list[_Entry]] = {}
+    for e in entries:
+        by_partition.setdefault(e.partition, []).append(e)
+    candidates = _candidate_partitions(by_partition, ours, partitions)
+    decisions, groups = [], []
+    for label in candidates:
+        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first)
+        decisions.append(decision)
+        if decision.action == "rewrite":
+            groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups)))
+    snapshot = table.current_snapshot()
+    plan = RewritePlan(
+        run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
+        table=spec.table, catalog=spec.catalog, table_location=table.location(),
+        snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=spec.spec_hash,
+        strategy=spec.sort.strategy if spec.sort else "linear",
+        sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
+        target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),
+        keys=MergeRuleModel(columns=tuple(spec.keys.columns), sequence=spec.keys.sequence, merge=spec.keys.merge)
+        if spec.keys else None,
+        schema_json=table.schema().model_dump_json(), forced=force, created_at=time.time(),
+        partitions=tuple(decisions), groups=tuple(groups),
+    )
+    counts = {a: sum(d.action == a for d in decisions) for a in ("rewrite", "skip", "refuse")}
+    log.info("planned %s: %d partition(s) to rewrite in %d group(s) (%d bytes), %d skipped, %d refused, in %.2fs",
+             spec.table, counts["rewrite"], len(groups), plan.input_bytes, counts["skip"], counts["refuse"],
+             time.perf_counter() - started)
+    return plan
+
+
+def _candidate_partitions(
+    by_partition: dict[str, list[_Entry]], ours: dict[int, dict[str, str]], asked: Sequence[str] | None,
+) -> list[str]:
+    if asked:
+        unknown = [p for p in asked if p not in by_partition]
+        if unknown:
+            sample = ", ".join(sorted(by_partition)[:5])
+            raise UsageError(f"no such partition(s): {', '.join(unknown)}; partitions look like: {sample}")
+        return list(dict.fromkeys(asked))
+    # Nightly: partitions with files added after lakesort's last commit (all of them before the first one).
+    last = max((e.sequence_number for es in by_partition.values() for e in es if e.snapshot_id in ours),
+               default=-1)
+    return sorted(p for p, es in by_partition.items() if any(e.sequence_number > last for e in es))
+
+
+def _decide(
+    label: str, entries: list[_Entry], ours: dict[int, dict[str, str]], spec: TableSpec, force: bool,
+    first_key: str,
+) -> tuple[PartitionDecision, list[_Entry]]:
+    data = [e for e in entries if e.content == 0]
+    deletes = [e for e in entries if e.content != 0]
+    small = [e for e in data if e.size < spec.small_file_size]
+    foreign = [e for e in data if ours.get(e.snapshot_id, {}).get(SPEC_HASH) != spec.spec_hash]
+    depth = overlap_depth((e.lo, e.hi) for e in data)
+    facts = {
+        "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
+        "rows": sum(e.rows for e in data), "small_files": len(small), "foreign_files": len(foreign),
+        "overlap_depth": depth, "delete_files": len(deletes),
+    }
+    if deletes:
+        reason = (f"{len(deletes)} delete file(s) apply to this partition: lakesort does not rewrite through "
+                  "deletes yet; run a rewrite that applies them (e.g. Spark's rewrite_data_files) first")
+        return PartitionDecision(action="refuse", reasons=(reason,), **facts), []
+    if not data:
+        return PartitionDecision(action="skip", reasons=("no data files",), **facts), []
+    reasons: list[str] = []
+    chosen: set[str] = set()
+    if force:
+        reasons.append("forced")
+        chosen = {e.path for e in data}
+    if len(small) >= spec.min_small_files:
+        reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
+        chosen |= {e.path for e in small}
+    if foreign:
+        reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {spec.spec_hash}")
+        chosen |= {e.path for e in foreign}
+    if depth > 1:
+        reasons.append(f"sorted runs overlap in {first_key}: depth {depth}")
+        for comp in _components(data):
+            if len(comp) > 1:
+                chosen |= {e.path for e in comp}
+    if not reasons or not chosen:
+        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {spec.spec_hash}",),
+                                 **facts), []
+    # Whatever overlaps a chosen file is rewritten with it, so the outputs' runs are disjoint again.
+    picked = [e for comp in _components(data) if any(e.path in chosen for e in comp) for e in comp]
+    return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), picked
+
+
+def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int) -> list[RewriteGroup]:
+    """Whole overlap components, in key order, packed into groups of at most max_group_size bytes."""
+    groups: list[list[_Entry]] = []
+    size = 0
+    for comp in _components(files):
+        comp_bytes = sum(e.size for e in comp)
+        if groups and size + comp_bytes <= spec.max_group_size:
+            groups[-1].extend(comp)
+            size += comp_bytes
+        else:
+            groups.append(list(comp))
+            size = comp_bytes
+    out = []
+    for i, members in enumerate(groups):
+        total = sum(e.size for e in members)
+        out.append(RewriteGroup(
+            group_id=start + i, partition=label,
+            inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi))
+                         for e in members),
+            output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
+        ))
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    """Bounds go into JSON plans for humans; exotic types become their string form."""
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return value
+    return str(value)
