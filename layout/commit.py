@@ -58,7 +58,7 @@ def commit_rewrite(
     try:
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
-        check_staged(manifest)
+        check_staged(manifest, _columns(plan))
         if verify is not None:
             verify(manifest)
         return _commit(table, plan, manifest, started)
@@ -74,7 +74,14 @@ def commit_rewrite(
         raise
 
 
-def check_staged(manifest: StagedManifest) -> None:
+def _columns(plan: RewritePlan) -> list[str]:
+    """The columns the job fingerprinted, in order (the order is part of the hash)."""
+    from pyiceberg.schema import Schema
+
+    return [f.name for f in Schema.model_validate_json(plan.schema_json).fields]
+
+
+def check_staged(manifest: StagedManifest, columns: list[str]) -> None:
     """Recount rows and recompute the fingerprint of each group's staged files."""
     from layout.fingerprint import fingerprint_files
     from layout.io import resolve
@@ -86,7 +93,8 @@ def check_staged(manifest: StagedManifest) -> None:
         if missing:
             raise CommitRefused(f"group {group.group_id} ({group.partition}): staged file(s) missing: "
                                 f"{', '.join(missing)}; nothing committed, rerun the compaction")
-        got = fingerprint_files([path for _, path in located], filesystem=located[0][0] if located else None)
+        got = fingerprint_files([path for _, path in located], filesystem=located[0][0] if located else None,
+                                columns=columns)
         if got.rows != group.expected_rows:
             raise CommitRefused(
                 f"group {group.group_id} ({group.partition}): staged files hold {got.rows} rows, the input "
