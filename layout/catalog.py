@@ -37,7 +37,8 @@ def load_catalog(name: str | None = None) -> Catalog:
             f"embedded SQLite catalog, or write {CONFIG_FILE} / PYICEBERG_CATALOG__{name.upper()}__URI "
             "as the README explains"
         )
-    return _load(name)
+    # pyiceberg's own lookup uses the configuration it read once at import: pass the current one.
+    return _load(name, **config.get_catalog_config(name))
 
 
 def load_table(identifier: str, catalog: str | None = None) -> Table:

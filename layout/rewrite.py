@@ -181,6 +181,14 @@ def _lakesort_snapshots(table: Table) -> dict[int, dict[str, str]]:
 # ---- deciding ---------------------------------------------------------------------------------------
 
 
+def effective_hash(spec_hash: str, keys: Sequence[Any]) -> str:
+    """The spec hash with the resolved sort keys in: keys taken from the table's sort order can change."""
+    import hashlib
+
+    text = spec_hash + "|" + ";".join(f"{k.column},{k.direction},{k.nulls}" for k in keys)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def overlap_depth(intervals: Iterable[tuple[Any, Any]]) -> int:
     """The largest number of [lo, hi] ranges covering one point; an unknown range covers every point."""
     events, unknown = [], 0
@@ -224,6 +232,7 @@ def plan_rewrite(
 
     started = time.perf_counter()
     keys = resolve_sort_keys(spec, table)
+    layout_hash = effective_hash(spec.spec_hash, keys)
     first = keys[0].column
     entries = _entries(table, first)
     ours = _lakesort_snapshots(table)
@@ -233,7 +242,7 @@ def plan_rewrite(
     candidates = _candidate_partitions(by_partition, ours, partitions)
     decisions, groups = [], []
     for label in candidates:
-        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first)
+        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash)
         decisions.append(decision)
         if decision.action == "rewrite":
             groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups)))
@@ -241,7 +250,7 @@ def plan_rewrite(
     plan = RewritePlan(
         run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
         table=spec.table, catalog=spec.catalog, table_location=table.location(),
-        snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=spec.spec_hash,
+        snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=layout_hash,
         strategy=spec.sort.strategy if spec.sort else "linear",
         sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
         target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),
@@ -274,12 +283,12 @@ def _candidate_partitions(
 
 def _decide(
     label: str, entries: list[_Entry], ours: dict[int, dict[str, str]], spec: TableSpec, force: bool,
-    first_key: str,
+    first_key: str, layout_hash: str,
 ) -> tuple[PartitionDecision, list[_Entry]]:
     data = [e for e in entries if e.content == 0]
     deletes = [e for e in entries if e.content != 0]
     small = [e for e in data if e.size < spec.small_file_size]
-    foreign = [e for e in data if ours.get(e.snapshot_id, {}).get(SPEC_HASH) != spec.spec_hash]
+    foreign = [e for e in data if ours.get(e.snapshot_id, {}).get(SPEC_HASH) != layout_hash]
     depth = overlap_depth((e.lo, e.hi) for e in data)
     facts = {
         "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
@@ -301,7 +310,7 @@ def _decide(
         reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
         chosen |= {e.path for e in small}
     if foreign:
-        reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {spec.spec_hash}")
+        reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}")
         chosen |= {e.path for e in foreign}
     if depth > 1:
         reasons.append(f"sorted runs overlap in {first_key}: depth {depth}")
@@ -309,7 +318,7 @@ def _decide(
             if len(comp) > 1:
                 chosen |= {e.path for e in comp}
     if not reasons or not chosen:
-        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {spec.spec_hash}",),
+        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
                                  **facts), []
     # Whatever overlaps a chosen file is rewritten with it, so the outputs' runs are disjoint again.
     picked = [e for comp in _components(data) if any(e.path in chosen for e in comp) for e in comp]
