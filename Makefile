@@ -40,7 +40,11 @@ check-java:
 
 demo: setup
 	$(VENV)/bin/lakesort demo --home $(DEMO_HOME) --scale $(DEMO_SCALE) --batches $(DEMO_BATCHES)
-	$(VENV)/bin/lakesort inspect demo.lineitem --summary
+	@echo "== before compaction"
+	$(VENV)/bin/lakesort -q inspect demo.lineitem --summary --columns l_shipdate,l_orderkey
+	$(VENV)/bin/lakesort compact demo.lineitem
+	@echo "== after compaction"
+	$(VENV)/bin/lakesort -q inspect demo.lineitem --summary --columns l_shipdate,l_orderkey
 
 test: setup
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

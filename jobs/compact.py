@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from layout.manifest import StagedGroup
+
 log = logging.getLogger("lakesort.compact")
 
 
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     started = time.perf_counter()
     try:
-        staged = [compact_group(spark, plan, g) for g in groups]
+        staged = compact_groups(spark, plan, groups)
         write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started)
     finally:
         spark.stop()
@@ -56,51 +58,111 @@ def spark_schema(plan):
     from pyiceberg.schema import Schema
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(schema_to_pyarrow(Schema.model_validate_json(plan.schema_json), include_field_ids=False))
+    return from_arrow_schema(schema_to_pyarrow(Schema.model_validate_json(plan.table_schema_json), include_field_ids=False))
 
 
-def compact_group(spark, plan, group):
-    from pyspark.sql import Observation
+GROUP = "lakesort_group"  # no leading underscore: readers skip `_` directories
+
+
+def compact_groups(spark, plan, groups):
+    """All groups in one job: rows tagged with their group, range-partitioned on (group, sort keys),
+    written with partitionBy(group) so that no file mixes groups (each group is one Iceberg partition).
+
+    The tagged input is persisted: the files are read from storage once, and the per-group counts and
+    fingerprints come from exact aggregations over that same data. (Observed metrics would not do:
+    the range partitioner's sampling job runs the plan again and they would count rows twice.)
+    """
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    from layout.fingerprint import spark_fingerprint_expr
-    from layout.manifest import StagedGroup
+    from layout.fingerprint import spark_row_hash_expr
 
     t0 = time.perf_counter()
+    if not groups:
+        return []
     schema = spark_schema(plan)
     columns = [f.name for f in schema.fields]
-    paths = [f.path for f in group.inputs]
-    df = spark.read.schema(schema).parquet(*paths).select(*columns)
-    raw = Observation(f"input-{group.group_id}")
-    df = df.observe(raw, F.count(F.lit(1)).alias("rows"))
+    owner = spark.createDataFrame([(f.path, g.group_id) for g in groups for f in g.inputs], f"path string, {GROUP} int")
+    paths = [f.path for g in groups for f in g.inputs]
+    base = (spark.read.schema(schema).parquet(*paths).select(*columns)
+            .withColumn("__lakesort_path", F.input_file_name())
+            .join(F.broadcast(owner), F.col("__lakesort_path") == owner.path, "left")
+            .drop("__lakesort_path", "path")
+            .persist(StorageLevel.MEMORY_AND_DISK))
+    required = [f.name for f in table_fields(plan) if f.required]
+    counts = base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows"),
+                                     *[F.count_if(F.col(c).isNull()).alias(f"nulls_{c}") for c in required]).collect()
+    read = {r[GROUP]: r["rows"] for r in counts}
+    nulls = {c: sum(r[f"nulls_{c}"] for r in counts) for c in required}
+    if any(nulls.values()):
+        bad = ", ".join(f"{c} ({n} nulls)" for c, n in nulls.items() if n)
+        raise RuntimeError(f"required column(s) hold nulls in the input files: {bad}; the table's schema says they "
+                           "cannot: fix the writer that produced them, or make the columns optional")
+    if None in read:
+        raise RuntimeError(f"{read[None]} rows came from files outside the plan: input_file_name() did not match "
+                           "a planned path (scheme or path normalisation differs)")
+    df = base
     if plan.keys is not None:
         order = F.col(plan.keys.sequence)
         order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
-        window = Window.partitionBy(*plan.keys.columns).orderBy(order)
+        window = Window.partitionBy(GROUP, *plan.keys.columns).orderBy(order)
         df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
-        df = df.drop("__lakesort_rank")
-    expected = Observation(f"expected-{group.group_id}")
-    df = df.observe(expected, F.count(F.lit(1)).alias("rows"), F.expr(spark_fingerprint_expr(columns)).alias("hash"))
-    n = max(1, group.output_files)
+        df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
+    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
+    expected = {r[GROUP]: (r["rows"], r["hash"]) for r in df.groupBy(GROUP).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
+    n = sum(max(1, g.output_files) for g in groups)
     if plan.strategy == "zorder":
         df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
-        order = [F.col("__lakesort_z")]
+        order = [F.col(GROUP), F.col("__lakesort_z")]
         df = df.repartitionByRange(n, *order).sortWithinPartitions(*order).drop("__lakesort_z")
     else:
-        order = [sort_column(k) for k in plan.sort_keys]
+        order = [F.col(GROUP), *(sort_column(k) for k in plan.sort_keys)]
         df = df.repartitionByRange(n, *order).sortWithinPartitions(*order)
-    target = f"{staging_dir(plan)}/g{group.group_id}"
-    df.write.mode("errorifexists").options(**plan.writer_options).parquet(target)
-    outputs = list_outputs(spark, target)
-    got_raw, got = raw.get, expected.get
-    log.info("group %d (%s): %d rows from %d files -> %d files in %.1fs", group.group_id, group.partition,
-             got_raw["rows"], len(paths), len(outputs), time.perf_counter() - t0)
-    return StagedGroup(
-        group_id=group.group_id, partition=group.partition, inputs=tuple(paths), input_rows=int(got_raw["rows"]),
-        expected_rows=int(got["rows"]), expected_hash_sum=str(got["hash"] if got["hash"] is not None else 0),
-        outputs=tuple(outputs), seconds=time.perf_counter() - t0,
-    )
+    # Spark reads every column as nullable; required table columns must be written REQUIRED, or Iceberg
+    # refuses the files. coalesce() with a typed literal is non-nullable to Spark; nulls were ruled out
+    # above, and the fingerprint was taken before this step, so a replaced null could never pass the commit.
+    df = df.select(*[F.coalesce(F.col(c), F.lit(_zero(t)).cast(t)).alias(c) if c in required else F.col(c)
+                     for c, t in ((f.name, f.dataType) for f in schema.fields)], GROUP)
+    target = staging_dir(plan)
+    df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP).parquet(target)
+    base.unpersist()
+    seconds = time.perf_counter() - t0
+    staged = []
+    for g in groups:
+        rows, hash_sum = expected.get(g.group_id, (0, None))
+        outputs = list_outputs(f"{target}/{GROUP}={g.group_id}") if rows else []
+        staged.append(StagedGroup(
+            group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
+            input_rows=int(read.get(g.group_id, 0)), expected_rows=int(rows),
+            expected_hash_sum=str(hash_sum if hash_sum is not None else 0), outputs=tuple(outputs), seconds=seconds,
+        ))
+        log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
+                 read.get(g.group_id, 0), len(g.inputs), rows, len(outputs))
+    log.info("%d group(s), %d rows in %.1fs", len(groups), sum(read.values()), seconds)
+    return staged
+
+
+def table_fields(plan):
+    from pyiceberg.schema import Schema
+
+    return Schema.model_validate_json(plan.table_schema_json).fields
+
+
+def _zero(spark_type):
+    """A literal of the type, only to make a column non-nullable (it never replaces a value)."""
+    from pyspark.sql import types as T
+
+    if isinstance(spark_type, (T.StringType,)):
+        return ""
+    if isinstance(spark_type, T.BinaryType):
+        return bytearray()
+    if isinstance(spark_type, T.BooleanType):
+        return False
+    if isinstance(spark_type, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+        return "1970-01-01"
+    return 0
 
 
 def sort_column(key):
@@ -147,7 +209,7 @@ def zorder_column(df, keys: list[str]):
     return z
 
 
-def list_outputs(spark, directory: str):
+def list_outputs(directory: str):
     """The Parquet files the write produced, with sizes and row counts from their footers."""
     from layout.io import find_parquet_files
     from layout.manifest import StagedFile

@@ -73,6 +73,53 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _spec(args: argparse.Namespace):
+    from layout.compact import find_spec
+    from layout.spec import load_spec
+
+    return load_spec(Path(args.spec)) if args.spec else find_spec(args.table)
+
+
+def cmd_plan_rewrite(args: argparse.Namespace) -> int:
+    from layout.catalog import load_table
+    from layout.rewrite import plan_rewrite
+
+    spec = _spec(args)
+    plan = plan_rewrite(load_table(spec.table, spec.catalog), spec, partitions=args.partition, force=args.force)
+    if args.json:
+        print(plan.to_json())
+        return EXIT_OK
+    for d in plan.partitions:
+        print(f"{d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons)} "
+              f"({d.files} files, {d.bytes} bytes, overlap depth {d.overlap_depth})")
+    print(f"{len(plan.groups)} rewrite group(s), {plan.input_bytes} bytes to rewrite" if plan.groups
+          else "nothing to do")
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from layout.compact import compact
+
+    spec = _spec(args)
+    result = compact(spec.table, spec=spec, partitions=args.partition, force=args.force, master=args.master)
+    if result.nothing_to_do:
+        print(f"{spec.table}: nothing to do ({len(result.plan.partitions)} partition(s) checked)")
+        return EXIT_OK
+    print(f"{spec.table}: rewrote {len(result.plan.groups)} group(s): {result.files_removed} files -> "
+          f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "
+          f"{result.files_after}; snapshot {result.snapshot_id} ({result.seconds:.1f}s)")
+    return EXIT_OK
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from layout.catalog import load_table
+    from layout.commit import cleanup
+
+    removed = cleanup(load_table(args.table))
+    print(f"{args.table}: removed {removed} orphaned staged file(s)")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from layout.demo import build_demo
 
@@ -128,6 +175,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="counts per level, plan_ms and the row selection per row group as JSON")
     p.set_defaults(func=cmd_plan)
+
+    def table_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
+        p.add_argument("--spec", metavar="YAML", help="the table spec (default: found in dags/tables/ by table name)")
+        p.add_argument("--partition", action="append", metavar="P",
+                       help="only this partition, as its path, e.g. l_shipdate_month=1995-03 (repeatable)")
+        p.add_argument("--force", action="store_true", help="rewrite the partitions even if already compacted")
+
+    p = sub.add_parser("plan-rewrite", help="which partitions need sorting and compacting, and why",
+                       description="Decide per partition: rewrite (with reasons), skip or refuse; group the files.")
+    table_args(p)
+    p.add_argument("--json", action="store_true", help="print the rewrite plan as JSON")
+    p.set_defaults(func=cmd_plan_rewrite)
+
+    p = sub.add_parser("compact", help="plan, sort and compact on Spark, verify and commit",
+                       description="The whole compaction step: plan, spark-submit the job, check, commit.")
+    table_args(p)
+    p.add_argument("--master", help="Spark master (default: $LAKESORT_SPARK_MASTER or local[*]), "
+                                    "e.g. spark://127.0.0.1:7077")
+    p.set_defaults(func=cmd_compact)
+
+    p = sub.add_parser("cleanup", help="remove staged files orphaned by crashed runs",
+                       description="Delete staged files that no snapshot of the table references.")
+    p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
+    p.set_defaults(func=cmd_cleanup)
 
     p = sub.add_parser("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
                        description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")

@@ -78,7 +78,7 @@ def _columns(plan: RewritePlan) -> list[str]:
     """The columns the job fingerprinted, in order (the order is part of the hash)."""
     from pyiceberg.schema import Schema
 
-    return [f.name for f in Schema.model_validate_json(plan.schema_json).fields]
+    return [f.name for f in Schema.model_validate_json(plan.table_schema_json).fields]
 
 
 def check_staged(manifest: StagedManifest, columns: list[str]) -> None:

@@ -111,7 +111,7 @@ class RewritePlan(_Frozen):
     target_file_size: int
     writer_options: dict[str, str]  # DataFrameWriter options for parquet-mr, from the spec
     keys: MergeRuleModel | None = None
-    schema_json: str  # the table's current Iceberg schema: the job reads inputs with it
+    table_schema_json: str  # the table's current Iceberg schema: the job reads inputs with it
     forced: bool
     created_at: float
     partitions: tuple[PartitionDecision, ...]
@@ -256,7 +256,7 @@ def plan_rewrite(
         target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),
         keys=MergeRuleModel(columns=tuple(spec.keys.columns), sequence=spec.keys.sequence, merge=spec.keys.merge)
         if spec.keys else None,
-        schema_json=table.schema().model_dump_json(), forced=force, created_at=time.time(),
+        table_schema_json=table.schema().model_dump_json(), forced=force, created_at=time.time(),
         partitions=tuple(decisions), groups=tuple(groups),
     )
     counts = {a: sum(d.action == a for d in decisions) for a in ("rewrite", "skip", "refuse")}
