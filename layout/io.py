@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from layout.errors import InputError
 
 if TYPE_CHECKING:
-    from pyarrow.fs import FileSystem
+    from pyarrow.fs import FileInfo, FileSystem
 
 
 def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
@@ -27,6 +27,11 @@ def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
 
 def find_parquet_files(location: str | os.PathLike[str]) -> list[tuple[FileSystem, str]]:
     """A file itself, or every `*.parquet` file below a directory (recursive, sorted by path)."""
+    return [(filesystem, info.path) for filesystem, info in list_parquet_files(location)]
+
+
+def list_parquet_files(location: str | os.PathLike[str]) -> list[tuple[FileSystem, FileInfo]]:
+    """Like `find_parquet_files`, with each file's FileInfo (size, mtime) from the listing itself."""
     from pyarrow import fs
 
     filesystem, path = resolve(location)
@@ -34,20 +39,23 @@ def find_parquet_files(location: str | os.PathLike[str]) -> list[tuple[FileSyste
     if info.type == fs.FileType.NotFound:
         raise InputError(f"{location}: no such file or directory")
     if info.type == fs.FileType.File:
-        return [(filesystem, path)]
+        return [(filesystem, info)]
     selector = fs.FileSelector(path, recursive=True)
     found = sorted(
-        i.path for i in filesystem.get_file_info(selector)
-        if i.type == fs.FileType.File and i.path.endswith(".parquet") and not _hidden(i.path, path)
+        (i for i in filesystem.get_file_info(selector)
+         if i.type == fs.FileType.File and i.path.endswith(".parquet") and not _hidden(i.path, path)),
+        key=lambda i: i.path,
     )
     if not found:
         raise InputError(f"{location}: directory holds no .parquet files")
-    return [(filesystem, p) for p in found]
+    return [(filesystem, i) for i in found]
 
 
 def _hidden(path: str, root: str) -> bool:
     # Writers keep temporary and marker files under `_` and `.` names (Spark's _temporary, .crc files).
-    return any(part.startswith(("_", ".")) for part in Path(path).relative_to(root).parts)
+    # String operations: this runs for every file of every directory plan.
+    rel = path[len(root):].lstrip("/") if path.startswith(root) else path
+    return rel.startswith(("_", ".")) or "/_" in rel or "/." in rel
 
 
 def data_files(source: str) -> list[tuple[FileSystem, str]]:

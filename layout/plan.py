@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from layout.bind import Kind, bind
-from layout.cache import MetadataCache, default_cache, file_key, filesystem_id
+from layout.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
 from layout.errors import UsageError
 from layout.parquet import ColumnType, ParquetFile
 from layout.predicate import AlwaysTrue, Expr, rewrite_not
@@ -152,7 +152,8 @@ def plan(
     files, selected_paths = _resolve(os.fspath(source), expr, the_cache)
     if not files:
         raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
-    first = _open(files[0], the_cache)
+    first_facts = _open(files[0], the_cache)
+    first = first_facts.pf
     kinds = {c.name: k for c in first.columns if (k := kind_of(c.type)) is not None}
     bound = rewrite_not(bind(expr, kinds))
     predicate_columns = sorted(expr_columns(bound))
@@ -165,12 +166,12 @@ def plan(
     file_plans = []
     comparisons = 0
     for entry in files:
-        pf = first if entry is files[0] else _open(entry, the_cache)
-        planned, n = _plan_file(pf, entry, bound, predicate_columns, needed, selected_paths, tally)
+        facts = first_facts if entry is files[0] else _open(entry, the_cache)
+        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, selected_paths, tally)
         comparisons += n
         if planned is not None:
             file_plans.append(planned)
-        _recache(entry, pf, the_cache)
+        _recache(facts, the_cache)
     elapsed = (time.perf_counter() - started) * 1000
     counts = tally.freeze()
     log.info("planned %s: files %d/%d, row groups %d/%d, pages %d/%d, rows %d/%d in %.1f ms",
@@ -184,18 +185,19 @@ def plan(
 class _Entry:
     filesystem: Any
     path: str
-    size: int | None  # known from a manifest: no stat needed
+    size: int | None  # known from a manifest or the listing: no stat needed
+    mtime_ns: int | None = None  # from the listing (None for Iceberg files: their paths are never reused)
 
 
 def _resolve(source: str, expr: Expr, cache: MetadataCache | None) -> tuple[list[_Entry], set[str] | None]:
     """All data files of the source, and the paths file-level pruning kept (None: decide from footers)."""
     from pyarrow import fs as pafs
 
-    from layout.io import find_parquet_files, resolve
+    from layout.io import list_parquet_files, resolve
 
     filesystem, path = resolve(source)
     if filesystem.get_file_info(path).type != pafs.FileType.NotFound or "." not in source or "/" in source:
-        return [_Entry(f, p, None) for f, p in find_parquet_files(source)], None
+        return [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)], None
     from layout.catalog import load_table
     from layout.iceberg import snapshot_files
 
@@ -212,68 +214,124 @@ def _resolve(source: str, expr: Expr, cache: MetadataCache | None) -> tuple[list
     return entries, {resolve(f.path)[1] for f in kept}
 
 
-def _open(entry: _Entry, cache: MetadataCache | None) -> ParquetFile:
+class _FileFacts:
+    """A ParquetFile plus what planning derives from it, cached together per file version.
+
+    Warm planning then costs a few dictionary lookups per file: statistics as order keys and per-chunk
+    page and byte totals are computed once, not on every plan.
+    """
+
+    __slots__ = ("_file_stats", "_file_totals", "_stats", "_totals", "accounted", "fs_id", "index", "key", "pf")
+
+    def __init__(self, pf: ParquetFile, key: Any, fs_id: str) -> None:
+        self.pf, self.key, self.fs_id = pf, key, fs_id
+        self.index = {c.name: c.index for c in pf.columns}
+        self.accounted = 0  # bytes_read when the cache last sized this entry
+        self._stats: dict[tuple[int, int], ColumnStats] = {}
+        self._totals: dict[tuple[int, int], tuple[int, int]] = {}
+        self._file_totals: dict[tuple[int, ...], tuple[int, int]] = {}
+        self._file_stats: dict[tuple[tuple[str, int], ...], dict[str, ColumnStats | None]] = {}
+
+    def file_totals(self, cols: tuple[int, ...]) -> tuple[int, int]:
+        """(pages, bytes) of the given columns over the whole file."""
+        try:
+            return self._file_totals[cols]
+        except KeyError:
+            pass
+        per_chunk = [self.totals(rg, c) for rg in range(self.pf.num_row_groups) for c in cols]
+        value = (sum(p for p, _ in per_chunk), sum(b for _, b in per_chunk))
+        self._file_totals[cols] = value
+        return value
+
+    def file_stats(self, present: tuple[tuple[str, int], ...]) -> dict[str, ColumnStats | None]:
+        """Each predicate column's bounds over the whole file (its row groups' merged)."""
+        try:
+            return self._file_stats[present]
+        except KeyError:
+            pass
+        groups = range(self.pf.num_row_groups)
+        value = {n: _merge([self.stats(rg, c) for rg in groups]) for n, c in present}
+        self._file_stats[present] = value
+        return value
+
+    def stats(self, rg: int, col: int) -> ColumnStats:
+        try:
+            return self._stats[rg, col]
+        except KeyError:
+            pass
+        pf = self.pf
+        ct = pf.columns[col].type
+        num_rows = pf.row_groups[rg].num_rows
+        s = pf.statistics_keys(rg, col)
+        value = ColumnStats(ct, num_rows) if s is None else ColumnStats(
+            ct, num_rows, s.min, s.max, s.min_exact, s.max_exact, s.null_count, s.nan_count)
+        self._stats[rg, col] = value
+        return value
+
+    def totals(self, rg: int, col: int) -> tuple[int, int]:
+        """(pages, compressed bytes) of one chunk; a chunk without an offset index counts as one page."""
+        try:
+            return self._totals[rg, col]
+        except KeyError:
+            pass
+        oi = self.pf.offset_index(rg, col)
+        pages = len(oi.page_locations) if oi is not None and oi.page_locations else 1
+        value = (pages, self.pf.row_groups[rg].columns[col].meta_data.total_compressed_size)
+        self._totals[rg, col] = value
+        return value
+
+
+def _open(entry: _Entry, cache: MetadataCache | None) -> _FileFacts:
+    fs_id = filesystem_id(entry.filesystem)
+    key = FileKey(entry.path, entry.size, entry.mtime_ns) if entry.size is not None else \
+        file_key(entry.filesystem, entry.path)
     if cache is None:
-        return ParquetFile.open(entry.path, filesystem=entry.filesystem)
-    key = _key(entry)
+        return _FileFacts(ParquetFile.open(entry.path, filesystem=entry.filesystem), key, fs_id)
 
-    def load() -> tuple[ParquetFile, int]:
-        pf = ParquetFile.open(entry.path, filesystem=entry.filesystem)
-        return pf, pf.bytes_read * DECODED_SIZE_FACTOR
+    def load() -> tuple[_FileFacts, int]:
+        facts = _FileFacts(ParquetFile.open(entry.path, filesystem=entry.filesystem), key, fs_id)
+        facts.accounted = facts.pf.bytes_read
+        return facts, facts.accounted * DECODED_SIZE_FACTOR
 
-    return cache.get_or_load(filesystem_id(entry.filesystem), key, "parquet", load)
-
-
-def _key(entry: _Entry):
-    from layout.cache import FileKey
-
-    return FileKey(entry.path, entry.size) if entry.size is not None else file_key(entry.filesystem, entry.path)
+    return cache.get_or_load(fs_id, key, "parquet", load)
 
 
-def _recache(entry: _Entry, pf: ParquetFile, cache: MetadataCache | None) -> None:
-    """Page indexes read while planning live in the ParquetFile: account for their size in the cache."""
-    if cache is not None:
-        cache.put(filesystem_id(entry.filesystem), _key(entry), "parquet", pf, pf.bytes_read * DECODED_SIZE_FACTOR)
-
-
-def _column_stats(pf: ParquetFile, rg: int, name: str) -> ColumnStats | None:
-    col = pf.column(name)
-    s = pf.statistics_keys(rg, col.index)
-    num_rows = pf.row_groups[rg].num_rows
-    if s is None:
-        return ColumnStats(col.type, num_rows)
-    return ColumnStats(col.type, num_rows, s.min, s.max, s.min_exact, s.max_exact, s.null_count, s.nan_count)
+def _recache(facts: _FileFacts, cache: MetadataCache | None) -> None:
+    """Page indexes read while planning live in the ParquetFile: re-size its cache entry when it grew."""
+    if cache is not None and facts.pf.bytes_read != facts.accounted:
+        facts.accounted = facts.pf.bytes_read
+        cache.put(facts.fs_id, facts.key, "parquet", facts, facts.accounted * DECODED_SIZE_FACTOR)
 
 
 def _plan_file(
-    pf: ParquetFile, entry: _Entry, expr: Expr, predicate_columns: list[str], needed: list[str],
+    facts: _FileFacts, entry: _Entry, expr: Expr, predicate_columns: list[str], needed: list[str],
     selected_paths: set[str] | None, tally: _Tally,
 ) -> tuple[FilePlan | None, int]:
+    pf = facts.pf
     tally.files_total += 1
     tally.rows_total += pf.num_rows
-    chunks = [[pf.column(n).index for n in needed if pf.has_column(n)] for _ in range(pf.num_row_groups)]
-    for rg in range(pf.num_row_groups):
-        tally.row_groups_total += 1
-        for c in chunks[rg]:
-            tally.pages_total += _pages(pf, rg, c)
-            tally.bytes_total += pf.row_groups[rg].columns[c].meta_data.total_compressed_size
-    present = [n for n in predicate_columns if pf.has_column(n)]
-    stats = [{n: _column_stats(pf, rg, n) for n in present} for rg in range(pf.num_row_groups)]
+    cols = tuple(facts.index[n] for n in needed if n in facts.index)
+    n_groups = pf.num_row_groups
+    tally.row_groups_total += n_groups
+    pages, nbytes = facts.file_totals(cols)
+    tally.pages_total += pages
+    tally.bytes_total += nbytes
+    present = tuple((n, facts.index[n]) for n in predicate_columns if n in facts.index)
     # Files: manifest bounds (Iceberg) or the row groups' statistics merged.
     if selected_paths is not None:
         keep = entry.path in selected_paths
     else:
-        merged = {n: _merge([s[n] for s in stats]) for n in present}
-        keep = StatsEvaluator(merged).eval(expr) is not Truth.NONE
+        keep = StatsEvaluator(facts.file_stats(present)).eval(expr) is not Truth.NONE
     if not keep:
         return None, 0
+    stats = [{n: facts.stats(rg, c) for n, c in present} for rg in range(n_groups)]
     tally.files_selected += 1
     planned, comparisons = [], 0
-    for rg in range(pf.num_row_groups):
+    for rg in range(n_groups):
         num_rows = pf.row_groups[rg].num_rows
         truth = StatsEvaluator(stats[rg]).eval(expr)
         if truth is not Truth.NONE and truth is not Truth.ALL:
-            blooms = {n: pf.bloom_filter(rg, n) for n in present if pf.has_bloom_filter(rg, n)}
+            blooms = {n: pf.bloom_filter(rg, c) for n, c in present if pf.has_bloom_filter(rg, c)}
             if blooms and BloomEvaluator(blooms).eval(expr) is Truth.NONE:
                 truth = Truth.NONE
         if truth is Truth.NONE or num_rows == 0:
@@ -288,8 +346,11 @@ def _plan_file(
             continue
         tally.row_groups_selected += 1
         tally.rows_selected += selection.row_count
-        for c in chunks[rg]:
-            pages, nbytes = _selected_pages(pf, rg, c, selection)
+        for c in cols:
+            if selection.row_count == num_rows:  # everything: the totals, no page arithmetic
+                pages, nbytes = facts.totals(rg, c)
+            else:
+                pages, nbytes = _selected_pages(pf, rg, c, selection)
             tally.pages_selected += pages
             tally.bytes_selected += nbytes
         planned.append(RowGroupPlan(rg, num_rows, selection, truth is Truth.ALL))
@@ -306,10 +367,6 @@ def _merge(stats: list[ColumnStats | None]) -> ColumnStats | None:
         out = out.merge(s)
     return out
 
-
-def _pages(pf: ParquetFile, rg: int, col: int) -> int:
-    oi = pf.offset_index(rg, col)
-    return len(oi.page_locations) if oi is not None and oi.page_locations else 1
 
 
 def _selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,6 +93,15 @@ def _is_float(ct: ColumnType) -> bool:
 
 
 def literal_key(ct: ColumnType, value: Any) -> Any:
+    """The order key of a literal for this column (memoized: planning asks once per file)."""
+    try:
+        return _literal_key(ct, value)
+    except TypeError:  # an unhashable literal: compute without the memo
+        return _literal_key.__wrapped__(ct, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal_key(ct: ColumnType, value: Any) -> Any:
     """The order key of a literal for this column, or None when it has none (keep, to be sound).
 
     A literal between two representable values (1.005 on DECIMAL(p, 2), a microsecond on a millisecond

@@ -106,11 +106,9 @@ def _read_file(plan: Plan, file: FilePlan, fmt: ds.ParquetFileFormat) -> pa.Tabl
 
 def _empty(plan: Plan, fmt: ds.ParquetFileFormat) -> pa.Table:
     """An empty table with the projected schema (from the source's first file)."""
-    import os
-
     from layout.io import data_files
 
-    filesystem, path = data_files(plan.source)[0] if not os.path.isfile(plan.source) else (None, plan.source)
+    filesystem, path = data_files(plan.source)[0]
     schema = fmt.make_fragment(path, filesystem=filesystem).physical_schema
     projected = _projection(plan, schema)
     return schema.empty_table().select(projected)
