@@ -241,6 +241,18 @@ def _field(column: str) -> pc.Expression:
     return pc.field(*column.split("."))
 
 
+def _isin(field: pc.Expression, literals: frozenset[Any]) -> pc.Expression:
+    """Membership; decimals compare one by one, because `is_in` casts the column to the literals' type
+    and fails when a literal is finer than the column (1.005 on DECIMAL(10, 2) simply never matches)."""
+    if any(isinstance(v, Decimal) for v in literals):
+        out = None
+        for v in sorted(literals, key=str):
+            term = field == pc.scalar(v)
+            out = term if out is None else out | term
+        return out
+    return field.isin(pa.array(list(literals)))
+
+
 def _has_float(values: Iterable[Any]) -> bool:
     return any(isinstance(v, float) for v in values)
 
@@ -286,13 +298,13 @@ class _ArrowFilter(PredicateVisitor[pc.Expression]):
     def visit_in(self, column: str, literals: frozenset[Any]) -> pc.Expression:
         if not literals:
             return pc.scalar(False)
-        return _field(column).isin(pa.array(list(literals)))
+        return _isin(_field(column), literals)
 
     def visit_not_in(self, column: str, literals: frozenset[Any]) -> pc.Expression:
         field = _field(column)
         if not literals:
             return pc.scalar(True)
-        return self._not_nan(column, literals, ~field.isin(pa.array(list(literals))) & field.is_valid())
+        return self._not_nan(column, literals, ~_isin(field, literals) & field.is_valid())
 
     def visit_is_null(self, column: str) -> pc.Expression:
         return _field(column).is_null()
