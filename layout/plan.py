@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from layout.bind import Kind, bind
 from layout.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
@@ -113,6 +113,17 @@ class Plan:
         from layout.scan import read_table
 
         return read_table(self)
+
+    def to_sorted_batches(
+        self, key: str | Sequence[str], *, merge: Literal["deduplicate", "first-row"] | None = None,
+        sequence: str | None = None, descending: bool = False, batch_size: int = 65_536,
+    ) -> Iterator[pa.RecordBatch]:
+        """The plan's matching rows as one stream sorted by `key`, merged from files each sorted by it
+        (a loser-tree merge, no full sort); `merge` keeps one row per key (see `layout.merge`)."""
+        from layout.scan import read_sorted
+
+        return read_sorted(self, key, merge=merge, sequence=sequence, descending=descending,
+                           batch_size=batch_size)
 
 
 @dataclass(slots=True)

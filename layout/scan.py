@@ -44,6 +44,29 @@ def read_batches(plan: Plan) -> Iterator[pa.RecordBatch]:
             yield from table.to_batches()
 
 
+def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False, batch_size=65_536):
+    """Each file's matching rows as one sorted stream, merged (files are read as the merge needs them)."""
+    from layout.errors import UsageError
+    from layout.merge import merge_sorted
+
+    keys = [key] if isinstance(key, str) else list(key)
+    wanted = [*keys, *([sequence] if sequence else [])]
+    if plan.columns is not None:
+        missing = [c for c in wanted if c not in plan.columns]
+        if missing:
+            raise UsageError(f"to_sorted_batches needs {', '.join(missing)} in the plan's columns; plan with "
+                             f"columns={[*plan.columns, *missing]}")
+    fmt = _format()
+
+    def stream(file):
+        table = _read_file(plan, file, fmt)
+        if table is not None:
+            yield from table.to_batches()
+
+    return merge_sorted([stream(f) for f in plan.files], keys, merge=merge, sequence=sequence,
+                        descending=descending, batch_size=batch_size)
+
+
 def read_table(plan: Plan) -> pa.Table:
     fmt = _format()
     tables = [t for f in plan.files if (t := _read_file(plan, f, fmt)) is not None]
