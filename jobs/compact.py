@@ -112,14 +112,28 @@ def compact_groups(spark, plan, groups):
     row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
     expected = {r[GROUP]: (r["rows"], r["hash"]) for r in df.groupBy(GROUP).agg(
         F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
-    n = sum(max(1, g.output_files) for g in groups)
+    # Output files: each group gets its own partition ids (one, or one per key-range bucket when it
+    # needs several files); range-partitioning on the id keeps an id whole and neighbouring ids
+    # together, so a file never mixes groups and a group's files hold disjoint, ordered key ranges.
+    base_id, offset = {}, 0
+    for g in groups:
+        base_id[g.group_id] = offset
+        offset += max(1, g.output_files)
+    starts = F.create_map(*[x for g in groups for x in (F.lit(g.group_id), F.lit(base_id[g.group_id]))])
+    files = F.create_map(*[x for g in groups for x in (F.lit(g.group_id), F.lit(max(1, g.output_files)))])
     if plan.strategy == "zorder":
         df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
-        order = [F.col(GROUP), F.col("__lakesort_z")]
-        df = df.repartitionByRange(n, *order).sortWithinPartitions(*order).drop("__lakesort_z")
+        order = [F.col("__lakesort_z")]
     else:
-        order = [F.col(GROUP), *(sort_column(k) for k in plan.sort_keys)]
-        df = df.repartitionByRange(n, *order).sortWithinPartitions(*order)
+        order = [sort_column(k) for k in plan.sort_keys]
+    if any(g.output_files > 1 for g in groups):
+        rank = F.percent_rank().over(Window.partitionBy(GROUP).orderBy(*order))
+        bucket = F.least(F.floor(rank * files[F.col(GROUP)]), files[F.col(GROUP)] - 1)
+    else:
+        bucket = F.lit(0)
+    df = df.withColumn("__lakesort_file", starts[F.col(GROUP)] + bucket)
+    df = (df.repartitionByRange(offset, "__lakesort_file").sortWithinPartitions(GROUP, *order)
+          .drop("__lakesort_file", "__lakesort_z"))
     # Spark reads every column as nullable; required table columns must be written REQUIRED, or Iceberg
     # refuses the files. coalesce() with a typed literal is non-nullable to Spark; nulls were ruled out
     # above, and the fingerprint was taken before this step, so a replaced null could never pass the commit.
