@@ -111,6 +111,32 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from layout.spec import load_spec
+    from layout.verify import SEVERITIES, verify_source
+
+    report = verify_source(args.source, load_spec(Path(args.spec)) if args.spec else None)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK if report.ok else EXIT_FAILURE
+    for severity in SEVERITIES:
+        found = report.by_severity(severity)
+        if found:
+            print(f"{severity}s ({len(found)}):")
+        for f in found:
+            where = ", ".join(part for part in (
+                f.path, None if f.row_group is None else f"row group {f.row_group}",
+                None if f.column is None else f"column {f.column}") if part)
+            print(f"  [{f.rule}] {where or '-'}: {f.diagnosis}")
+            print(f"      observed: {f.observed}; intended: {f.intended}")
+    errors, warnings = len(report.by_severity("error")), len(report.by_severity("warning"))
+    verdict = "as intended" if report.ok else "NOT as intended"
+    print(f"{args.source}: {report.files} file(s), {report.row_groups} row group(s): {verdict} "
+          f"({errors} error(s), {warnings} warning(s))")
+    return EXIT_OK if report.ok else EXIT_FAILURE
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from layout.catalog import load_table
     from layout.commit import cleanup
@@ -195,6 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master (default: $LAKESORT_SPARK_MASTER or local[*]), "
                                     "e.g. spark://127.0.0.1:7077")
     p.set_defaults(func=cmd_compact)
+
+    p = sub.add_parser("verify", help="check written files against the table spec, with diagnoses",
+                       description="Prove the layout: page indexes, BoundaryOrder, ordered and disjoint sorted "
+                                   "runs, sizes, bloom filters. Exit 0 as intended, 1 on any error finding.")
+    p.add_argument("source", metavar="SOURCE", help="a Parquet file, a directory, or an Iceberg table `ns.table`")
+    p.add_argument("--spec", metavar="YAML", help="the table spec (default for a table: found in dags/tables/; "
+                                                  "otherwise only column and offset indexes are checked)")
+    p.add_argument("--json", action="store_true", help='one JSON document: {"ok": ..., "findings": [...]}')
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("cleanup", help="remove staged files orphaned by crashed runs",
                        description="Delete staged files that no snapshot of the table references.")

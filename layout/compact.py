@@ -137,6 +137,11 @@ def compact(
         delete_staged(table, plan.run_id)
         raise
     manifest = StagedManifest.from_json(manifest_path.read_text())
+    if verify is None:  # the layout must be as the spec intends before anything is committed
+        from layout.spec import resolve_sort_keys
+        from layout.verify import staged_verifier
+
+        verify = staged_verifier(spec, resolve_sort_keys(spec, table))
     result = commit_rewrite(table, plan, manifest, verify=verify)
     after = _live_files(table.refresh())
     return CompactResult(plan, result.snapshot_id, before, after, result.files_removed, result.files_added,

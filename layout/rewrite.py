@@ -190,17 +190,20 @@ def effective_hash(spec_hash: str, keys: Sequence[Any]) -> str:
 
 
 def overlap_depth(intervals: Iterable[tuple[Any, Any]]) -> int:
-    """The largest number of [lo, hi] ranges covering one point; an unknown range covers every point."""
+    """The largest number of ranges sharing more than a boundary point; an unknown range counts everywhere."""
     events, unknown = [], 0
     for lo, hi in intervals:
         if lo is None or hi is None:
             unknown += 1
             continue
-        events.append((lo, 0))  # opens sort before closes at the same key: [1,2] and [2,3] overlap
-        events.append((hi, 1))
+        events.append((lo, 1))
+        events.append((hi, 0))
+    # Closes sort before opens at the same key: ranges that only touch ([1,2] and [2,3]) do not
+    # overlap. Range partitioning may split a run of one key value across two files; counting that
+    # as overlap would make every nightly run rewrite the partition again.
     depth = best = 0
     for _, kind in sorted(events, key=lambda e: (e[0], e[1])):
-        depth += 1 if kind == 0 else -1
+        depth += 1 if kind == 1 else -1
         best = max(best, depth)
     return best + unknown
 

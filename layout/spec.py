@@ -298,6 +298,9 @@ class WriterSpec(_Model):
             options[f"parquet.bloom.filter.enabled#{column}"] = "true"
             options[f"parquet.bloom.filter.expected.ndv#{column}"] = str(bloom.ndv)
             options[f"parquet.bloom.filter.fpp#{column}"] = repr(bloom.fpp)
+            # parquet-mr drops a chunk's bloom filter when all its data pages are dictionary-encoded
+            # (ParquetFileWriter.writeColumnChunk): a bloom-filtered column is written without one.
+            options[f"parquet.enable.dictionary#{column}"] = "false"
         return options
 
 

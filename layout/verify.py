@@ -1,0 +1,738 @@
+"""Verify the layout that was written: prove each promise of the table spec, and say why one was not kept.
+
+    report = verify_files(paths, spec)             # Parquet files: paths or (filesystem, path) pairs
+    report = verify_source("demo.lineitem")         # a file, a directory or an Iceberg table
+    report = verify_staged(manifest, spec, keys)    # the staged outputs of a compaction run
+    facts = layout_facts(paths)                     # file x row group x column facts (pyarrow.Table)
+
+Only metadata is read (footers, page indexes, bloom filter offsets), except to explain a dropped column
+index, which reads that one column of that one row group. Rules, one small function each (`RULES`):
+
+``page_index``      column index and offset index in every chunk of the required columns (error)
+``boundary_order``  the column index's BoundaryOrder is the intended one (error, with the first pair of
+                    pages that breaks the order)
+``row_group_order`` row groups of a file ordered in the first sort key (error)
+``overlap``         files of one partition hold disjoint ranges of the first sort key (error)
+``row_group_size`` / ``file_size``  within the spec's verify bounds (error)
+``pages``           pages per row group and rows per page (info)
+``bloom_filter``    bloom filters where the spec asks for them (error)
+``sorting_columns`` / ``sort_order_id``  recorded sort metadata agrees with the spec (warning)
+
+Ties: equal first-key values may straddle a row-group or file boundary (parquet-mr cuts row groups by
+size, and Spark's range partitioning on several keys can cut inside one value of the first), so
+``max(i) == min(i + 1)`` is ordered and disjoint. A reader looking for that value reads both sides,
+which no layout avoids. `layout.rewrite.overlap_depth` does not count such touching files as
+overlapping (so the planner does not rewrite them again); they are reported as a warning.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal
+
+from layout.errors import ConfigError, LakesortError
+from layout.parquet import ParquetFile, PhysicalType
+from layout.parquet.format import Encoding, PageType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from layout.manifest import StagedManifest
+    from layout.spec import SortKey, TableSpec
+
+log = logging.getLogger(__name__)
+
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+# parquet-mr (ParquetFileWriter, 1.17) drops a chunk's column index when the min/max bytes it would
+# store exceed this many bytes per page on average.
+PARQUET_MR_MINMAX_PER_PAGE = 4096
+# parquet-mr's default column index truncate length: any value up to half the limit always fits.
+DEFAULT_TRUNCATE_LENGTH = 64
+DEFAULT_PAGE_SIZE = 1 << 20
+DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
+DATA_PAGES = frozenset({PageType.DATA_PAGE, PageType.DATA_PAGE_V2})
+ORDER_NAMES = {"asc": "ASCENDING", "desc": "DESCENDING"}
+
+
+class VerificationFailed(LakesortError):
+    """The staged files do not have the layout the spec asks for; `report` says what and why."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        self.report = report
+        errors = [f for f in report.findings if f.severity == "error"]
+        lines = [f"{f.rule}: {f.diagnosis}" for f in errors[:10]]
+        more = f"\n... and {len(errors) - 10} more" if len(errors) > 10 else ""
+        super().__init__(f"{len(errors)} layout error(s):\n" + "\n".join(lines) + more)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One observation; `diagnosis` says what happened and which setting fixes it."""
+
+    rule: str
+    severity: Severity
+    path: str | None
+    row_group: int | None
+    column: str | None
+    observed: str
+    intended: str
+    diagnosis: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    findings: tuple[Finding, ...]
+    files: int
+    row_groups: int
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding is an error."""
+        return not any(f.severity == "error" for f in self.findings)
+
+    def by_severity(self, severity: Severity) -> list[Finding]:
+        return [f for f in self.findings if f.severity == severity]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "findings": [f.to_json() for f in self.findings]}
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What the spec promises, flattened for the rules; the defaults check indexes only."""
+
+    index_columns: Literal["all"] | tuple[str, ...] = "all"
+    boundary_orders: Mapping[str, str] = field(default_factory=dict)
+    first_key: SortKey | None = None
+    sort_keys: tuple[SortKey, ...] = ()
+    bloom_columns: tuple[str, ...] = ()
+    min_row_group_size: int = 0
+    max_row_group_size: int | None = None
+    min_file_size: int = 0
+    max_file_size: int | None = None
+    truncate_length: int | None = None
+    page_size: int | None = None
+    page_row_limit: int | None = None
+
+    @classmethod
+    def of(cls, spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None) -> Intent:
+        if spec is None:
+            return cls()
+        from layout.spec import intended_boundary_orders
+
+        keys = tuple(sort_keys if sort_keys is not None else spec.sort.keys)
+        linear = spec.sort.strategy == "linear"
+        v, w = spec.verify, spec.writer
+        return cls(
+            index_columns=v.column_index_columns, boundary_orders=intended_boundary_orders(spec, keys),
+            # z-order interleaves the keys: no single column orders row groups or files.
+            first_key=keys[0] if keys and linear else None, sort_keys=keys if linear else (),
+            bloom_columns=tuple(v.bloom_filter_columns or ()), min_row_group_size=v.min_row_group_size,
+            max_row_group_size=v.max_row_group_size, min_file_size=v.min_file_size,
+            max_file_size=v.max_file_size, truncate_length=w.column_index_truncate_length,
+            page_size=w.page_size, page_row_limit=w.page_row_count_limit,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    """One opened file with its filesystem (pyarrow reads a column from it to explain a dropped index)."""
+
+    pf: ParquetFile
+    filesystem: Any
+    partition: str
+
+
+FileRule = Callable[[_File, Intent], Iterable[Finding]]
+
+
+# --- rule 1: column index and offset index ------------------------------------------------------------
+
+
+def check_page_index(f: _File, intent: Intent) -> Iterable[Finding]:
+    pf = f.pf
+    names = [c.name for c in pf.columns] if intent.index_columns == "all" else list(intent.index_columns)
+    for name in names:
+        if not pf.has_column(name):
+            yield Finding("page_index", "error", pf.path, None, name, "column not in the file",
+                          "column index and offset index", f"`{name}` is required by verify.column_index_columns "
+                          "but the file has no such column; fix the list in the spec or the writer's schema")
+            continue
+        for what, has in (("column index", pf.has_column_index), ("offset index", pf.has_offset_index)):
+            missing = [rg for rg in range(pf.num_row_groups) if not has(rg, name)]
+            if missing:
+                why = _why_no_column_index(f, missing[0], name, intent) if what == "column index" \
+                    else _why_no_offset_index(pf)
+                yield Finding("page_index", "error", pf.path, missing[0], name,
+                              f"no {what} in {len(missing)} of {pf.num_row_groups} row group(s)",
+                              f"a {what} in every row group", f"{what} missing for `{name}`: {why}")
+
+
+def _why_no_offset_index(pf: ParquetFile) -> str:
+    return (f"the writer ({pf.created_by or 'unknown'}) wrote none; parquet-mr always writes one, "
+            "pyarrow only with write_page_index=True")
+
+
+def _why_no_column_index(f: _File, rg: int, name: str, intent: Intent) -> str:
+    column = f.pf.column(name)
+    if column.type.physical_type == PhysicalType.INT96:
+        return ("parquet-mr writes no column index for INT96 timestamps; write timestamps as INT64 "
+                "(Spark: spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)")
+    if column.type.physical_type != PhysicalType.BYTE_ARRAY:
+        return (f"the writer ({f.pf.created_by or 'unknown'}) wrote none although {column.type.physical_type} "
+                "bounds are small; check that it writes page indexes (pyarrow: write_page_index=True)")
+    pages, per_page, how = _minmax_bytes_per_page(f, rg, name)
+    current = intent.truncate_length
+    limit = PARQUET_MR_MINMAX_PER_PAGE
+    if per_page is None or per_page <= limit:
+        shown = "unknown" if per_page is None else f"{per_page:,.0f}"
+        return (f"min/max values average {shown} bytes per page over {pages:,} page(s) ({how}), within "
+                f"parquet-mr's {limit:,}-byte limit: the writer did not write one; check that it writes page "
+                "indexes (pyarrow: write_page_index=True)")
+    if current is not None and 2 * current <= limit:
+        fix = (f"the spec's writer.column_index_truncate_length ({current}) would keep it under the limit, so "
+               f"the file was not written with it: pass parquet.columnindex.truncate.length={current} to the writer")
+    else:
+        fix = (f"set writer.column_index_truncate_length (currently {current if current is not None else 'unknown'})"
+               f" to {DEFAULT_TRUNCATE_LENGTH} (any value up to {limit // 2:,} keeps min+max within {limit:,} bytes)")
+    return (f"column index dropped for `{name}` in row group {rg}: min/max values average {per_page:,.0f} bytes "
+            f"per page over {pages:,} page(s) ({how}), over parquet-mr's {limit:,}-byte limit; {fix}")
+
+
+def _minmax_bytes_per_page(f: _File, rg: int, name: str) -> tuple[int, float | None, str]:
+    """(pages, average untruncated min+max bytes per page, how it was measured)."""
+    pf = f.pf
+    column = pf.column(name)
+    oi = pf.offset_index(rg, name)
+    starts = [p.first_row_index for p in oi.page_locations or ()] if oi is not None else []
+    if starts and len(column.path) == 1 and column.max_repetition_level == 0:
+        return len(starts), _measured_minmax(f, rg, name, starts), "measured from the values"
+    md = pf.row_groups[rg].columns[column.index].meta_data
+    pages = len(starts) or _estimated_pages(md)
+    sizes = md.size_statistics
+    if sizes is not None and sizes.unencoded_byte_array_data_bytes and md.num_values:
+        # Average value length times two: the best guess without reading the values.
+        return pages, 2 * sizes.unencoded_byte_array_data_bytes / md.num_values, "estimated from size statistics"
+    return pages, None, "no per-page data"
+
+
+def _measured_minmax(f: _File, rg: int, name: str, starts: list[int]) -> float:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(f.pf.path, filesystem=f.filesystem) as reader:
+        values = reader.read_row_group(rg, columns=[name]).column(0)
+    ends = [*starts[1:], len(values)]
+    total = 0
+    for start, end in zip(starts, ends):
+        bounds = pc.min_max(values.slice(start, end - start))
+        for bound in (bounds["min"].as_py(), bounds["max"].as_py()):
+            total += len(bound.encode() if isinstance(bound, str) else bound or b"")
+    return total / len(starts)
+
+
+def _estimated_pages(md: Any) -> int:
+    # Without an offset index: at least one page per parquet-mr default page size (1 MiB) of data.
+    return max(1, -(-(md.total_uncompressed_size or 0) // DEFAULT_PAGE_SIZE))
+
+
+# --- rule 2: BoundaryOrder --------------------------------------------------------------------------
+
+
+def check_boundary_order(f: _File, intent: Intent) -> Iterable[Finding]:
+    pf = f.pf
+    for name, intended in intent.boundary_orders.items():
+        if intended == "UNORDERED":
+            continue  # any order satisfies "no order promised"
+        if not pf.has_column(name):
+            yield Finding("boundary_order", "error", pf.path, None, name, "column not in the file", intended,
+                          f"the spec orders `{name}` but the file has no such column")
+            continue
+        for rg in range(pf.num_row_groups):
+            ci = pf.column_index(rg, name)
+            if ci is None or ci.boundary_order.name == intended:
+                continue  # a missing index is rule page_index's finding
+            broken = _first_break(pf, rg, name, intended)
+            if broken is None:
+                continue  # e.g. constant pages: parquet-mr calls them ASCENDING, every order holds
+            yield Finding("boundary_order", "error", pf.path, rg, name, ci.boundary_order.name, intended,
+                          _why_unordered(f, rg, name, intended, broken, ci))
+
+
+def _page_keys(pf: ParquetFile, rg: int, name: str) -> list[tuple[int, Any, Any]]:
+    """(page, min key, max key) of the non-null pages with usable bounds, in page order."""
+    raw = pf.raw_column_index(rg, name)
+    order_key = pf.column(name).type.order_key
+    out = []
+    for page, (null, lo, hi) in enumerate(zip(raw.null_pages, raw.min_values, raw.max_values)):
+        if not null:
+            try:
+                out.append((page, order_key(lo), order_key(hi)))
+            except (ValueError, ArithmeticError):
+                continue
+    return out
+
+
+def _first_break(pf: ParquetFile, rg: int, name: str, intended: str) -> tuple[int, int] | None:
+    """The first consecutive non-null pages (i, j) against `intended`, as parquet-mr defines the order:
+    ASCENDING when both the mins and the maxes never decrease (DESCENDING: never increase)."""
+    keys = _page_keys(pf, rg, name)
+    for (i, lo_i, hi_i), (j, lo_j, hi_j) in itertools.pairwise(keys):
+        if intended == "ASCENDING" and (lo_j < lo_i or hi_j < hi_i):
+            return i, j
+        if intended == "DESCENDING" and (lo_j > lo_i or hi_j > hi_i):
+            return i, j
+    return None
+
+
+def _why_unordered(f: _File, rg: int, name: str, intended: str, broken: tuple[int, int], ci: Any) -> str:
+    i, j = broken
+    pages = (f"page {i} [{ci.min_values[i]!r} .. {ci.max_values[i]!r}] comes before page {j} "
+             f"[{ci.min_values[j]!r} .. {ci.max_values[j]!r}]")
+    hint = ""
+    others = [c.name for c in f.pf.columns if c.name != name and f.pf.has_column_index(rg, c.name)
+              and f.pf.column_index(rg, c.name).boundary_order.name in ORDER_NAMES.values()
+              and len(f.pf.column_index(rg, c.name).null_pages) > 1]
+    if others:
+        hint = f" (the pages are ordered in {', '.join(f'`{c}`' for c in others[:3])}: sorted by that instead?)"
+    direction = "asc" if intended == "ASCENDING" else "desc"
+    return (f"pages of `{name}` in row group {rg} are not {intended}: {pages}; the rows were not sorted by "
+            f"`{name}` {direction} when written{hint}; sort each output file by the spec's first key (sort.keys) "
+            "before writing, e.g. sortWithinPartitions after repartitionByRange")
+
+
+# --- rule 3: ordered row groups, disjoint files ------------------------------------------------------
+
+
+def _row_group_bounds(pf: ParquetFile, rg: int, name: str) -> tuple[Any, Any]:
+    stats = pf.statistics_keys(rg, name)
+    return (None, None) if stats is None else (stats.min, stats.max)
+
+
+def check_row_group_order(f: _File, intent: Intent) -> Iterable[Finding]:
+    key, pf = intent.first_key, f.pf
+    if key is None or not pf.has_column(key.column) or pf.num_row_groups < 2:
+        return
+    bounds = [_row_group_bounds(pf, rg, key.column) for rg in range(pf.num_row_groups)]
+    known = [(rg, lo, hi) for rg, (lo, hi) in enumerate(bounds) if lo is not None]  # all-null groups: no bound
+    for (i, lo_i, hi_i), (j, lo_j, hi_j) in itertools.pairwise(known):
+        bad = hi_i > lo_j if key.direction == "asc" else lo_i < hi_j
+        if bad:
+            shown = pf.statistics(i, key.column), pf.statistics(j, key.column)
+            yield Finding(
+                "row_group_order", "error", pf.path, j, key.column,
+                f"row group {i} [{shown[0].min!r} .. {shown[0].max!r}], row group {j} "
+                f"[{shown[1].min!r} .. {shown[1].max!r}]", f"row groups {ORDER_NAMES[key.direction]} and disjoint",
+                f"row groups {i} and {j} overlap in `{key.column}`: the file was not written in "
+                f"`{key.column}` {key.direction} order; sort each output file by sort.keys before writing")
+            return  # one finding per file: the first break explains the rest
+
+
+def check_overlap(files: Sequence[_File], intent: Intent) -> Iterable[Finding]:
+    from layout.rewrite import overlap_depth
+
+    key = intent.first_key
+    if key is None:
+        return
+    by_partition: dict[str, list[tuple[str, Any, Any]]] = {}
+    for f in files:
+        if f.pf.has_column(key.column):
+            by_partition.setdefault(f.partition, []).append((f.pf.path, *_file_bounds(f.pf, key.column)))
+    for partition, ranges in sorted(by_partition.items()):
+        if len(ranges) < 2:
+            continue
+        unknown = [p for p, lo, _ in ranges if lo is None]
+        if unknown:
+            yield Finding("overlap", "warning", unknown[0], None, key.column, "no statistics for the key",
+                          "disjoint files", f"{len(unknown)} file(s) in partition {partition!r} have no "
+                          f"`{key.column}` statistics, so overlap cannot be checked; write statistics")
+            continue
+        depth = overlap_depth((lo, hi) for _, lo, hi in ranges)
+        pair = _first_overlap(ranges)
+        if depth > 1:
+            (a, alo, ahi), (b, blo, bhi) = pair
+            yield Finding("overlap", "error", b, None, key.column, f"overlap depth {depth}", "overlap depth 1",
+                          f"files in partition {partition!r} overlap in `{key.column}` (depth {depth}): {a} holds "
+                          f"[{alo!r} .. {ahi!r}] and {b} [{blo!r} .. {bhi!r}]; range-partition the rewrite on the "
+                          f"sort keys (repartitionByRange) so each file holds its own key range, then rewrite "
+                          f"the partition again (lakesort compact --force --partition ...)")
+        elif pair is not None:
+            yield Finding("overlap", "warning", pair[1][0], None, key.column, "files touch",
+                          "overlap depth 1", f"files in partition {partition!r} only touch at `{key.column}` = "
+                          f"{pair[0][2]!r} (one value split across two files); readers of that value read both")
+
+
+def _file_bounds(pf: ParquetFile, name: str) -> tuple[Any, Any]:
+    """The file's [min, max] of `name`; (None, None) when a row group with values has no bounds."""
+    los, his = [], []
+    for rg in range(pf.num_row_groups):
+        lo, hi = _row_group_bounds(pf, rg, name)
+        if lo is None:
+            stats = pf.statistics(rg, name)
+            if stats is None or stats.null_count != pf.row_groups[rg].num_rows:
+                return None, None
+            continue  # an all-null row group bounds nothing
+        los.append(lo)
+        his.append(hi)
+    return (min(los), max(his)) if los else (None, None)
+
+
+def _first_overlap(ranges: Sequence[tuple[str, Any, Any]]) -> tuple[tuple[str, Any, Any], ...] | None:
+    """The first two files whose ranges overlap or touch, in key order; None when all are disjoint."""
+    ordered = sorted(ranges, key=lambda r: (r[1], r[2]))
+    reach = ordered[0]
+    for r in ordered[1:]:
+        if r[1] <= reach[2]:
+            return reach, r
+        reach = r if r[2] > reach[2] else reach
+    return None
+
+
+# --- rule 4: sizes and pages ------------------------------------------------------------------------
+
+
+def check_sizes(f: _File, intent: Intent) -> Iterable[Finding]:
+    pf = f.pf
+    low, high = intent.min_file_size, intent.max_file_size
+    if pf.size < low or (high is not None and pf.size > high):
+        yield Finding("file_size", "error", pf.path, None, None, f"{pf.size:,} bytes",
+                      f"{low:,} .. {high or 0:,} bytes",
+                      f"file of {pf.size:,} bytes is outside verify.min/max_file_size; the rewrite sizes files "
+                      "from target_file_size: check the output file count of the job, or the bounds")
+    low, high = intent.min_row_group_size, intent.max_row_group_size
+    for rg in range(pf.num_row_groups):
+        size = _row_group_bytes(pf, rg)
+        last = rg == pf.num_row_groups - 1  # a file's last row group holds what is left: legitimately small
+        if (size < low and not last) or (high is not None and size > high):
+            yield Finding("row_group_size", "error", pf.path, rg, None, f"{size:,} bytes",
+                          f"{low:,} .. {high or 0:,} bytes",
+                          f"row group {rg} has {size:,} compressed bytes, outside verify.min/max_row_group_size; "
+                          "writer.row_group_size (parquet.block.size) sets the buffered size parquet-mr cuts at")
+
+
+def _row_group_bytes(pf: ParquetFile, rg: int) -> int:
+    group = pf.row_groups[rg]
+    if group.total_compressed_size is not None:
+        return group.total_compressed_size
+    return sum(c.meta_data.total_compressed_size or 0 for c in group.columns if c.meta_data is not None)
+
+
+def _page_rows(pf: ParquetFile, rg: int, name: str) -> list[int] | None:
+    oi = pf.offset_index(rg, name)
+    if oi is None or not oi.page_locations:
+        return None
+    starts = [p.first_row_index for p in oi.page_locations]
+    return [b - a for a, b in zip(starts, [*starts[1:], pf.row_groups[rg].num_rows or 0])]
+
+
+def check_pages(f: _File, intent: Intent) -> Iterable[Finding]:
+    pf = f.pf
+    counts, rows = [], []
+    for rg in range(pf.num_row_groups):
+        for column in pf.columns:
+            page_rows = _page_rows(pf, rg, column.name)
+            if page_rows:
+                counts.append(len(page_rows))
+                rows.extend(page_rows)
+    if counts:
+        yield Finding("pages", "info", pf.path, None, None,
+                      f"{pf.num_row_groups} row group(s); {min(counts)}..{max(counts)} pages per column chunk; "
+                      f"{min(rows):,}..{max(rows):,} rows per page", f"at most {intent.page_row_limit or '-'} rows "
+                      "per page", "page counts and sizes from the offset index, for the record")
+
+
+# --- rule 5: bloom filters --------------------------------------------------------------------------
+
+
+def check_bloom_filters(f: _File, intent: Intent) -> Iterable[Finding]:
+    pf = f.pf
+    for name in intent.bloom_columns:
+        if not pf.has_column(name):
+            yield Finding("bloom_filter", "error", pf.path, None, name, "column not in the file", "a bloom filter",
+                          f"the spec asks for a bloom filter on `{name}` but the file has no such column")
+            continue
+        missing = [rg for rg in range(pf.num_row_groups) if not pf.has_bloom_filter(rg, name)]
+        if not missing:
+            continue
+        dictionary = [rg for rg in missing if _all_dictionary(pf, rg, name)]
+        if dictionary:
+            why = (f"{len(dictionary)} of these chunk(s) are dictionary-encoded in every data page, and parquet-mr "
+                   "(ParquetFileWriter.writeColumnChunk) writes no bloom filter for such a chunk (the dictionary "
+                   "answers the lookup, but only for readers that read dictionaries); write the column without "
+                   f"dictionary encoding: parquet.enable.dictionary#{name}=false in the writer options "
+                   "(or writer.dictionary: false for every column)")
+        else:
+            why = (f"the writer did not write one: check that it gets parquet.bloom.filter.enabled#{name}=true "
+                   "(writer.bloom_filters)")
+        yield Finding("bloom_filter", "error", pf.path, missing[0], name,
+                      f"no bloom filter in {len(missing)} of {pf.num_row_groups} row group(s)",
+                      "a bloom filter in every row group", f"bloom filter missing for `{name}`: {why}")
+
+
+def _all_dictionary(pf: ParquetFile, rg: int, name: str) -> bool:
+    md = pf.row_groups[rg].columns[pf.column(name).index].meta_data
+    if md.encoding_stats:
+        data = [s.encoding for s in md.encoding_stats if s.page_type in DATA_PAGES and (s.count or 0) > 0]
+        return bool(data) and all(e in DICTIONARY_ENCODINGS for e in data)
+    # Without encoding stats: a chunk that never fell back to plain lists no PLAIN encoding.
+    encodings = set(md.encodings or ())
+    return bool(encodings & DICTIONARY_ENCODINGS) and Encoding.PLAIN not in encodings
+
+
+# --- rule 6: recorded sort metadata -----------------------------------------------------------------
+
+
+def check_sorting_columns(files: Sequence[_File], intent: Intent) -> Iterable[Finding]:
+    if not intent.sort_keys or not files:
+        return
+    absent = 0
+    for f in files:
+        recorded = f.pf.row_groups[0].sorting_columns if f.pf.row_groups else None
+        if not recorded:
+            absent += 1
+            continue
+        names = [f.pf.columns[c.column_idx].name if 0 <= (c.column_idx or 0) < len(f.pf.columns) else "?"
+                 for c in recorded]
+        got = [(n, bool(c.descending)) for n, c in zip(names, recorded)]
+        want = [(k.column, k.direction == "desc") for k in intent.sort_keys]
+        if got[:len(want)] != want[:len(got)]:
+            yield Finding("sorting_columns", "warning", f.pf.path, 0, None, _keys_text(got), _keys_text(want),
+                          "the file records it is sorted by other keys than the spec's: it was written under "
+                          "another sort order; rewrite it (lakesort compact --force)")
+    if absent:
+        yield Finding("sorting_columns", "warning", None, None, None,
+                      f"{absent} of {len(files)} file(s) record no sorting_columns", _keys_text(
+                          [(k.column, k.direction == "desc") for k in intent.sort_keys]),
+                      "RowGroup.sorting_columns is not written (Spark/parquet-mr never writes it), so readers "
+                      "learn the order only from the column index; informational unless a reader needs it")
+
+
+def _keys_text(keys: Sequence[tuple[str, bool]]) -> str:
+    return ", ".join(f"{n} {'desc' if d else 'asc'}" for n, d in keys) or "none"
+
+
+def check_sort_order_ids(table: Any, spec: TableSpec, paths: Sequence[str]) -> Iterable[Finding]:
+    """Data files' Iceberg sort_order_id against the table's order (when the spec defaults to it)."""
+    if spec.sort.keys:
+        return  # the spec's own keys win: the table's sort order id says nothing about them
+    order_id = table.sort_order().order_id
+    wanted = set(paths)
+    wrong = [t.file for t in table.scan().plan_files() if t.file.file_path in wanted and t.file.sort_order_id != order_id]
+    if wrong:
+        yield Finding("sort_order_id", "warning", wrong[0].file_path, None, None,
+                      f"{len(wrong)} file(s) with sort_order_id {sorted({str(w.sort_order_id) for w in wrong})}",
+                      f"sort_order_id {order_id}", "the data files do not record the table's sort order id: "
+                      "the commit should set it (DataFile.sort_order_id) when the files are written in that order")
+
+
+FILE_RULES: tuple[FileRule, ...] = (check_page_index, check_boundary_order, check_row_group_order, check_sizes,
+                                    check_pages, check_bloom_filters)
+RULES = ("page_index", "boundary_order", "row_group_order", "overlap", "row_group_size", "file_size", "pages",
+         "bloom_filter", "sorting_columns", "sort_order_id")
+
+
+# --- entry points -----------------------------------------------------------------------------------
+
+
+def _open(files: Iterable[Any], partitions: Mapping[str, str] | None) -> list[_File]:
+    from layout.io import resolve
+
+    out = []
+    for item in files:
+        filesystem, path = item if isinstance(item, tuple) else resolve(item)
+        pf = ParquetFile.open(path, filesystem=filesystem)
+        # Default partition: the directory (Hive-style partition directories, one per partition).
+        partition = (partitions or {}).get(path, str(PurePosixPath(path).parent))
+        out.append(_File(pf, filesystem, partition))
+    return out
+
+
+def verify_files(files: Iterable[Any], spec: TableSpec | None = None, *, sort_keys: Sequence[SortKey] | None = None,
+                 partitions: Mapping[str, str] | None = None) -> VerifyReport:
+    """Check Parquet files (paths, or (filesystem, path) pairs) against `spec` (None: indexes only).
+
+    `sort_keys` default to the spec's; `partitions` maps a path to its partition (default: its directory)
+    for the overlap rule. Unreadable files raise `ParquetError` (an InputError)."""
+    opened = _open(files, partitions)
+    intent = Intent.of(spec, sort_keys)
+    findings: list[Finding] = []
+    for f in opened:
+        for rule in FILE_RULES:
+            findings.extend(rule(f, intent))
+    findings.extend(check_overlap(opened, intent))
+    findings.extend(check_sorting_columns(opened, intent))
+    return _report(findings, opened)
+
+
+def _report(findings: Iterable[Finding], opened: Sequence[_File]) -> VerifyReport:
+    return _sorted(findings, len(opened), sum(f.pf.num_row_groups for f in opened))
+
+
+def _sorted(findings: Iterable[Finding], files: int, row_groups: int) -> VerifyReport:
+    """Errors first, then warnings, then info; within a severity in rule order (stable otherwise)."""
+    ordered = sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), RULES.index(f.rule)))
+    return VerifyReport(tuple(ordered), files, row_groups)
+
+
+def verify_source(source: str, spec: TableSpec | None = None) -> VerifyReport:
+    """A file, a directory (rules of `spec`, default indexes only) or an Iceberg table `ns.table`.
+
+    For a table without `spec`, the spec is looked up in dags/tables (`layout.compact.find_spec`);
+    without one there, the default rules apply. A table's sort keys default to its sort order."""
+    from pyarrow import fs
+
+    from layout.io import data_files, resolve
+
+    filesystem, path = resolve(source)
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound or "/" in source:
+        return verify_files(data_files(source), spec)
+    from layout.catalog import load_table
+
+    spec = spec or _find_spec(source)
+    table = load_table(source, spec.catalog if spec is not None else None)
+    files, partitions = _table_files(table)
+    if spec is None:
+        return verify_files(files, None, partitions=partitions)
+    from layout.spec import resolve_sort_keys
+
+    keys = resolve_sort_keys(spec, table)
+    report = verify_files(files, spec, sort_keys=keys, partitions=partitions)
+    extra = check_sort_order_ids(table, spec, [p for _, p in files])
+    return _sorted(report.findings + tuple(extra), report.files, report.row_groups)
+
+
+def _find_spec(table: str) -> TableSpec | None:
+    from layout.compact import find_spec
+
+    try:
+        return find_spec(table)
+    except ConfigError as error:
+        log.warning("%s; verifying with the default rules (column and offset index on every column)", error)
+        return None
+
+
+def _table_files(table: Any) -> tuple[list[tuple[Any, str]], dict[str, str]]:
+    from pyiceberg.typedef import Record
+
+    from layout.io import resolve
+
+    spec, schema = table.spec(), table.schema()
+    files, partitions = [], {}
+    for task in table.scan().plan_files():
+        filesystem, path = resolve(task.file.file_path)
+        values = task.file.partition
+        partitions[path] = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
+        files.append((filesystem, path))
+    return files, partitions
+
+
+def verify_staged(manifest: StagedManifest, spec: TableSpec, sort_keys: Sequence[SortKey]) -> VerifyReport:
+    """The staged outputs of a run, each group's files one partition for the overlap rule."""
+    from layout.io import resolve
+
+    files, partitions = [], {}
+    for group in manifest.groups:
+        for out in group.outputs:
+            filesystem, path = resolve(out.path)
+            files.append((filesystem, path))
+            partitions[path] = group.partition
+    return verify_files(files, spec, sort_keys=sort_keys, partitions=partitions)
+
+
+def staged_verifier(spec: TableSpec, sort_keys: Sequence[SortKey]) -> Callable[[StagedManifest], None]:
+    """For `commit_rewrite(..., verify=staged_verifier(spec, keys))`: raise `VerificationFailed` on errors."""
+    def verify(manifest: StagedManifest) -> None:
+        report = verify_staged(manifest, spec, sort_keys)
+        for finding in report.by_severity("warning"):
+            log.warning("%s: %s", finding.rule, finding.diagnosis)
+        if not report.ok:
+            raise VerificationFailed(report)
+    return verify
+
+
+# --- the facts table --------------------------------------------------------------------------------
+
+FACTS_COLUMNS = {
+    "path": ("string", "the file"),
+    "partition": ("string", "partition label (or directory) the file belongs to"),
+    "file_size": ("int64", "file size in bytes"),
+    "row_group": ("int32", "row group ordinal in the file"),
+    "num_rows": ("int64", "rows in the row group"),
+    "row_group_bytes": ("int64", "compressed bytes of the row group (footer)"),
+    "column": ("string", "leaf column, dotted path"),
+    "physical_type": ("string", "Parquet physical type"),
+    "compressed_bytes": ("int64", "compressed bytes of the column chunk"),
+    "has_column_index": ("bool", "the chunk has a column index"),
+    "has_offset_index": ("bool", "the chunk has an offset index"),
+    "has_bloom_filter": ("bool", "the chunk has a bloom filter"),
+    "dictionary_only": ("bool", "every data page of the chunk is dictionary-encoded"),
+    "boundary_order": ("string", "ASCENDING, DESCENDING, UNORDERED; null without a column index"),
+    "pages": ("int32", "data pages (offset index); null without one"),
+    "min_rows_per_page": ("int64", "fewest rows in a page; null without an offset index"),
+    "max_rows_per_page": ("int64", "most rows in a page; null without an offset index"),
+    "null_count": ("int64", "nulls in the chunk (footer statistics); null when unknown"),
+    "min_value": ("string", "chunk minimum as text (footer statistics); null when absent"),
+    "max_value": ("string", "chunk maximum as text (footer statistics); null when absent"),
+}
+
+
+def facts_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, pa.type_for_alias(kind), metadata={"description": doc})
+                      for name, (kind, doc) in FACTS_COLUMNS.items()])
+
+
+def layout_facts(files: Iterable[Any], *, partitions: Mapping[str, str] | None = None) -> pa.Table:
+    """One row per file x row group x column (schema and meaning: `FACTS_COLUMNS`), for Great Expectations."""
+    import pyarrow as pa
+
+    rows = [row for f in _open(files, partitions) for row in _facts_rows(f)]
+    return pa.Table.from_pylist(rows, schema=facts_schema())
+
+
+def _facts_rows(f: _File) -> Iterable[dict[str, Any]]:
+    pf = f.pf
+    for rg in range(pf.num_row_groups):
+        for column in pf.columns:
+            md = pf.row_groups[rg].columns[column.index].meta_data
+            ci = pf.column_index(rg, column.name)
+            page_rows = _page_rows(pf, rg, column.name)
+            stats = pf.statistics(rg, column.name)
+            yield {
+                "path": pf.path, "partition": f.partition, "file_size": pf.size, "row_group": rg,
+                "num_rows": pf.row_groups[rg].num_rows, "row_group_bytes": _row_group_bytes(pf, rg),
+                "column": column.name, "physical_type": str(column.type.physical_type),
+                "compressed_bytes": md.total_compressed_size, "has_column_index": ci is not None,
+                "has_offset_index": pf.has_offset_index(rg, column.name),
+                "has_bloom_filter": pf.has_bloom_filter(rg, column.name),
+                "dictionary_only": _all_dictionary(pf, rg, column.name),
+                "boundary_order": ci.boundary_order.name if ci is not None else None,
+                "pages": len(page_rows) if page_rows else None,
+                "min_rows_per_page": min(page_rows) if page_rows else None,
+                "max_rows_per_page": max(page_rows) if page_rows else None,
+                "null_count": stats.null_count if stats is not None else None,
+                "min_value": _text(stats.min) if stats is not None else None,
+                "max_value": _text(stats.max) if stats is not None else None,
+            }
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.hex() if isinstance(value, bytes) else str(value)
+
+
+__all__ = [
+    "FACTS_COLUMNS", "RULES", "Finding", "Intent", "VerificationFailed", "VerifyReport", "facts_schema",
+    "layout_facts", "staged_verifier", "verify_files", "verify_source", "verify_staged",
+]
