@@ -83,12 +83,12 @@ def compact_groups(spark, plan, groups):
         return []
     schema = spark_schema(plan)
     columns = [f.name for f in schema.fields]
-    owner = spark.createDataFrame([(f.path, g.group_id) for g in groups for f in g.inputs], f"path string, {GROUP} int")
+    # Which group a row belongs to, from the file it came from: a literal map in the plan, not a
+    # DataFrame built in Python (which would start Python workers just for a lookup table).
+    owner = F.create_map(*[x for g in groups for f in g.inputs for x in (F.lit(f.path), F.lit(g.group_id))])
     paths = [f.path for g in groups for f in g.inputs]
     base = (spark.read.schema(schema).parquet(*paths).select(*columns)
-            .withColumn("__lakesort_path", F.input_file_name())
-            .join(F.broadcast(owner), F.col("__lakesort_path") == owner.path, "left")
-            .drop("__lakesort_path", "path")
+            .withColumn(GROUP, F.element_at(owner, F.input_file_name()))
             .persist(StorageLevel.MEMORY_AND_DISK))
     required = [f.name for f in table_fields(plan) if f.required]
     counts = base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows"),
