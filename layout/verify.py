@@ -31,15 +31,22 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from layout.errors import ConfigError, LakesortError
+from layout.facts import (
+    FACTS_COLUMNS,
+    OpenedFile,
+    all_dictionary,
+    facts_schema,
+    layout_facts,
+    open_files,
+    row_group_bytes,
+    rows_per_page,
+)
 from layout.parquet import ParquetFile, PhysicalType
-from layout.parquet.format import Encoding, PageType
 
 if TYPE_CHECKING:
-    import pyarrow as pa
 
     from layout.manifest import StagedManifest
     from layout.spec import SortKey, TableSpec
@@ -55,8 +62,6 @@ PARQUET_MR_MINMAX_PER_PAGE = 4096
 # parquet-mr's default column index truncate length: any value up to half the limit always fits.
 DEFAULT_TRUNCATE_LENGTH = 64
 DEFAULT_PAGE_SIZE = 1 << 20
-DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
-DATA_PAGES = frozenset({PageType.DATA_PAGE, PageType.DATA_PAGE_V2})
 ORDER_NAMES = {"asc": "ASCENDING", "desc": "DESCENDING"}
 
 
@@ -143,22 +148,13 @@ class Intent:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _File:
-    """One opened file with its filesystem (pyarrow reads a column from it to explain a dropped index)."""
-
-    pf: ParquetFile
-    filesystem: Any
-    partition: str
-
-
-FileRule = Callable[[_File, Intent], Iterable[Finding]]
+FileRule = Callable[[OpenedFile, Intent], Iterable[Finding]]
 
 
 # --- rule 1: column index and offset index ------------------------------------------------------------
 
 
-def check_page_index(f: _File, intent: Intent) -> Iterable[Finding]:
+def check_page_index(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
     pf = f.pf
     names = [c.name for c in pf.columns] if intent.index_columns == "all" else list(intent.index_columns)
     for name in names:
@@ -182,7 +178,7 @@ def _why_no_offset_index(pf: ParquetFile) -> str:
             "pyarrow only with write_page_index=True")
 
 
-def _why_no_column_index(f: _File, rg: int, name: str, intent: Intent) -> str:
+def _why_no_column_index(f: OpenedFile, rg: int, name: str, intent: Intent) -> str:
     column = f.pf.column(name)
     if column.type.physical_type == PhysicalType.INT96:
         return ("parquet-mr writes no column index for INT96 timestamps; write timestamps as INT64 "
@@ -208,7 +204,7 @@ def _why_no_column_index(f: _File, rg: int, name: str, intent: Intent) -> str:
             f"per page over {pages:,} page(s) ({how}), over parquet-mr's {limit:,}-byte limit; {fix}")
 
 
-def _minmax_bytes_per_page(f: _File, rg: int, name: str) -> tuple[int, float | None, str]:
+def _minmax_bytes_per_page(f: OpenedFile, rg: int, name: str) -> tuple[int, float | None, str]:
     """(pages, average untruncated min+max bytes per page, how it was measured)."""
     pf = f.pf
     column = pf.column(name)
@@ -225,7 +221,7 @@ def _minmax_bytes_per_page(f: _File, rg: int, name: str) -> tuple[int, float | N
     return pages, None, "no per-page data"
 
 
-def _measured_minmax(f: _File, rg: int, name: str, starts: list[int]) -> float:
+def _measured_minmax(f: OpenedFile, rg: int, name: str, starts: list[int]) -> float:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -248,7 +244,7 @@ def _estimated_pages(md: Any) -> int:
 # --- rule 2: BoundaryOrder --------------------------------------------------------------------------
 
 
-def check_boundary_order(f: _File, intent: Intent) -> Iterable[Finding]:
+def check_boundary_order(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
     pf = f.pf
     for name, intended in intent.boundary_orders.items():
         if intended == "UNORDERED":
@@ -294,7 +290,7 @@ def _first_break(pf: ParquetFile, rg: int, name: str, intended: str) -> tuple[in
     return None
 
 
-def _why_unordered(f: _File, rg: int, name: str, intended: str, broken: tuple[int, int], ci: Any) -> str:
+def _why_unordered(f: OpenedFile, rg: int, name: str, intended: str, broken: tuple[int, int], ci: Any) -> str:
     i, j = broken
     pages = (f"page {i} [{ci.min_values[i]!r} .. {ci.max_values[i]!r}] comes before page {j} "
              f"[{ci.min_values[j]!r} .. {ci.max_values[j]!r}]")
@@ -318,7 +314,7 @@ def _row_group_bounds(pf: ParquetFile, rg: int, name: str) -> tuple[Any, Any]:
     return (None, None) if stats is None else (stats.min, stats.max)
 
 
-def check_row_group_order(f: _File, intent: Intent) -> Iterable[Finding]:
+def check_row_group_order(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
     key, pf = intent.first_key, f.pf
     if key is None or not pf.has_column(key.column) or pf.num_row_groups < 2:
         return
@@ -337,7 +333,7 @@ def check_row_group_order(f: _File, intent: Intent) -> Iterable[Finding]:
             return  # one finding per file: the first break explains the rest
 
 
-def check_overlap(files: Sequence[_File], intent: Intent) -> Iterable[Finding]:
+def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Finding]:
     from layout.rewrite import overlap_depth
 
     key = intent.first_key
@@ -400,7 +396,7 @@ def _first_overlap(ranges: Sequence[tuple[str, Any, Any]]) -> tuple[tuple[str, A
 # --- rule 4: sizes and pages ------------------------------------------------------------------------
 
 
-def check_sizes(f: _File, intent: Intent) -> Iterable[Finding]:
+def check_sizes(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
     pf = f.pf
     low, high = intent.min_file_size, intent.max_file_size
     if pf.size < low or (high is not None and pf.size > high):
@@ -410,7 +406,7 @@ def check_sizes(f: _File, intent: Intent) -> Iterable[Finding]:
                       "from target_file_size: check the output file count of the job, or the bounds")
     low, high = intent.min_row_group_size, intent.max_row_group_size
     for rg in range(pf.num_row_groups):
-        size = _row_group_bytes(pf, rg)
+        size = row_group_bytes(pf, rg)
         last = rg == pf.num_row_groups - 1  # a file's last row group holds what is left: legitimately small
         if (size < low and not last) or (high is not None and size > high):
             yield Finding("row_group_size", "error", pf.path, rg, None, f"{size:,} bytes",
@@ -419,27 +415,12 @@ def check_sizes(f: _File, intent: Intent) -> Iterable[Finding]:
                           "writer.row_group_size (parquet.block.size) sets the buffered size parquet-mr cuts at")
 
 
-def _row_group_bytes(pf: ParquetFile, rg: int) -> int:
-    group = pf.row_groups[rg]
-    if group.total_compressed_size is not None:
-        return group.total_compressed_size
-    return sum(c.meta_data.total_compressed_size or 0 for c in group.columns if c.meta_data is not None)
-
-
-def _page_rows(pf: ParquetFile, rg: int, name: str) -> list[int] | None:
-    oi = pf.offset_index(rg, name)
-    if oi is None or not oi.page_locations:
-        return None
-    starts = [p.first_row_index for p in oi.page_locations]
-    return [b - a for a, b in zip(starts, [*starts[1:], pf.row_groups[rg].num_rows or 0])]
-
-
-def check_pages(f: _File, intent: Intent) -> Iterable[Finding]:
+def check_pages(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
     pf = f.pf
     counts, rows = [], []
     for rg in range(pf.num_row_groups):
         for column in pf.columns:
-            page_rows = _page_rows(pf, rg, column.name)
+            page_rows = rows_per_page(pf, rg, column.name)
             if page_rows:
                 counts.append(len(page_rows))
                 rows.extend(page_rows)
@@ -453,7 +434,7 @@ def check_pages(f: _File, intent: Intent) -> Iterable[Finding]:
 # --- rule 5: bloom filters --------------------------------------------------------------------------
 
 
-def check_bloom_filters(f: _File, intent: Intent) -> Iterable[Finding]:
+def check_bloom_filters(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
     pf = f.pf
     for name in intent.bloom_columns:
         if not pf.has_column(name):
@@ -463,7 +444,7 @@ def check_bloom_filters(f: _File, intent: Intent) -> Iterable[Finding]:
         missing = [rg for rg in range(pf.num_row_groups) if not pf.has_bloom_filter(rg, name)]
         if not missing:
             continue
-        dictionary = [rg for rg in missing if _all_dictionary(pf, rg, name)]
+        dictionary = [rg for rg in missing if all_dictionary(pf, rg, name)]
         if dictionary:
             why = (f"{len(dictionary)} of these chunk(s) are dictionary-encoded in every data page, and parquet-mr "
                    "(ParquetFileWriter.writeColumnChunk) writes no bloom filter for such a chunk (the dictionary "
@@ -478,20 +459,10 @@ def check_bloom_filters(f: _File, intent: Intent) -> Iterable[Finding]:
                       "a bloom filter in every row group", f"bloom filter missing for `{name}`: {why}")
 
 
-def _all_dictionary(pf: ParquetFile, rg: int, name: str) -> bool:
-    md = pf.row_groups[rg].columns[pf.column(name).index].meta_data
-    if md.encoding_stats:
-        data = [s.encoding for s in md.encoding_stats if s.page_type in DATA_PAGES and (s.count or 0) > 0]
-        return bool(data) and all(e in DICTIONARY_ENCODINGS for e in data)
-    # Without encoding stats: a chunk that never fell back to plain lists no PLAIN encoding.
-    encodings = set(md.encodings or ())
-    return bool(encodings & DICTIONARY_ENCODINGS) and Encoding.PLAIN not in encodings
-
-
 # --- rule 6: recorded sort metadata -----------------------------------------------------------------
 
 
-def check_sorting_columns(files: Sequence[_File], intent: Intent) -> Iterable[Finding]:
+def check_sorting_columns(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Finding]:
     if not intent.sort_keys or not files:
         return
     absent = 0
@@ -543,26 +514,13 @@ RULES = ("page_index", "boundary_order", "row_group_order", "overlap", "row_grou
 # --- entry points -----------------------------------------------------------------------------------
 
 
-def _open(files: Iterable[Any], partitions: Mapping[str, str] | None) -> list[_File]:
-    from layout.io import resolve
-
-    out = []
-    for item in files:
-        filesystem, path = item if isinstance(item, tuple) else resolve(item)
-        pf = ParquetFile.open(path, filesystem=filesystem)
-        # Default partition: the directory (Hive-style partition directories, one per partition).
-        partition = (partitions or {}).get(path, str(PurePosixPath(path).parent))
-        out.append(_File(pf, filesystem, partition))
-    return out
-
-
 def verify_files(files: Iterable[Any], spec: TableSpec | None = None, *, sort_keys: Sequence[SortKey] | None = None,
                  partitions: Mapping[str, str] | None = None) -> VerifyReport:
     """Check Parquet files (paths, or (filesystem, path) pairs) against `spec` (None: indexes only).
 
     `sort_keys` default to the spec's; `partitions` maps a path to its partition (default: its directory)
     for the overlap rule. Unreadable files raise `ParquetError` (an InputError)."""
-    opened = _open(files, partitions)
+    opened = open_files(files, partitions)
     intent = Intent.of(spec, sort_keys)
     findings: list[Finding] = []
     for f in opened:
@@ -573,7 +531,7 @@ def verify_files(files: Iterable[Any], spec: TableSpec | None = None, *, sort_ke
     return _report(findings, opened)
 
 
-def _report(findings: Iterable[Finding], opened: Sequence[_File]) -> VerifyReport:
+def _report(findings: Iterable[Finding], opened: Sequence[OpenedFile]) -> VerifyReport:
     return _sorted(findings, len(opened), sum(f.pf.num_row_groups for f in opened))
 
 
@@ -657,79 +615,6 @@ def staged_verifier(spec: TableSpec, sort_keys: Sequence[SortKey]) -> Callable[[
         if not report.ok:
             raise VerificationFailed(report)
     return verify
-
-
-# --- the facts table --------------------------------------------------------------------------------
-
-FACTS_COLUMNS = {
-    "path": ("string", "the file"),
-    "partition": ("string", "partition label (or directory) the file belongs to"),
-    "file_size": ("int64", "file size in bytes"),
-    "row_group": ("int32", "row group ordinal in the file"),
-    "num_rows": ("int64", "rows in the row group"),
-    "row_group_bytes": ("int64", "compressed bytes of the row group (footer)"),
-    "column": ("string", "leaf column, dotted path"),
-    "physical_type": ("string", "Parquet physical type"),
-    "compressed_bytes": ("int64", "compressed bytes of the column chunk"),
-    "has_column_index": ("bool", "the chunk has a column index"),
-    "has_offset_index": ("bool", "the chunk has an offset index"),
-    "has_bloom_filter": ("bool", "the chunk has a bloom filter"),
-    "dictionary_only": ("bool", "every data page of the chunk is dictionary-encoded"),
-    "boundary_order": ("string", "ASCENDING, DESCENDING, UNORDERED; null without a column index"),
-    "pages": ("int32", "data pages (offset index); null without one"),
-    "min_rows_per_page": ("int64", "fewest rows in a page; null without an offset index"),
-    "max_rows_per_page": ("int64", "most rows in a page; null without an offset index"),
-    "null_count": ("int64", "nulls in the chunk (footer statistics); null when unknown"),
-    "min_value": ("string", "chunk minimum as text (footer statistics); null when absent"),
-    "max_value": ("string", "chunk maximum as text (footer statistics); null when absent"),
-}
-
-
-def facts_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema([pa.field(name, pa.type_for_alias(kind), metadata={"description": doc})
-                      for name, (kind, doc) in FACTS_COLUMNS.items()])
-
-
-def layout_facts(files: Iterable[Any], *, partitions: Mapping[str, str] | None = None) -> pa.Table:
-    """One row per file x row group x column (schema and meaning: `FACTS_COLUMNS`), for Great Expectations."""
-    import pyarrow as pa
-
-    rows = [row for f in _open(files, partitions) for row in _facts_rows(f)]
-    return pa.Table.from_pylist(rows, schema=facts_schema())
-
-
-def _facts_rows(f: _File) -> Iterable[dict[str, Any]]:
-    pf = f.pf
-    for rg in range(pf.num_row_groups):
-        for column in pf.columns:
-            md = pf.row_groups[rg].columns[column.index].meta_data
-            ci = pf.column_index(rg, column.name)
-            page_rows = _page_rows(pf, rg, column.name)
-            stats = pf.statistics(rg, column.name)
-            yield {
-                "path": pf.path, "partition": f.partition, "file_size": pf.size, "row_group": rg,
-                "num_rows": pf.row_groups[rg].num_rows, "row_group_bytes": _row_group_bytes(pf, rg),
-                "column": column.name, "physical_type": str(column.type.physical_type),
-                "compressed_bytes": md.total_compressed_size, "has_column_index": ci is not None,
-                "has_offset_index": pf.has_offset_index(rg, column.name),
-                "has_bloom_filter": pf.has_bloom_filter(rg, column.name),
-                "dictionary_only": _all_dictionary(pf, rg, column.name),
-                "boundary_order": ci.boundary_order.name if ci is not None else None,
-                "pages": len(page_rows) if page_rows else None,
-                "min_rows_per_page": min(page_rows) if page_rows else None,
-                "max_rows_per_page": max(page_rows) if page_rows else None,
-                "null_count": stats.null_count if stats is not None else None,
-                "min_value": _text(stats.min) if stats is not None else None,
-                "max_value": _text(stats.max) if stats is not None else None,
-            }
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.hex() if isinstance(value, bytes) else str(value)
 
 
 __all__ = [

@@ -1,0 +1,138 @@
+"""Facts about Parquet files, one row per file x row group x column: what verification checks and what
+Great Expectations validates (`layout_facts`, described column by column in `FACTS_COLUMNS`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from layout.parquet import ParquetFile
+from layout.parquet.format import Encoding, PageType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
+DATA_PAGES = frozenset({PageType.DATA_PAGE, PageType.DATA_PAGE_V2})
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedFile:
+    """One opened file with its filesystem (pyarrow reads a column from it to explain a dropped index)."""
+
+    pf: ParquetFile
+    filesystem: Any
+    partition: str
+
+
+def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None) -> list[OpenedFile]:
+    from layout.io import resolve
+
+    out = []
+    for item in files:
+        filesystem, path = item if isinstance(item, tuple) else resolve(item)
+        pf = ParquetFile.open(path, filesystem=filesystem)
+        # Default partition: the directory (Hive-style partition directories, one per partition).
+        partition = (partitions or {}).get(path, str(PurePosixPath(path).parent))
+        out.append(OpenedFile(pf, filesystem, partition))
+    return out
+
+
+def row_group_bytes(pf: ParquetFile, rg: int) -> int:
+    group = pf.row_groups[rg]
+    if group.total_compressed_size is not None:
+        return group.total_compressed_size
+    return sum(c.meta_data.total_compressed_size or 0 for c in group.columns if c.meta_data is not None)
+
+
+def rows_per_page(pf: ParquetFile, rg: int, name: str) -> list[int] | None:
+    oi = pf.offset_index(rg, name)
+    if oi is None or not oi.page_locations:
+        return None
+    starts = [p.first_row_index for p in oi.page_locations]
+    return [b - a for a, b in zip(starts, [*starts[1:], pf.row_groups[rg].num_rows or 0])]
+
+
+def all_dictionary(pf: ParquetFile, rg: int, name: str) -> bool:
+    md = pf.row_groups[rg].columns[pf.column(name).index].meta_data
+    if md.encoding_stats:
+        data = [s.encoding for s in md.encoding_stats if s.page_type in DATA_PAGES and (s.count or 0) > 0]
+        return bool(data) and all(e in DICTIONARY_ENCODINGS for e in data)
+    # Without encoding stats: a chunk that never fell back to plain lists no PLAIN encoding.
+    encodings = set(md.encodings or ())
+    return bool(encodings & DICTIONARY_ENCODINGS) and Encoding.PLAIN not in encodings
+
+
+# --- the facts table --------------------------------------------------------------------------------
+
+FACTS_COLUMNS = {
+    "path": ("string", "the file"),
+    "partition": ("string", "partition label (or directory) the file belongs to"),
+    "file_size": ("int64", "file size in bytes"),
+    "row_group": ("int32", "row group ordinal in the file"),
+    "num_rows": ("int64", "rows in the row group"),
+    "row_group_bytes": ("int64", "compressed bytes of the row group (footer)"),
+    "column": ("string", "leaf column, dotted path"),
+    "physical_type": ("string", "Parquet physical type"),
+    "compressed_bytes": ("int64", "compressed bytes of the column chunk"),
+    "has_column_index": ("bool", "the chunk has a column index"),
+    "has_offset_index": ("bool", "the chunk has an offset index"),
+    "has_bloom_filter": ("bool", "the chunk has a bloom filter"),
+    "dictionary_only": ("bool", "every data page of the chunk is dictionary-encoded"),
+    "boundary_order": ("string", "ASCENDING, DESCENDING, UNORDERED; null without a column index"),
+    "pages": ("int32", "data pages (offset index); null without one"),
+    "min_rows_per_page": ("int64", "fewest rows in a page; null without an offset index"),
+    "max_rows_per_page": ("int64", "most rows in a page; null without an offset index"),
+    "null_count": ("int64", "nulls in the chunk (footer statistics); null when unknown"),
+    "min_value": ("string", "chunk minimum as text (footer statistics); null when absent"),
+    "max_value": ("string", "chunk maximum as text (footer statistics); null when absent"),
+}
+
+
+def facts_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, pa.type_for_alias(kind), metadata={"description": doc})
+                      for name, (kind, doc) in FACTS_COLUMNS.items()])
+
+
+def layout_facts(files: Iterable[Any], *, partitions: Mapping[str, str] | None = None) -> pa.Table:
+    """One row per file x row group x column (schema and meaning: `FACTS_COLUMNS`), for Great Expectations."""
+    import pyarrow as pa
+
+    rows = [row for f in open_files(files, partitions) for row in _facts_rows(f)]
+    return pa.Table.from_pylist(rows, schema=facts_schema())
+
+
+def _facts_rows(f: OpenedFile) -> Iterable[dict[str, Any]]:
+    pf = f.pf
+    for rg in range(pf.num_row_groups):
+        for column in pf.columns:
+            md = pf.row_groups[rg].columns[column.index].meta_data
+            ci = pf.column_index(rg, column.name)
+            page_rows = rows_per_page(pf, rg, column.name)
+            stats = pf.statistics(rg, column.name)
+            yield {
+                "path": pf.path, "partition": f.partition, "file_size": pf.size, "row_group": rg,
+                "num_rows": pf.row_groups[rg].num_rows, "row_group_bytes": row_group_bytes(pf, rg),
+                "column": column.name, "physical_type": str(column.type.physical_type),
+                "compressed_bytes": md.total_compressed_size, "has_column_index": ci is not None,
+                "has_offset_index": pf.has_offset_index(rg, column.name),
+                "has_bloom_filter": pf.has_bloom_filter(rg, column.name),
+                "dictionary_only": all_dictionary(pf, rg, column.name),
+                "boundary_order": ci.boundary_order.name if ci is not None else None,
+                "pages": len(page_rows) if page_rows else None,
+                "min_rows_per_page": min(page_rows) if page_rows else None,
+                "max_rows_per_page": max(page_rows) if page_rows else None,
+                "null_count": stats.null_count if stats is not None else None,
+                "min_value": _text(stats.min) if stats is not None else None,
+                "max_value": _text(stats.max) if stats is not None else None,
+            }
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.hex() if isinstance(value, bytes) else str(value)
