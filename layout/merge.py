@@ -8,20 +8,28 @@ key, chosen by a sequence column (Apache Paimon's DeduplicateMergeFunction / Fir
 
 How it works:
 
-* Keys are normalized per input batch into Python values that compare fast and in the requested
-  order: Python ints for integer-like columns (dates, times, timestamps, durations, bools; ``~v``
-  when descending, so no overflow), the values themselves for strings, binary and decimals (wrapped
-  in `_Desc` when descending), tuples for multi-column keys; nulls become `_NULL`, greater than any
-  value whichever the direction (nulls last). Sortedness is checked per batch, vectorized (numpy or
-  pyarrow compute), and across batch boundaries with one comparison.
+* Keys are normalized per input batch (`layout.merge_kernels`) into values that compare fast and in
+  the requested order: Python ints for integer-like columns (dates, times, timestamps, durations,
+  bools; ``~v`` when descending, so no overflow), the values themselves for strings, binary and
+  decimals (wrapped in `_Desc` when descending), tuples for multi-column keys; nulls become `NULL`,
+  greater than any value whichever the direction (nulls last). Nothing is converted per batch for a
+  single key column: an integer-like one stays an int64 numpy array (rows become Python ints only
+  when the tree reads them, binary searches run in numpy), any other converts rows on demand (and
+  the whole batch once a sixteenth of it was read). Sortedness is checked per batch, vectorized
+  (numpy or pyarrow compute), and across batch boundaries with one comparison.
 * A loser tree (internal nodes keep the loser of their match) picks the next row: replacing the
   winner replays one leaf-to-root path, one key comparison per level (floor or ceil of log2 k).
 * Runs are emitted in bulk: when the same input wins twice in a row, the runner-up (the best loser
   on the winner's path) is found and the end of the winner's run of rows that still beat it is
-  found by binary search (`bisect` on the batch's normalized keys), then emitted as one slice.
+  found by binary search (`bisect`, or `np.searchsorted` on int64 keys), then emitted as one slice.
   Fully interleaved inputs never pay for this (the winner changes every row); long runs cost
   O(log k + log run) comparisons per run instead of per row.
-* Output batches are built by `take` over the input slices the chunk used, never row by row.
+* Fully interleaved inputs (`_BLOCK_STREAK` single-row wins in a row) switch to a block merge: all
+  buffered rows up to the frontier (the smallest last key of the current batches) are merged at once
+  by a stable sort of their keys (numpy's timsort, which merges the sorted runs, for one int64 key;
+  Arrow's sort_indices otherwise) and one `take`; then the tree is rebuilt.
+* Output batches are built from the input slices the chunk used, never row by row: one zero-copy
+  slice, a concatenation of slices when they are long, else one `take`.
 * Merge functions run on the merged stream, vectorized per chunk: all rows of a key are adjacent
   there and in input order, so "highest sequence, ties to the later stream" is "the last maximum of
   the group". Paimon's loser tree needs per-leaf states (winner/loser with new/same key, popped)
@@ -37,8 +45,6 @@ Validation (sortedness) and merge functions are vectorized and not counted.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, get_args
 
@@ -47,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from layout.errors import InputError, UsageError
+from layout.merge_kernels import END, KeySpec, display, gather, int_numpy, is_int_like, search
 
 MergeFunction = Literal["deduplicate", "first-row"]
 MERGE_FUNCTIONS: tuple[str, ...] = get_args(MergeFunction)
@@ -54,194 +61,9 @@ MERGE_FUNCTIONS: tuple[str, ...] = get_args(MergeFunction)
 __all__ = ["MERGE_FUNCTIONS", "MergeFunction", "MergeResult", "merge_sorted"]
 
 
-class _Top:
-    """A value greater than every key value: `_NULL` (nulls last) and, above it, `_END` (exhausted)."""
-
-    __slots__ = ("rank",)
-
-    def __init__(self, rank: int) -> None:
-        self.rank = rank
-
-    def __lt__(self, other: object) -> bool:
-        return isinstance(other, _Top) and self.rank < other.rank
-
-    def __gt__(self, other: object) -> bool:
-        return not isinstance(other, _Top) or self.rank > other.rank
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __hash__(self) -> int:
-        return self.rank
-
-    def __repr__(self) -> str:
-        return ("NULL", "END")[self.rank - 1]
-
-
-_NULL = _Top(1)
-_END = _Top(2)
-# Nulls of an integer-like column: a Python int above every int64 (and every ~int64), cheaper than _NULL.
-_INT_NULL = 1 << 64
 # After this many rows in a row each won by a different input than the row before (no run to emit
 # in bulk), the merge switches to a vectorized block merge up to the frontier (`MergeResult._block`).
-_BLOCK_STREAK = 256
-
-
-class _Desc:
-    """A key value in descending order: compares reversed; still below `_NULL` (nulls stay last)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: Any) -> None:
-        self.v = v
-
-    def __lt__(self, other: object) -> bool:
-        return other.v < self.v if type(other) is _Desc else True
-
-    def __gt__(self, other: object) -> bool:
-        return self.v < other.v if type(other) is _Desc else False
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Desc and self.v == other.v
-
-    def __hash__(self) -> int:
-        return hash(self.v)
-
-
-def _is_int_like(t: pa.DataType) -> bool:
-    # uint64 does not fit int64; it takes the generic path (Python ints from to_pylist).
-    return (
-        (pa.types.is_integer(t) and t != pa.uint64())
-        or pa.types.is_boolean(t)
-        or pa.types.is_temporal(t)  # date, time, timestamp, duration
-    )
-
-
-def _orderable(t: pa.DataType) -> bool:
-    return (
-        _is_int_like(t)
-        or pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    )
-
-
-def _int_numpy(arr: pa.Array) -> np.ndarray:
-    """An integer-like array as int64 (nulls as 0: callers mask them)."""
-    t = arr.type
-    if pa.types.is_boolean(t):
-        arr = arr.cast(pa.int8())
-    elif pa.types.is_temporal(t):
-        arr = arr.view(pa.int32() if t.bit_width == 32 else pa.int64())
-    if arr.null_count:
-        arr = arr.fill_null(0)
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
-def _display(batch: pa.RecordBatch, columns: Sequence[str], row: int) -> Any:
-    values = tuple(batch.column(c)[row].as_py() for c in columns)
-    return values[0] if len(values) == 1 else values
-
-
-class _KeySpec:
-    """How to normalize and validate the key columns of every batch (one per merge)."""
-
-    def __init__(self, schema: pa.Schema, columns: list[str], descending: bool) -> None:
-        for name in columns:
-            if schema.get_field_index(name) < 0:
-                raise UsageError(f"key column {name!r} is not in the streams' schema {schema.names}")
-            t = schema.field(name).type
-            if not _orderable(t):
-                raise UsageError(f"key column {name!r} has type {t}, which has no order to merge by")
-        self.columns = columns
-        self.descending = descending
-        self.int_like = [_is_int_like(schema.field(c).type) for c in columns]
-        self.floating = [pa.types.is_floating(schema.field(c).type) for c in columns]
-        self.order = f"{'descending' if descending else 'ascending'}, nulls last"
-        self.direction = "descending" if descending else "ascending"
-        # One integer-like key column: block merges sort its normalized int64 array with numpy.
-        self.numeric_single = len(columns) == 1 and self.int_like[0]
-        self.last_array: np.ndarray | None = None  # the last normalized batch's int64 keys (no nulls)
-
-    def normalize(self, batch: pa.RecordBatch, stream: int, offset: int) -> list:
-        """The batch's keys as comparable Python values; raises InputError if it is not sorted."""
-        self.last_array = None
-        arrays = [batch.column(c) for c in self.columns]
-        for name, arr, floating in zip(self.columns, arrays, self.floating, strict=True):
-            if floating and pc.any(pc.is_nan(arr)).as_py():
-                raise InputError(f"stream {stream}: key column {name!r} holds NaN, which has no order")
-        if len(arrays) == 1 and self.int_like[0]:
-            return self._single_int(batch, arrays[0], stream, offset)
-        bad = self._first_unsorted(arrays)
-        if bad is not None:
-            self._unsorted(batch, stream, offset, bad)
-        columns = [self._column_values(arr) for arr in arrays]
-        return columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
-
-    def _single_int(self, batch: pa.RecordBatch, arr: pa.Array, stream: int, offset: int) -> list:
-        n, nulls = len(arr), arr.null_count
-        valid = n - nulls
-        if nulls and arr.slice(valid).null_count != nulls:  # a null before a value
-            first_null = pc.index(arr.is_null(), True).as_py()
-            self._unsorted(batch, stream, offset, first_null + 1)
-        values = _int_numpy(arr.slice(0, valid))
-        if self.descending:
-            values = ~values  # order-reversing on int64 without overflow (-v would overflow at min)
-        drops = np.flatnonzero(values[1:] < values[:-1])
-        if drops.size:
-            self._unsorted(batch, stream, offset, int(drops[0]) + 1)
-        keys = values.tolist()
-        self.last_array = None if nulls else values
-        if nulls:
-            keys.extend(itertools.repeat(_INT_NULL, nulls))
-        return keys
-
-    def _first_unsorted(self, arrays: list[pa.Array]) -> int | None:
-        """The first row whose key sorts before its predecessor's (lexicographic, nulls last), if any."""
-        n = len(arrays[0])
-        if n < 2:
-            return None
-        bad = prefix_equal = None
-        for arr in arrays:
-            a, b = arr.slice(0, n - 1), arr.slice(1)
-            worse = pc.greater(b, a) if self.descending else pc.less(b, a)
-            worse = pc.or_(pc.fill_null(worse, False), pc.and_(a.is_null(), b.is_valid()))
-            equal = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(a.is_null(), b.is_null()))
-            term = worse if prefix_equal is None else pc.and_(prefix_equal, worse)
-            bad = term if bad is None else pc.or_(bad, term)
-            prefix_equal = equal if prefix_equal is None else pc.and_(prefix_equal, equal)
-        first = pc.index(bad, True).as_py()
-        return None if first < 0 else first + 1
-
-    def _column_values(self, arr: pa.Array) -> list:
-        if _is_int_like(arr.type):
-            values = _int_numpy(arr)
-            keys = (~values if self.descending else values).tolist()
-            if arr.null_count:
-                mask = arr.is_null().to_numpy(zero_copy_only=False)
-                for i in np.flatnonzero(mask).tolist():
-                    keys[i] = _INT_NULL
-            return keys
-        values = arr.to_pylist()
-        if self.descending:
-            return [_NULL if v is None else _Desc(v) for v in values]
-        if arr.null_count:
-            return [_NULL if v is None else v for v in values]
-        return values
-
-    def _unsorted(self, batch: pa.RecordBatch, stream: int, offset: int, row: int) -> None:
-        raise InputError(
-            f"stream {stream} is not sorted by {self.columns} ({self.order}): row {offset + row} has key "
-            f"{_display(batch, self.columns, row)!r} after row {offset + row - 1}'s key "
-            f"{_display(batch, self.columns, row - 1)!r}"
-        )
+_BLOCK_STREAK = 64
 
 
 def _batches(stream: Any, index: int) -> Iterator[pa.RecordBatch]:
@@ -300,9 +122,10 @@ class MergeResult:
         k = self._k = len(self._streams)
         self._iters = [_batches(s, i) for i, s in enumerate(self._streams)]
         self._schema: pa.Schema | None = None
-        self._spec: _KeySpec | None = None
-        self._keys: list[list] = [[] for _ in range(k)]
-        self._heads: list[Any] = [_END] * k
+        self._spec: KeySpec | None = None
+        self._keys: list[Any] = [[] for _ in range(k)]  # normalized keys (see layout.merge_kernels)
+        self._get: list[Any] = [self._keys[i].__getitem__ for i in range(k)]  # row -> normalized key
+        self._heads: list[Any] = [END] * k
         self._pos = [0] * k
         self._n = [0] * k
         self._offset = [0] * k  # global row offset (within its stream) of the current batch
@@ -310,7 +133,6 @@ class MergeResult:
         self._last: list[Any] = [None] * k  # last normalized key of the stream's previous batch
         self._last_display: list[Any] = [None] * k
         self._by_id: dict[int, pa.RecordBatch] = {}
-        self._arrays: list[np.ndarray | None] = [None] * k  # int64 keys of the current batch, if any
         self._next_id = 0
         for i in range(k):
             self._load(i)
@@ -318,7 +140,7 @@ class MergeResult:
     def _check_schema(self, i: int, batch: pa.RecordBatch) -> None:
         if self._schema is None:
             self._schema = batch.schema
-            self._spec = _KeySpec(batch.schema, self._key, self._descending)
+            self._spec = KeySpec(batch.schema, self._key, self._descending)
             if self._sequence is not None:
                 _check_sequence(batch.schema, self._sequence)
         elif not batch.schema.equals(self._schema, check_metadata=False):
@@ -336,23 +158,23 @@ class MergeResult:
             if batch.num_rows == 0:
                 continue
             keys = self._spec.normalize(batch, i, self._offset[i])
-            last = self._last[i]
-            if last is not None and keys[0] < last:
+            get = keys.item if type(keys) is np.ndarray else keys.__getitem__
+            n = batch.num_rows
+            first, last = get(0), self._last[i]
+            if last is not None and first < last:
                 raise InputError(
                     f"stream {i} is not sorted by {self._key} ({self._spec.order}): row {self._offset[i]} "
-                    f"has key {_display(batch, self._key, 0)!r} after row {self._offset[i] - 1}'s key "
+                    f"has key {display(batch, self._key, 0)!r} after row {self._offset[i] - 1}'s key "
                     f"{self._last_display[i]!r}"
                 )
-            n = batch.num_rows
-            self._last[i] = keys[-1]
-            self._last_display[i] = _display(batch, self._key, n - 1)
-            self._keys[i], self._n[i], self._heads[i] = keys, n, keys[0]
-            self._arrays[i] = self._spec.last_array
+            self._last[i] = get(n - 1)
+            self._last_display[i] = display(batch, self._key, n - 1)
+            self._keys[i], self._get[i], self._n[i], self._heads[i] = keys, get, n, first
             self._bid[i] = self._next_id
             self._by_id[self._next_id] = batch
             self._next_id += 1
             return
-        self._keys[i], self._heads[i] = [], _END
+        self._keys[i], self._get[i], self._heads[i] = [], [].__getitem__, END
 
     # -- the loser tree -------------------------------------------------------------------
 
@@ -379,11 +201,12 @@ class MergeResult:
         if self._schema is None:
             return
         self.comparisons += self._build_tree()
-        k, tree, heads, keys, pos, n, bid = (
+        k, tree, heads, keys, get, pos, n, bid = (
             self._k,
             self._tree,
             self._heads,
             self._keys,
+            self._get,
             self._pos,
             self._n,
             self._bid,
@@ -397,7 +220,7 @@ class MergeResult:
         previous = -1
         while True:
             w = tree[0]
-            if heads[w] is _END:
+            if heads[w] is END:
                 break
             if streak >= streak_limit:
                 # Interleaved inputs: merge up to the frontier vectorized, then rebuild the tree.
@@ -414,7 +237,7 @@ class MergeResult:
             if w == previous:
                 # The same input won twice: emit its whole run of rows that beat the runner-up.
                 node = (w + k) >> 1
-                r, rkey = -1, _END
+                r, rkey = -1, END
                 while node:
                     o = tree[node]
                     if r < 0:
@@ -426,10 +249,9 @@ class MergeResult:
                             r, rkey = o, ok
                     node >>= 1
                 end = n[w]
-                if rkey is not _END:
+                if rkey is not END:
                     comps += (end - p).bit_length()  # ceil(log2(m + 1)) for m candidates
-                    search = bisect.bisect_right if w < r else bisect.bisect_left
-                    end = search(keys[w], rkey, p, end)
+                    end = search(keys[w], rkey, p, end, w < r)
                 length = min(end - p, size - rows)
                 streak = 0
             else:
@@ -444,7 +266,7 @@ class MergeResult:
                 self._load(w)
             else:
                 pos[w] = p
-                heads[w] = keys[w][p]
+                heads[w] = get[w](p)
             # Replay the winner's path with its new head: one comparison per level.
             key, cur, node = heads[w], w, (w + k) >> 1
             while node:
@@ -476,77 +298,54 @@ class MergeResult:
         and for the sort n * ceil(log2 m), the most an m-way merge of n rows needs (the sort itself
         runs in numpy or Arrow, where it cannot be counted).
         """
-        keys, pos, n, heads = self._keys, self._pos, self._n, self._heads
-        active = [i for i in range(self._k) if heads[i] is not _END]
+        keys, get, pos, n, heads = self._keys, self._get, self._pos, self._n, self._heads
+        active = [i for i in range(self._k) if heads[i] is not END]
         f = active[0]
+        frontier = get[f](n[f] - 1)
         for i in active[1:]:
-            if keys[i][n[i] - 1] < keys[f][n[f] - 1]:  # ties: the earlier stream stays first
-                f = i
-        frontier = keys[f][n[f] - 1]
+            last = get[i](n[i] - 1)
+            if last < frontier:  # ties: the earlier stream stays first
+                f, frontier = i, last
         comps = len(active) - 1
-        parts, numeric = [], self._spec.numeric_single
+        batches, arrays = [], []
         for i in active:
             p = pos[i]
             if i == f:
                 end = n[i]
             else:
                 comps += (n[i] - p).bit_length()
-                search = bisect.bisect_right if i < f else bisect.bisect_left
-                end = search(keys[i], frontier, p, n[i])
+                end = search(keys[i], frontier, p, n[i], i < f)
             if end > p:
-                batch = self._by_id[self._bid[i]]
-                array = self._arrays[i]
-                parts.append((batch.slice(p, end - p), None if array is None else array[p:end]))
+                batches.append(self._by_id[self._bid[i]].slice(p, end - p))
+                arrays.append(keys[i][p:end] if type(keys[i]) is np.ndarray else None)
             if end == n[i]:
                 self._load(i)
             else:
-                pos[i], heads[i] = end, keys[i][end]
-        rows = pa.concat_batches([b for b, _ in parts]) if len(parts) > 1 else parts[0][0]
-        if len(parts) == 1:
-            order = None
-        elif numeric and all(a is not None for _, a in parts):
-            order = np.concatenate([a for _, a in parts]).argsort(kind="stable")
-        else:
-            sort_keys = [(c, self._spec.direction, "at_end") for c in self._key]
-            order = pc.sort_indices(rows.select(self._key), sort_keys=sort_keys)
-        self.comparisons += comps + rows.num_rows * (len(parts) - 1).bit_length()
-        self._by_id = {b: batch for b, batch in self._by_id.items() if b in set(self._bid)}
-        if order is not None:
-            rows = rows.take(order)
+                pos[i], heads[i] = end, get[i](end)
+        self.comparisons += comps + sum(map(len, batches)) * (len(batches) - 1).bit_length()
+        current = set(self._bid)
+        self._by_id = {b: batch for b, batch in self._by_id.items() if b in current}
         size = self._batch_size
+        if len(batches) == 1:
+            rows = batches[0]
+        elif all(a is not None for a in arrays):
+            # One int64 key: a stable argsort of the concatenated runs (timsort merges them).
+            order = np.concatenate(arrays).argsort(kind="stable")
+            rows = pa.concat_batches(batches).take(order)
+        else:
+            rows = pa.concat_batches(batches)
+            sort_keys = [(c, self._spec.direction, "at_end") for c in self._key]
+            rows = rows.take(pc.sort_indices(rows.select(self._key), sort_keys=sort_keys))
+        if rows.schema != self._schema:
+            rows = rows.cast(self._schema)  # restore schema metadata dropped by a mismatching input
         for start in range(0, rows.num_rows, size):
             yield rows.slice(start, size)
 
     def _build(self, seg_batch: list[int], seg_start: list[int], seg_len: list[int]) -> pa.RecordBatch:
-        """One output batch from segments (input batch id, start row, length) via one `take`."""
-        by_id = self._by_id
-        if len(seg_batch) == 1:
-            out = by_id[seg_batch[0]].slice(seg_start[0], seg_len[0])
-        else:
-            ids = np.asarray(seg_batch, dtype=np.int64)
-            starts = np.asarray(seg_start, dtype=np.int64)
-            lengths = np.asarray(seg_len, dtype=np.int64)
-            uniq, inverse = np.unique(ids, return_inverse=True)
-            # Within a chunk each input batch is consumed contiguously: slice [lo, hi) of each,
-            # concatenate, and index into that.
-            lo = np.full(len(uniq), np.iinfo(np.int64).max)
-            hi = np.zeros(len(uniq), dtype=np.int64)
-            np.minimum.at(lo, inverse, starts)
-            np.maximum.at(hi, inverse, starts + lengths)
-            base = np.concatenate(([0], np.cumsum(hi - lo)[:-1]))
-            first = base[inverse] + starts - lo[inverse]
-            if int(lengths.max()) == 1:
-                index = first
-            else:
-                ends = np.cumsum(lengths)
-                index = np.repeat(first - (ends - lengths), lengths) + np.arange(int(ends[-1]))
-            parts = [
-                by_id[b].slice(s, e - s)
-                for b, s, e in zip(uniq.tolist(), lo.tolist(), hi.tolist(), strict=True)
-            ]
-            out = pa.concat_batches(parts).take(pa.array(index))
+        """One output batch from the segments (input batch id, start row, length) the tree chose."""
+        out = gather(self._by_id, seg_batch, seg_start, seg_len)
         current = set(self._bid)
-        self._by_id = {b: batch for b, batch in by_id.items() if b in current}
+        self._by_id = {b: batch for b, batch in self._by_id.items() if b in current}
         if out.schema != self._schema:
             out = out.cast(self._schema)  # restore schema metadata dropped by a mismatching input
         return out
@@ -593,9 +392,9 @@ class MergeResult:
         if seq.null_count:
             first = pc.index(seq.is_null(), True).as_py()
             raise InputError(
-                f"sequence column {self._sequence!r} is null at key {_display(rows, self._key, first)!r}"
+                f"sequence column {self._sequence!r} is null at key {display(rows, self._key, first)!r}"
             )
-        values = _int_numpy(seq) if _is_int_like(seq.type) else seq.to_numpy(zero_copy_only=False)
+        values = int_numpy(seq) if is_int_like(seq.type) else seq.to_numpy(zero_copy_only=False)
         sizes = np.diff(np.append(starts, n))
         group = np.repeat(np.arange(len(starts)), sizes)
         order = np.lexsort((values, group))  # stable: ties stay in merged (stream, position) order
@@ -610,7 +409,7 @@ def _check_sequence(schema: pa.Schema, sequence: str) -> None:
     if schema.get_field_index(sequence) < 0:
         raise UsageError(f"sequence column {sequence!r} is not in the streams' schema {schema.names}")
     t = schema.field(sequence).type
-    if not (_is_int_like(t) or pa.types.is_integer(t) or pa.types.is_floating(t)):
+    if not (is_int_like(t) or pa.types.is_integer(t) or pa.types.is_floating(t)):
         raise UsageError(
             f"sequence column {sequence!r} has type {t}: need an integer, float or temporal type"
         )

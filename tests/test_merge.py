@@ -307,3 +307,39 @@ def test_bad_options():
 def test_empty_inputs():
     assert list(merge_sorted([], "k")) == []
     assert list(merge_sorted([[], iter([])], "k")) == []
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("kind", ["int", "str", "int_nulls", "str_nulls"])
+def test_long_streams_mixed_runs_equal_stable_sort(kind, descending):
+    # Larger than the property tests: runs of 1 .. 300 rows (row-level path, bulk runs, block merges),
+    # batches of hundreds of rows (so lazily converted string keys get converted in full, and output
+    # chunks are built both by concatenating long segments and by one take), duplicates across streams.
+    import random
+
+    rng = random.Random(f"{kind}{descending}")
+    k, n = 5, 3_000
+    order = "descending" if descending else "ascending"
+    tables = []
+    for i in range(k):
+        values, v = [], 0
+        while len(values) < n:
+            v += rng.choice([0, 1, 1, 2, 7 * k])
+            values.extend([v] * rng.choice([1, 1, 2, 300]))
+        values = values[:n]
+        if kind.endswith("nulls"):
+            nulls = rng.randrange(1, 50)
+            values[-nulls:] = [None] * nulls
+        column = pa.array(values, pa.int64())
+        if kind.startswith("str"):
+            column = pa.compute.utf8_lpad(pa.compute.cast(column, pa.string()), 8, "0")
+        table = pa.table({"k": column, "stream": pa.array([i] * n, pa.int32()), "pos": pa.array(range(n))})
+        tables.append(table.sort_by([("k", order, "at_end")]).set_column(2, "pos", pa.array(range(n))))
+    streams = [t.to_batches(max_chunksize=rng.choice([97, 500, 4096])) for t in tables]
+    everything = pa.concat_tables(tables)
+    expected = everything.take(pa.compute.sort_indices(everything, sort_keys=[("k", order, "at_end")]))
+    for block, streak in ((True, 4), (True, merge_module._BLOCK_STREAK), (False, 4)):
+        with mock.patch.object(merge_module, "_BLOCK_STREAK", streak):
+            result = merge_sorted(streams, "k", descending=descending, batch_size=1_000, block_merge=block)
+            out = _collect(result, tables[0].schema)
+        assert out.equals(expected), (block, streak)
