@@ -115,8 +115,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from layout.spec import load_spec
     from layout.verify import SEVERITIES, verify_source
 
-    report = verify_source(args.source, load_spec(Path(args.spec)) if args.spec else None)
+    spec = load_spec(Path(args.spec)) if args.spec else None
+    report = verify_source(args.source, spec)
     if args.json:
+        if args.gx:
+            raise UsageError("--gx prints a text report; leave out --json")
         json.dump(report.to_json(), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
         return EXIT_OK if report.ok else EXIT_FAILURE
@@ -134,7 +137,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     verdict = "as intended" if report.ok else "NOT as intended"
     print(f"{args.source}: {report.files} file(s), {report.row_groups} row group(s): {verdict} "
           f"({errors} error(s), {warnings} warning(s))")
-    return EXIT_OK if report.ok else EXIT_FAILURE
+    ok = report.ok
+    if args.gx:
+        ok = _verify_gx(args, spec) and ok
+    return EXIT_OK if ok else EXIT_FAILURE
+
+
+def _verify_gx(args: argparse.Namespace, spec) -> bool:
+    """The spec's GX suite on the layout facts, Data Docs into --docs; True when no error expectation failed."""
+    from layout.expectations import facts_for_source, validate_facts
+
+    facts, spec, keys = facts_for_source(args.source, spec)
+    result = validate_facts(facts, spec, keys, docs_dir=Path(args.docs))
+    for severity, lines in (("error", result.errors), ("warning", result.warnings)):
+        if lines:
+            print(f"gx {severity}s ({len(lines)}):")
+        for line in lines:
+            print(f"  {line}")
+    suite = f"lakesort.{spec.table}" if spec is not None else "lakesort.default"
+    print(f"{args.source}: GX suite {suite}: {'passed' if result.success else 'FAILED'}; "
+          f"Data Docs: {result.docs_index}")
+    return result.success
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -229,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", metavar="YAML", help="the table spec (default for a table: found in dags/tables/; "
                                                   "otherwise only column and offset indexes are checked)")
     p.add_argument("--json", action="store_true", help='one JSON document: {"ok": ..., "findings": [...]}')
+    p.add_argument("--gx", action="store_true",
+                   help="also validate the spec's Great Expectations suite and build Data Docs")
+    p.add_argument("--docs", metavar="DIR", default=".lakesort/reports/gx",
+                   help="with --gx: Data Docs go to DIR/gx-data-docs/ (default: %(default)s)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("cleanup", help="remove staged files orphaned by crashed runs",

@@ -138,14 +138,30 @@ def compact(
         raise
     manifest = StagedManifest.from_json(manifest_path.read_text())
     if verify is None:  # the layout must be as the spec intends before anything is committed
-        from layout.spec import resolve_sort_keys
-        from layout.verify import staged_verifier
-
-        verify = staged_verifier(spec, resolve_sort_keys(spec, table))
+        verify = default_verifier(spec, table)
     result = commit_rewrite(table, plan, manifest, verify=verify)
     after = _live_files(table.refresh())
     return CompactResult(plan, result.snapshot_id, before, after, result.files_removed, result.files_added,
                          result.rows, time.perf_counter() - started)
+
+
+def default_verifier(spec, table):
+    """The layout rules (`layout.verify`), then the Great Expectations suites, whose Data Docs go to
+    $LAKESORT_REPORT_DIR/gx (default `.lakesort/reports/gx`)."""
+    from layout.expectations import gx_verifier
+    from layout.spec import resolve_sort_keys
+    from layout.verify import staged_verifier
+
+    keys = resolve_sort_keys(spec, table)
+    rules = staged_verifier(spec, keys)
+    docs = Path(os.environ.get("LAKESORT_REPORT_DIR", ".lakesort/reports")) / "gx"
+    expectations = gx_verifier(spec, keys, docs_dir=docs)
+
+    def verify(manifest) -> None:
+        rules(manifest)
+        expectations(manifest)
+
+    return verify
 
 
 def _live_files(table) -> int:
