@@ -158,8 +158,15 @@ def default_verifier(spec, table):
     expectations = gx_verifier(spec, keys, docs_dir=docs)
 
     def verify(manifest) -> None:
-        rules(manifest)
-        expectations(manifest)
+        # Both run before either refuses, so the Data Docs always show this run's expectations.
+        failures = []
+        for check in (rules, expectations):
+            try:
+                check(manifest)
+            except LakesortError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     return verify
 
