@@ -137,8 +137,15 @@ def compact_groups(spark, plan, groups):
     # Spark reads every column as nullable; required table columns must be written REQUIRED, or Iceberg
     # refuses the files. coalesce() with a typed literal is non-nullable to Spark; nulls were ruled out
     # above, and the fingerprint was taken before this step, so a replaced null could never pass the commit.
-    df = df.select(*[F.coalesce(F.col(c), F.lit(_zero(t)).cast(t)).alias(c) if c in required else F.col(c)
-                     for c, t in ((f.name, f.dataType) for f in schema.fields)], GROUP)
+    # Iceberg readers resolve columns by field id: parquet-mr writes `parquet.field.id` column metadata
+    # as the field id (spark.sql.parquet.fieldId.write.enabled, on by default).
+    ids = {f.name: f.field_id for f in table_fields(plan)}
+
+    def out(c, t):
+        col = F.coalesce(F.col(c), F.lit(_zero(t)).cast(t)) if c in required else F.col(c)
+        return col.alias(c, metadata={"parquet.field.id": ids[c]})
+
+    df = df.select(*[out(f.name, f.dataType) for f in schema.fields], GROUP)
     target = staging_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP).parquet(target)
     base.unpersist()

@@ -134,11 +134,18 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
         "lakesort.base-snapshot-id": str(plan.snapshot_id),
     }
     # The one step that changes the table: atomic in the catalog, refused if anyone committed since refresh.
-    with table.transaction() as tx, tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
-        for path in sorted(inputs):
-            overwrite.delete_data_file(live[path])
-        for df in new_files:
-            overwrite.append_data_file(df)
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    try:
+        with table.transaction() as tx, tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
+            for path in sorted(inputs):
+                overwrite.delete_data_file(live[path])
+            for df in new_files:
+                overwrite.append_data_file(df)
+    except (CommitFailedException, ValidationException) as exc:
+        # Another writer committed first (pyiceberg validates before the catalog swap): nothing changed.
+        raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next run "
+                            "retries") from exc
     try:
         snapshot = table.refresh().current_snapshot()
     except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup

@@ -74,12 +74,31 @@ class _ToIceberg(PredicateVisitor[Any]):
         from pyiceberg.expressions.visitors import bind
 
         try:
+            if not self._exact(*args):
+                return self.ice.AlwaysTrue()
             leaf = make(*args)
             bind(self.schema, leaf, case_sensitive=True)
             return leaf
         except Exception as exc:  # noqa: BLE001 - pyiceberg raises many types; any failure means "keep"
             log.debug("file pruning ignores %s: %s", args, exc)
             return self.ice.AlwaysTrue()
+
+    def _exact(self, column: str, *literals: Any) -> bool:
+        """pyiceberg rounds a decimal literal to the column's scale when binding (1.004 < x becomes
+        1.00 < x on DECIMAL(p, 2)), which would prune wrongly: such leaves are not handed to it."""
+        from decimal import Decimal
+
+        from pyiceberg.types import DecimalType
+
+        try:
+            field_type = self.schema.find_field(column).field_type
+        except ValueError:
+            return True  # unknown here: binding fails below and the leaf is kept
+        if not isinstance(field_type, DecimalType):
+            return True
+        values = [v for lit in literals for v in (lit if isinstance(lit, (set, frozenset)) else (lit,))]
+        step = Decimal(1).scaleb(-field_type.scale)
+        return all(not isinstance(v, Decimal) or v == v.quantize(step) for v in values)
 
     def visit_true(self) -> Any:
         return self.ice.AlwaysTrue()

@@ -160,13 +160,19 @@ def plan(
     started = time.perf_counter()
     the_cache = default_cache() if cache is None else (None if cache is False else cache)
     expr = parse_where(where) if isinstance(where, str) else (where if where is not None else AlwaysTrue())
-    files, selected_paths = _resolve(os.fspath(source), expr, the_cache)
+    files, table = _resolve(os.fspath(source), the_cache)
     if not files:
         raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
     first_facts = _open(files[0], the_cache)
     first = first_facts.pf
     kinds = {c.name: k for c in first.columns if (k := kind_of(c.type)) is not None}
     bound = rewrite_not(bind(expr, kinds))
+    selected_paths = None
+    if table is not None:  # file pruning on manifest bounds, with the bound (coerced) predicate
+        from layout.iceberg import snapshot_files
+        from layout.io import resolve
+
+        selected_paths = {resolve(f.path)[1] for f in snapshot_files(table, bound, the_cache)}
     predicate_columns = sorted(expr_columns(bound))
     projected = tuple(columns) if columns is not None else None
     for name in (*predicate_columns, *(projected or ())):
@@ -200,8 +206,8 @@ class _Entry:
     mtime_ns: int | None = None  # from the listing (None for Iceberg files: their paths are never reused)
 
 
-def _resolve(source: str, expr: Expr, cache: MetadataCache | None) -> tuple[list[_Entry], set[str] | None]:
-    """All data files of the source, and the paths file-level pruning kept (None: decide from footers)."""
+def _resolve(source: str, cache: MetadataCache | None) -> tuple[list[_Entry], Any]:
+    """All data files of the source, and the Iceberg table when the source is one (else None)."""
     from pyarrow import fs as pafs
 
     from layout.io import list_parquet_files, resolve
@@ -214,7 +220,6 @@ def _resolve(source: str, expr: Expr, cache: MetadataCache | None) -> tuple[list
 
     table = load_table(source)
     every = snapshot_files(table, None, cache)
-    kept = snapshot_files(table, expr, cache)
     if any(f.delete_files for f in every):
         raise UsageError(f"{source}: the table has delete files, which lakesort's reader does not apply yet; "
                          "compact it first or read it with an engine that merges deletes")
@@ -222,7 +227,7 @@ def _resolve(source: str, expr: Expr, cache: MetadataCache | None) -> tuple[list
     for f in every:
         filesystem, p = resolve(f.path)
         entries.append(_Entry(filesystem, p, f.size))
-    return entries, {resolve(f.path)[1] for f in kept}
+    return entries, table
 
 
 class _FileFacts:
@@ -336,7 +341,6 @@ def _plan_file(
     if not keep:
         return None, 0
     stats = [{n: facts.stats(rg, c) for n, c in present} for rg in range(n_groups)]
-    tally.files_selected += 1
     planned, comparisons = [], 0
     for rg in range(n_groups):
         num_rows = pf.row_groups[rg].num_rows
@@ -367,6 +371,7 @@ def _plan_file(
         planned.append(RowGroupPlan(rg, num_rows, selection, truth is Truth.ALL))
     if not planned:
         return None, comparisons
+    tally.files_selected += 1  # a file counts as selected when a reader has anything to read in it
     return FilePlan(pf.path, tuple(planned), entry.filesystem), comparisons
 
 

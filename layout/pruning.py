@@ -229,8 +229,9 @@ class StatsEvaluator(PredicateVisitor[Truth]):
         return max(results, default=Truth.NONE)
 
     def visit_not_in(self, column: str, literals: frozenset[Any]) -> Truth:
-        results = [self.visit_not_eq(column, v) for v in literals]
-        return min(results, default=Truth.ALL if self._no_null_nan(column) else Truth.SOME)
+        if not literals:
+            return Truth.ALL  # `x NOT IN ()` is true for every row, nulls included
+        return min(self.visit_not_eq(column, v) for v in literals)
 
     def _no_null_nan(self, column: str) -> bool:
         s = self.stats.get(column)
@@ -426,6 +427,8 @@ class PageSelector(PredicateVisitor[RowSelection]):
         return selection
 
     def visit_not_in(self, column: str, literals: frozenset[Any]) -> RowSelection:
+        if not literals:
+            return RowSelection.all(self.num_rows)  # true for every row, nulls included
         selection = self.visit_not_null(column)
         for value in literals:
             selection = selection.intersection(self.visit_not_eq(column, value))

@@ -190,21 +190,29 @@ def effective_hash(spec_hash: str, keys: Sequence[Any]) -> str:
 
 
 def overlap_depth(intervals: Iterable[tuple[Any, Any]]) -> int:
-    """The largest number of ranges sharing more than a boundary point; an unknown range counts everywhere."""
+    """The most files that pairwise overlap in the key; a file without bounds overlaps everything.
+
+    Two closed ranges overlap when they intersect, except when one ends exactly where the other begins
+    ([1,2] and [2,3], or [2,2] and [2,2]): range partitioning splits a run of one key value across files
+    that way, and counting it would make every nightly run rewrite the partition again.
+    """
+    CLOSE, POINT, OPEN = 0, 1, 2  # at one key: ranges ending there, then single-value ranges, then starts
     events, unknown = [], 0
     for lo, hi in intervals:
         if lo is None or hi is None:
             unknown += 1
-            continue
-        events.append((lo, 1))
-        events.append((hi, 0))
-    # Closes sort before opens at the same key: ranges that only touch ([1,2] and [2,3]) do not
-    # overlap. Range partitioning may split a run of one key value across two files; counting that
-    # as overlap would make every nightly run rewrite the partition again.
+        elif lo == hi:
+            events.append((lo, POINT))
+        else:
+            events.append((lo, OPEN))
+            events.append((hi, CLOSE))
     depth = best = 0
     for _, kind in sorted(events, key=lambda e: (e[0], e[1])):
-        depth += 1 if kind == 1 else -1
-        best = max(best, depth)
+        if kind == POINT:  # overlaps the ranges open across this key, touches the rest
+            best = max(best, depth + 1)
+        else:
+            depth += 1 if kind == OPEN else -1
+            best = max(best, depth)
     return best + unknown
 
 
@@ -242,7 +250,7 @@ def plan_rewrite(
     by_partition: dict[str, list[_Entry]] = {}
     for e in entries:
         by_partition.setdefault(e.partition, []).append(e)
-    candidates = _candidate_partitions(by_partition, ours, partitions)
+    candidates = _candidate_partitions(by_partition, partitions)
     decisions, groups = [], []
     for label in candidates:
         decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash)
@@ -269,19 +277,17 @@ def plan_rewrite(
     return plan
 
 
-def _candidate_partitions(
-    by_partition: dict[str, list[_Entry]], ours: dict[int, dict[str, str]], asked: Sequence[str] | None,
-) -> list[str]:
+def _candidate_partitions(by_partition: dict[str, list[_Entry]], asked: Sequence[str] | None) -> list[str]:
+    """The partitions a manual run names, or every partition: `_decide` skips the ones already compacted
+    under this spec and unchanged since (reading every manifest entry is needed for that anyway, and a
+    "changed since lakesort's last commit" shortcut would miss files appended while a run was working)."""
     if asked:
         unknown = [p for p in asked if p not in by_partition]
         if unknown:
             sample = ", ".join(sorted(by_partition)[:5])
             raise UsageError(f"no such partition(s): {', '.join(unknown)}; partitions look like: {sample}")
         return list(dict.fromkeys(asked))
-    # Nightly: partitions with files added after lakesort's last commit (all of them before the first one).
-    last = max((e.sequence_number for es in by_partition.values() for e in es if e.snapshot_id in ours),
-               default=-1)
-    return sorted(p for p, es in by_partition.items() if any(e.sequence_number > last for e in es))
+    return sorted(by_partition)
 
 
 def _decide(
@@ -309,9 +315,6 @@ def _decide(
     if force:
         reasons.append("forced")
         chosen = {e.path for e in data}
-    if len(small) >= spec.min_small_files:
-        reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
-        chosen |= {e.path for e in small}
     if foreign:
         reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}")
         chosen |= {e.path for e in foreign}
@@ -320,6 +323,11 @@ def _decide(
         for comp in _components(data):
             if len(comp) > 1:
                 chosen |= {e.path for e in comp}
+    # Small files are merged while the partition is rewritten anyway. lakesort's own outputs alone never
+    # trigger a rewrite: they are as the plan sized them, and rewriting them would not make them bigger.
+    if chosen and len(small) >= spec.min_small_files:
+        reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
+        chosen |= {e.path for e in small}
     if not reasons or not chosen:
         return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
                                  **facts), []

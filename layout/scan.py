@@ -85,13 +85,28 @@ def _projection(plan: Plan, schema: pa.Schema) -> list[str]:
     return list(dict.fromkeys(_top(c) for c in plan.columns))
 
 
+def _read_groups(fmt: ds.ParquetFileFormat, file: FilePlan, groups: list[int], columns: list[str]) -> pa.Table:
+    """These row groups' columns, in the order asked: a fragment yields its row groups in an order of its
+    own (0, 32, 2, 4, ... for [0, 2, ..., 32]), which `fragment.row_groups` reports."""
+    fragment = fmt.make_fragment(file.path, filesystem=file.filesystem, row_groups=groups)
+    table = fragment.to_table(columns=columns)
+    got = [rg.id for rg in fragment.row_groups]
+    if got == groups:
+        return table
+    sizes = {rg.id: rg.num_rows for rg in fragment.row_groups}
+    offsets, offset = {}, 0
+    for gid in got:
+        offsets[gid] = offset
+        offset += sizes[gid]
+    return pa.concat_tables([table.slice(offsets[g], sizes[g]) for g in groups])
+
+
 def _read_file(plan: Plan, file: FilePlan, fmt: ds.ParquetFileFormat) -> pa.Table | None:
     groups = [rg.index for rg in file.row_groups]
-    fragment = fmt.make_fragment(file.path, filesystem=file.filesystem, row_groups=groups)
-    schema = fragment.physical_schema
+    schema = fmt.make_fragment(file.path, filesystem=file.filesystem).physical_schema
     projected = _projection(plan, schema)
     filter_columns = list(dict.fromkeys(_top(c) for c in expr_columns(plan.predicate)))
-    first = fragment.to_table(columns=filter_columns) if filter_columns else None
+    first = _read_groups(fmt, file, groups, filter_columns) if filter_columns else None
     # Rows the selection keeps, as positions in the concatenation of the selected row groups.
     mask = np.concatenate([rg.selection.to_mask(rg.num_rows) for rg in file.row_groups])
     exact = all(rg.all_match for rg in file.row_groups)
@@ -109,7 +124,6 @@ def _read_file(plan: Plan, file: FilePlan, fmt: ds.ParquetFileFormat) -> pa.Tabl
     owner = np.searchsorted(starts, positions, side="right") - 1
     alive = sorted(set(owner.tolist()))
     if len(alive) < len(groups):
-        fragment = fmt.make_fragment(file.path, filesystem=file.filesystem, row_groups=[groups[i] for i in alive])
         shift = np.zeros(len(groups), dtype=np.int64)
         offset = 0
         for i in range(len(groups)):
@@ -119,7 +133,7 @@ def _read_file(plan: Plan, file: FilePlan, fmt: ds.ParquetFileFormat) -> pa.Tabl
         local = positions - shift[owner]
     else:
         local = positions
-    others = fragment.to_table(columns=rest).take(pa.array(local))
+    others = _read_groups(fmt, file, [groups[i] for i in alive], rest).take(pa.array(local))
     if first is not None:
         picked = first.take(pa.array(positions))
         for name in filter_columns:
