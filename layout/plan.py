@@ -126,23 +126,14 @@ class Plan:
                            batch_size=batch_size)
 
 
-@dataclass(slots=True)
-class _Tally:
-    """Mutable counters while planning; frozen into PlanCounts at the end."""
+class _Tally(dict):
+    """Mutable counters while planning (the PlanCounts fields); frozen into PlanCounts at the end."""
 
-    files_total: int = 0
-    files_selected: int = 0
-    row_groups_total: int = 0
-    row_groups_selected: int = 0
-    pages_total: int = 0
-    pages_selected: int = 0
-    rows_total: int = 0
-    rows_selected: int = 0
-    bytes_total: int = 0
-    bytes_selected: int = 0
+    def __missing__(self, key: str) -> int:
+        return 0
 
     def freeze(self) -> PlanCounts:
-        return PlanCounts(**{k: getattr(self, k) for k in PlanCounts.__dataclass_fields__})
+        return PlanCounts(**self)
 
 
 def plan(
@@ -324,14 +315,14 @@ def _plan_file(
     selected_paths: set[str] | None, tally: _Tally,
 ) -> tuple[FilePlan | None, int]:
     pf = facts.pf
-    tally.files_total += 1
-    tally.rows_total += pf.num_rows
+    tally["files_total"] += 1
+    tally["rows_total"] += pf.num_rows
     cols = tuple(facts.index[n] for n in needed if n in facts.index)
     n_groups = pf.num_row_groups
-    tally.row_groups_total += n_groups
+    tally["row_groups_total"] += n_groups
     pages, nbytes = facts.file_totals(cols)
-    tally.pages_total += pages
-    tally.bytes_total += nbytes
+    tally["pages_total"] += pages
+    tally["bytes_total"] += nbytes
     present = tuple((n, facts.index[n]) for n in predicate_columns if n in facts.index)
     # Files: manifest bounds (Iceberg) or the row groups' statistics merged.
     if selected_paths is not None:
@@ -359,19 +350,19 @@ def _plan_file(
             comparisons += selector.comparisons
         if not selection:
             continue
-        tally.row_groups_selected += 1
-        tally.rows_selected += selection.row_count
+        tally["row_groups_selected"] += 1
+        tally["rows_selected"] += selection.row_count
         for c in cols:
             if selection.row_count == num_rows:  # everything: the totals, no page arithmetic
                 pages, nbytes = facts.totals(rg, c)
             else:
                 pages, nbytes = _selected_pages(pf, rg, c, selection)
-            tally.pages_selected += pages
-            tally.bytes_selected += nbytes
+            tally["pages_selected"] += pages
+            tally["bytes_selected"] += nbytes
         planned.append(RowGroupPlan(rg, num_rows, selection, truth is Truth.ALL))
     if not planned:
         return None, comparisons
-    tally.files_selected += 1  # a file counts as selected when a reader has anything to read in it
+    tally["files_selected"] += 1  # a file counts as selected when a reader has anything to read in it
     return FilePlan(pf.path, tuple(planned), entry.filesystem), comparisons
 
 

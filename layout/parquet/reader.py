@@ -427,39 +427,35 @@ class ParquetFile:
         return self._read(self._source, self.path, offset, length)
 
     def offset_index(self, rg: int, col: int | str) -> fmt.OffsetIndex | None:
-        column, cc = self._chunk(rg, col)
-        key = (rg, column.index)
-        try:
-            return self._offset_index[key]
-        except KeyError:
-            pass
-        result = None
-        if cc.offset_index_offset is not None:
-            if cc.crypto_metadata is not None:
-                raise self._encrypted(column, rg, cc, "offset index")
-            data = self._region(column, rg, "offset index", cc.offset_index_offset, cc.offset_index_length)
-            result = self._decode_page_index(fmt.OffsetIndex, data, column, rg, "offset index")
-        with self._lock:
-            self._offset_index[key] = result
-        return result
+        return self._page_index(rg, col, self._offset_index, "offset index", fmt.OffsetIndex,
+                                lambda cc: (cc.offset_index_offset, cc.offset_index_length))
 
     def raw_column_index(self, rg: int, col: int | str) -> fmt.ColumnIndex | None:
         """The chunk's ColumnIndex as decoded (min/max still PLAIN bytes); pruning works on these."""
+        return self._page_index(rg, col, self._raw_column_index, "column index", fmt.ColumnIndex,
+                                lambda cc: (cc.column_index_offset, cc.column_index_length),
+                                check=self._check_column_index)
+
+    def _page_index(self, rg: int, col: int | str, memo: dict, what: str, cls: type,
+                    location: Any, check: Any = None) -> Any:
+        """One chunk's offset or column index: its byte range read on first use, decoded, remembered."""
         column, cc = self._chunk(rg, col)
         key = (rg, column.index)
         try:
-            return self._raw_column_index[key]
+            return memo[key]
         except KeyError:
             pass
         result = None
-        if cc.column_index_offset is not None:
+        offset, length = location(cc)
+        if offset is not None:
             if cc.crypto_metadata is not None:
-                raise self._encrypted(column, rg, cc, "column index")
-            data = self._region(column, rg, "column index", cc.column_index_offset, cc.column_index_length)
-            result = self._decode_page_index(fmt.ColumnIndex, data, column, rg, "column index")
-            self._check_column_index(result, column, rg)
+                raise self._encrypted(column, rg, cc, what)
+            data = self._region(column, rg, what, offset, length)
+            result = self._decode_page_index(cls, data, column, rg, what)
+            if check is not None:
+                check(result, column, rg)
         with self._lock:
-            self._raw_column_index[key] = result
+            memo[key] = result
         return result
 
     def column_index(self, rg: int, col: int | str) -> TypedColumnIndex | None:
