@@ -359,24 +359,20 @@ class ParquetFile:
 
     def statistics(self, rg: int, col: int | str) -> TypedStatistics | None:
         """The chunk's footer statistics as typed values; min/max None where not usable as bounds."""
-        trusted = self._trusted_statistics(rg, col)
-        if trusted is None:
-            return None
-        ct, s, raw_min, raw_max = trusted
-        lo = hi = None
-        if raw_min is not None and raw_max is not None:
-            lo, hi = _usable(ct, raw_min), _usable(ct, raw_max)
-        return TypedStatistics(lo, hi, s.null_count, s.distinct_count, *_exactness(ct, s, lo, hi), s.nan_count)
+        return self._statistics(rg, col, _usable)
 
     def statistics_keys(self, rg: int, col: int | str) -> TypedStatistics | None:
         """Like `statistics`, but min/max are order keys (`ColumnType.order_key`), as pruning compares them."""
+        return self._statistics(rg, col, _usable_key)
+
+    def _statistics(self, rg: int, col: int | str, convert: Any) -> TypedStatistics | None:
         trusted = self._trusted_statistics(rg, col)
         if trusted is None:
             return None
         ct, s, raw_min, raw_max = trusted
         lo = hi = None
         if raw_min is not None and raw_max is not None:
-            lo, hi = _usable_key(ct, raw_min), _usable_key(ct, raw_max)
+            lo, hi = convert(ct, raw_min), convert(ct, raw_max)
         return TypedStatistics(lo, hi, s.null_count, s.distinct_count, *_exactness(ct, s, lo, hi), s.nan_count)
 
     def _trusted_statistics(self, rg: int, col: int | str) -> tuple[ColumnType, Any, Any, Any] | None:
