@@ -58,20 +58,29 @@ def _hidden(path: str, root: str) -> bool:
     return rel.startswith(("_", ".")) or "/_" in rel or "/." in rel
 
 
-def data_files(source: str) -> list[tuple[FileSystem, str]]:
-    """The Parquet files of a SOURCE: a file, a directory, or an Iceberg table identifier (`ns.table`).
+def table_identifier(source: str) -> str | None:
+    """The Iceberg identifier a SOURCE names, or None when it is a path (a file or a directory).
 
-    A path that exists wins over a table of the same name; otherwise a dotted name is looked up in the
-    configured catalog (its current snapshot's data files).
+    A path that exists wins over a table of the same name; a dotted name without a slash or scheme that
+    is not a path is a table. Anything else is an error naming the source.
     """
     from pyarrow import fs
 
     filesystem, path = resolve(source)
     if filesystem.get_file_info(path).type != fs.FileType.NotFound:
-        return find_parquet_files(source)
+        return None
     if "://" in source or "/" in source or "." not in source:
         raise InputError(f"{source}: no such file or directory (nor a `namespace.table` identifier)")
+    return source
+
+
+def data_files(source: str) -> list[tuple[FileSystem, str]]:
+    """The Parquet files of a SOURCE: a file, a directory, or an Iceberg table identifier (`ns.table`):
+    the table's current snapshot's data files."""
+    identifier = table_identifier(source)
+    if identifier is None:
+        return find_parquet_files(source)
     from layout.catalog import load_table
 
-    table = load_table(source)
+    table = load_table(identifier)
     return [resolve(task.file.file_path) for task in table.scan().plan_files()]

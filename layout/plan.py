@@ -199,17 +199,15 @@ class _Entry:
 
 def _resolve(source: str, cache: MetadataCache | None) -> tuple[list[_Entry], Any]:
     """All data files of the source, and the Iceberg table when the source is one (else None)."""
-    from pyarrow import fs as pafs
+    from layout.io import list_parquet_files, resolve, table_identifier
 
-    from layout.io import list_parquet_files, resolve
-
-    filesystem, path = resolve(source)
-    if filesystem.get_file_info(path).type != pafs.FileType.NotFound or "." not in source or "/" in source:
+    identifier = table_identifier(source)
+    if identifier is None:
         return [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)], None
     from layout.catalog import load_table
     from layout.iceberg import snapshot_files
 
-    table = load_table(source)
+    table = load_table(identifier)
     every = snapshot_files(table, None, cache)
     if any(f.delete_files for f in every):
         raise UsageError(f"{source}: the table has delete files, which lakesort's reader does not apply yet; "

@@ -233,10 +233,6 @@ class StatsEvaluator(PredicateVisitor[Truth]):
             return Truth.ALL  # `x NOT IN ()` is true for every row, nulls included
         return min(self.visit_not_eq(column, v) for v in literals)
 
-    def _no_null_nan(self, column: str) -> bool:
-        s = self.stats.get(column)
-        return s is not None and s.no_nulls and s.no_nans
-
     def visit_is_null(self, column: str) -> Truth:
         s = self.stats.get(column)
         if s is None or s.null_count is None:
