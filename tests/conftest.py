@@ -13,7 +13,6 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Where `parquet_testing` looks by default: a checkout of apache/parquet-testing beside the repo.
-DEFAULT_PARQUET_TESTING = REPO_ROOT.parent / "shared" / "testdata" / "parquet-testing"
 MIN_JAVA = 17
 
 # Test modules import the writer helpers as `from writers import ...`, whatever pytest's import mode.
@@ -93,8 +92,10 @@ def spark():
 @pytest.fixture(scope="session")
 def parquet_testing() -> Path:
     """The apache/parquet-testing checkout (env LAKESORT_PARQUET_TESTING overrides the default place)."""
+    from writers import parquet_testing_dir
+
     override = os.environ.get("LAKESORT_PARQUET_TESTING")
-    path = Path(override) if override else DEFAULT_PARQUET_TESTING
+    path = parquet_testing_dir()
     if not path.is_dir():
         shown = os.path.relpath(path, REPO_ROOT) if not override else str(path)
         pytest.skip(
@@ -102,3 +103,21 @@ def parquet_testing() -> Path:
             "or clone apache/parquet-testing beside the repo"
         )
     return path
+
+
+@pytest.fixture
+def iceberg_catalog(tmp_path, monkeypatch):
+    """A SQLite Iceberg catalog under tmp_path, found (like `make demo`'s) through tmp_path/.pyiceberg.yaml,
+    isolated from a developer's ~/.pyiceberg.yaml and the repository's demo catalog."""
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    from layout.catalog import load_catalog, write_sql_catalog_config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PYICEBERG_HOME", raising=False)
+    write_sql_catalog_config(tmp_path / ".lakesort", tmp_path)
+    # pyiceberg reads its configuration once, at import: make it see this test's .pyiceberg.yaml.
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
+    return load_catalog()

@@ -436,22 +436,9 @@ def test_cli_plan_bad_column_exits_2(sorted_file, capsys):
 
 
 @pytest.fixture
-def iceberg_catalog(tmp_path, monkeypatch):
-    """A SQLite Iceberg catalog under tmp_path, found (like `make demo`'s) through tmp_path/.pyiceberg.yaml."""
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
-
-    from layout.catalog import load_catalog, write_sql_catalog_config
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("PYICEBERG_HOME", raising=False)
-    write_sql_catalog_config(tmp_path / ".lakesort", tmp_path)
-    # pyiceberg reads its configuration once, at import: make it see this test's .pyiceberg.yaml.
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
-    catalog = load_catalog()
-    catalog.create_namespace_if_not_exists("plans")
-    return catalog
+def iceberg_catalog(iceberg_catalog):
+    iceberg_catalog.create_namespace_if_not_exists("plans")
+    return iceberg_catalog
 
 
 @pytest.fixture

@@ -466,22 +466,9 @@ def test_plan_is_sound_and_exact(case: Case, use_cache: bool) -> None:
 
 
 @pytest.fixture
-def catalog(tmp_path, monkeypatch):
-    """A SQLite Iceberg catalog under tmp_path, found through tmp_path/.pyiceberg.yaml."""
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
-
-    from layout.catalog import load_catalog, write_sql_catalog_config
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("PYICEBERG_HOME", raising=False)
-    write_sql_catalog_config(tmp_path / ".lakesort", tmp_path)
-    # pyiceberg reads its configuration once, at import: make it see this test's .pyiceberg.yaml.
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
-    cat = load_catalog()
-    cat.create_namespace_if_not_exists("sound")
-    return cat
+def catalog(iceberg_catalog):
+    iceberg_catalog.create_namespace_if_not_exists("sound")
+    return iceberg_catalog
 
 
 _table_numbers = iter(range(10**9))

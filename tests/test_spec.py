@@ -12,7 +12,6 @@ from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrd
 from pyiceberg.transforms import BucketTransform, IdentityTransform
 from pyiceberg.types import DateType, LongType, NestedField, StringType
 
-from layout.catalog import load_catalog, write_sql_catalog_config
 from layout.errors import ConfigError
 from layout.spec import (
     MiB,
@@ -281,22 +280,9 @@ def test_spark_options_uncompressed_and_gzip_level(tmp_path):
 
 
 @pytest.fixture
-def catalog(tmp_path, monkeypatch):
-    # Isolate from a developer's own ~/.pyiceberg.yaml or the repository's demo config.
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("PYICEBERG_HOME", raising=False)
-    write_sql_catalog_config(tmp_path / ".lakesort", tmp_path)
-    # pyiceberg reads its configuration once, when `pyiceberg.catalog` is first imported: import it
-    # only now (not at collection, when the working directory is the repository with its demo
-    # catalog), and swap in this test's configuration for the test's duration only.
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
-
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
-    cat = load_catalog()
-    cat.create_namespace("sales")
-    return cat
+def catalog(iceberg_catalog):
+    iceberg_catalog.create_namespace_if_not_exists("sales")
+    return iceberg_catalog
 
 
 SCHEMA = Schema(

@@ -36,6 +36,7 @@ tests/parquet/test_spark_written.py assert on each one marked [tested]):
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -44,6 +45,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+
+def parquet_testing_dir() -> Path:
+    """Where apache/parquet-testing is: $LAKESORT_PARQUET_TESTING, else ../shared/testdata/ beside the repo.
+    (A plain function: test modules parametrize over its files at collection time.)"""
+    override = os.environ.get("LAKESORT_PARQUET_TESTING")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "parquet-testing"
 
 
 def write_spark(

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from writers import parquet_testing_dir
 
 from layout.errors import ParquetError
 from layout.parquet import ParquetFile, thrift
 from layout.parquet import format as fmt
 
-
-def _testing_dir() -> Path:
-    env = os.environ.get("LAKESORT_PARQUET_TESTING")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / ".." / "shared" / "testdata" / "parquet-testing"
-
-
-BAD = _testing_dir() / "bad_data"
+BAD = parquet_testing_dir() / "bad_data"
 BAD_FILES = sorted(p.name for p in BAD.glob("*.parquet")) if BAD.is_dir() else []
 
 # The footer of these is corrupt: opening must fail.

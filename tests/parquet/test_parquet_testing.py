@@ -5,24 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import math
-import os
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from writers import parquet_testing_dir
 
 from layout.errors import ParquetError
 from layout.parquet import ParquetFile
 
-
-def _testing_dir() -> Path:
-    env = os.environ.get("LAKESORT_PARQUET_TESTING")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / ".." / "shared" / "testdata" / "parquet-testing"
-
-
-DATA = _testing_dir() / "data"
+DATA = parquet_testing_dir() / "data"
 FILES = sorted(p.name for p in DATA.glob("*.parquet")) if DATA.is_dir() else []
 pytestmark = pytest.mark.skipif(
     not FILES, reason=f"parquet-testing data not found at {DATA} (set LAKESORT_PARQUET_TESTING)"
