@@ -13,15 +13,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from layout.errors import ConfigError, InputError, LakesortError
 from layout.rewrite import RewritePlan
+
+if TYPE_CHECKING:
+    from layout.pipeline import Trigger
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +90,15 @@ def layout_zip(directory: Path) -> Path:
 
 
 def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
-           conf: Mapping[str, str] | None = None, work_dir: Path) -> None:
+           conf: Mapping[str, str] | None = None, work_dir: Path, groups: Sequence[int] | None = None) -> None:
     """Run the compaction job with spark-submit; raise CompactionFailed with the log tail on failure."""
     cmd = [spark_submit_binary(), "--master", master, "--name", name, "--py-files", str(layout_zip(work_dir)),
            "--conf", "spark.sql.session.timeZone=UTC"]
     for key, value in (conf or {}).items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += [str(JOB), "--plan", str(plan_path), "--manifest", str(manifest_path)]
+    if groups is not None:
+        cmd += ["--groups", ",".join(str(g) for g in groups)]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     log.info("spark-submit --master %s %s", master, JOB.relative_to(REPO))
     started = time.perf_counter()
@@ -129,68 +134,43 @@ def _failure_summary(log: str) -> str:
 def compact(
     table_id: str, *, spec=None, partitions: Sequence[str] | None = None, force: bool = False,
     master: str | None = None, spark_conf: Mapping[str, str] | None = None, work_dir: Path | None = None,
-    verify=None,
+    verify=None, measure: bool = False, trigger: Trigger = "manual",
 ) -> CompactResult:
-    """Plan, rewrite on Spark, check and commit one table. Nothing to do finishes fast and says so."""
+    """Plan, rewrite on Spark, verify and commit one table (`layout.pipeline`'s steps in one process);
+    with `measure`, also measure the probes before and after. Nothing to do finishes fast and says so.
+
+    `verify(manifest)` replaces the layout rules and GX (tests); it may raise to refuse the commit.
+    """
+    from layout import pipeline
     from layout.catalog import load_table
-    from layout.commit import commit_rewrite, delete_staged
-    from layout.manifest import StagedManifest
-    from layout.rewrite import plan_rewrite
 
     started = time.perf_counter()
     spec = spec or find_spec(table_id)
-    table = load_table(spec.table, spec.catalog)
-    before = _live_files(table)
-    plan = plan_rewrite(table, spec, partitions=partitions, force=force)
-    if not plan.groups:
-        log.info("%s: nothing to do", spec.table)
-        return CompactResult(plan, None, before, before, 0, 0, 0, time.perf_counter() - started)
-    check_inputs(plan)
-    work = Path(work_dir or tempfile.mkdtemp(prefix=f"lakesort-{plan.run_id}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    plan_path, manifest_path = work / "plan.json", work / "manifest.json"
-    plan_path.write_text(plan.to_json())
+    prepared = pipeline.prepare(spec.table, spec=spec, partitions=partitions, force=force, trigger=trigger,
+                                work_dir=work_dir)
+    plan = prepared.plan()
+    if prepared.nothing_to_do:
+        pipeline.record(prepared, "nothing-to-do")
+        return CompactResult(plan, None, prepared.files_before, prepared.files_before, 0, 0, 0,
+                             time.perf_counter() - started)
     master = master or os.environ.get("LAKESORT_SPARK_MASTER", "local[*]")
     try:
-        submit(plan_path, manifest_path, master=master, name=f"lakesort-compact-{spec.table}",
-               conf=spark_conf, work_dir=work)
-    except BaseException:
-        delete_staged(table, plan.run_id)
+        for job in prepared.jobs:
+            submit(Path(prepared.plan_path), Path(job.manifest_path), master=master,
+                   name=f"lakesort-compact-{spec.table}", conf=spark_conf, work_dir=Path(prepared.work_dir),
+                   groups=job.group_ids)
+    except BaseException as exc:
+        pipeline.abandon(prepared, f"spark: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         raise
-    manifest = StagedManifest.from_json(manifest_path.read_text())
-    if verify is None:  # the layout must be as the spec intends before anything is committed
-        verify = default_verifier(spec, table)
-    result = commit_rewrite(table, plan, manifest, verify=verify)
-    after = _live_files(table.refresh())
-    return CompactResult(plan, result.snapshot_id, before, after, result.files_removed, result.files_added,
-                         result.rows, time.perf_counter() - started)
+    pipeline.verify(prepared, spec=spec, verifier=verify)
+    result = pipeline.commit(prepared)
+    if measure:
+        pipeline.measure(prepared, result.snapshot_id, spec=spec)
+    files_after, _ = pipeline.live_totals(load_table(spec.table, spec.catalog))
+    return CompactResult(plan, result.snapshot_id, prepared.files_before, files_after, result.files_removed,
+                         result.files_added, result.rows, time.perf_counter() - started)
 
 
-def default_verifier(spec, table):
-    """The layout rules (`layout.verify`), then the Great Expectations suites, whose Data Docs go to
-    $LAKESORT_REPORT_DIR/gx (default `.lakesort/reports/gx`)."""
-    from layout.expectations import gx_verifier
-    from layout.spec import resolve_sort_keys
-    from layout.verify import staged_verifier
-
-    keys = resolve_sort_keys(spec, table)
-    rules = staged_verifier(spec, keys)
-    docs = Path(os.environ.get("LAKESORT_REPORT_DIR", ".lakesort/reports")) / "gx"
-    expectations = gx_verifier(spec, keys, docs_dir=docs)
-
-    def verify(manifest) -> None:
-        # Both run before either refuses, so the Data Docs always show this run's expectations.
-        failures = []
-        for check in (rules, expectations):
-            try:
-                check(manifest)
-            except LakesortError as exc:
-                failures.append(exc)
-        if failures:
-            raise failures[0]
-
-    return verify
-
-
-def _live_files(table) -> int:
-    return len(list(table.scan().plan_files())) if table.current_snapshot() else 0
+def report_dir() -> Path:
+    """Where reports and GX Data Docs go: $LAKESORT_REPORT_DIR, default `.lakesort/reports`."""
+    return Path(os.environ.get("LAKESORT_REPORT_DIR", ".lakesort/reports"))

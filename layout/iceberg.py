@@ -35,17 +35,24 @@ class IcebergFile:
     delete_files: int  # delete files that apply to it (reads must merge them; we refuse for now)
 
 
-def snapshot_files(table: Table, expr: Expr | None, cache: MetadataCache | None) -> list[IcebergFile]:
-    """Data files of the current snapshot that might hold rows matching `expr` (all files for None)."""
-    snapshot = table.current_snapshot()
+def snapshot_files(table: Table, expr: Expr | None, cache: MetadataCache | None,
+                   snapshot_id: int | None = None) -> list[IcebergFile]:
+    """Data files of a snapshot (default: the current one) that might hold rows matching `expr` (all
+    files for None)."""
+    snapshot = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
     if snapshot is None:
+        if snapshot_id is not None:
+            known = ", ".join(str(s.snapshot_id) for s in table.snapshots()[-5:]) or "none"
+            raise UsageError(f"{'.'.join(table.name())}: no snapshot {snapshot_id} (latest: {known}); "
+                             "list them with `lakesort inspect` or pyiceberg's table.snapshots()")
         return []
     iceberg_expr = to_iceberg(table, expr) if expr is not None else None
 
     def load() -> tuple[list[IcebergFile], int]:
         from pyiceberg.expressions import AlwaysTrue
 
-        scan = table.scan(row_filter=iceberg_expr if iceberg_expr is not None else AlwaysTrue())
+        scan = table.scan(row_filter=iceberg_expr if iceberg_expr is not None else AlwaysTrue(),
+                          snapshot_id=snapshot.snapshot_id)
         files = [
             IcebergFile(t.file.file_path, t.file.file_size_in_bytes, t.file.record_count, len(t.delete_files))
             for t in scan.plan_files()

@@ -142,16 +142,18 @@ def plan(
     columns: Sequence[str] | None = None,
     *,
     cache: MetadataCache | None | bool = None,
+    snapshot_id: int | None = None,
 ) -> Plan:
     """Plan a read of `source` (a Parquet file, a directory, or an Iceberg table `ns.table`).
 
     `where` is SQL text or a predicate; `columns` the projection (None: all). `cache=None` uses the
-    process-wide metadata cache, `False` none, or pass a `MetadataCache`.
+    process-wide metadata cache, `False` none, or pass a `MetadataCache`. `snapshot_id` plans an
+    older snapshot of an Iceberg table (time travel); the current one by default.
     """
     started = time.perf_counter()
     the_cache = default_cache() if cache is None else (None if cache is False else cache)
     expr = parse_where(where) if isinstance(where, str) else (where if where is not None else AlwaysTrue())
-    files, table = _resolve(os.fspath(source), the_cache)
+    files, table = _resolve(os.fspath(source), the_cache, snapshot_id)
     if not files:
         raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
     first_facts = _open(files[0], the_cache)
@@ -163,7 +165,7 @@ def plan(
         from layout.iceberg import snapshot_files
         from layout.io import resolve
 
-        selected_paths = {resolve(f.path)[1] for f in snapshot_files(table, bound, the_cache)}
+        selected_paths = {resolve(f.path)[1] for f in snapshot_files(table, bound, the_cache, snapshot_id)}
     predicate_columns = sorted(expr_columns(bound))
     projected = tuple(columns) if columns is not None else None
     for name in (*predicate_columns, *(projected or ())):
@@ -197,18 +199,20 @@ class _Entry:
     mtime_ns: int | None = None  # from the listing (None for Iceberg files: their paths are never reused)
 
 
-def _resolve(source: str, cache: MetadataCache | None) -> tuple[list[_Entry], Any]:
+def _resolve(source: str, cache: MetadataCache | None, snapshot_id: int | None = None) -> tuple[list[_Entry], Any]:
     """All data files of the source, and the Iceberg table when the source is one (else None)."""
     from layout.io import list_parquet_files, resolve, table_identifier
 
     identifier = table_identifier(source)
     if identifier is None:
+        if snapshot_id is not None:
+            raise UsageError(f"{source}: a snapshot id needs an Iceberg table (namespace.name), not a path")
         return [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)], None
     from layout.catalog import load_table
     from layout.iceberg import snapshot_files
 
     table = load_table(identifier)
-    every = snapshot_files(table, None, cache)
+    every = snapshot_files(table, None, cache, snapshot_id)
     if any(f.delete_files for f in every):
         raise UsageError(f"{source}: the table has delete files, which lakesort's reader does not apply yet; "
                          "compact it first or read it with an engine that merges deletes")
@@ -354,7 +358,7 @@ def _plan_file(
             if selection.row_count == num_rows:  # everything: the totals, no page arithmetic
                 pages, nbytes = facts.totals(rg, c)
             else:
-                pages, nbytes = _selected_pages(pf, rg, c, selection)
+                pages, nbytes = selected_pages(pf, rg, c, selection)
             tally["pages_selected"] += pages
             tally["bytes_selected"] += nbytes
         planned.append(RowGroupPlan(rg, num_rows, selection, truth is Truth.ALL))
@@ -374,7 +378,7 @@ def _merge(stats: list[ColumnStats | None]) -> ColumnStats | None:
 
 
 
-def _selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) -> tuple[int, int]:
+def selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) -> tuple[int, int]:
     """Pages of one chunk a reader fetches for `selection`, and their bytes (dictionary page included)."""
     md = pf.row_groups[rg].columns[col].meta_data
     oi = pf.offset_index(rg, col)
@@ -389,4 +393,11 @@ def _selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection)
     return len(chosen), nbytes
 
 
-__all__ = ["FilePlan", "Plan", "PlanCounts", "RowGroupPlan", "kind_of", "plan"]
+def needed_columns(plan: Plan, pf: ParquetFile) -> list[str]:
+    """The columns a plan's counts cover in `pf`: the predicate's and the projection (None: all)."""
+    wanted = set(expr_columns(plan.predicate)) | set(plan.columns if plan.columns is not None
+                                                    else (c.name for c in pf.columns))
+    return sorted(c.name for c in pf.columns if c.name in wanted)
+
+
+__all__ = ["FilePlan", "Plan", "PlanCounts", "RowGroupPlan", "kind_of", "needed_columns", "plan", "selected_pages"]

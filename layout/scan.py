@@ -18,9 +18,10 @@ import pyarrow.dataset as ds
 
 from layout.bind import to_arrow_filter
 from layout.predicate import columns as expr_columns
+from layout.selection import RowSelection
 
 if TYPE_CHECKING:
-    from layout.plan import FilePlan, Plan
+    from layout.plan import FilePlan, Plan, RowGroupPlan
 
 COALESCE_HOLE_BYTES = 1 << 20  # arrow-rs object_store coalescing gap
 COALESCE_MAX_BYTES = 32 << 20
@@ -73,6 +74,26 @@ def read_table(plan: Plan) -> pa.Table:
     if tables:
         return pa.concat_tables(tables)
     return _empty(plan, fmt)
+
+
+def match_selections(plan: Plan) -> Iterator[tuple[FilePlan, list[tuple[RowGroupPlan, RowSelection]]]]:
+    """Per planned file, the rows of each selected row group that truly match, found by reading only
+    the predicate columns (what the ideal reader of `layout.metrics` would have to fetch)."""
+    fmt = _format()
+    filter_columns = list(dict.fromkeys(_top(c) for c in expr_columns(plan.predicate)))
+    for file in plan.files:
+        groups = [rg.index for rg in file.row_groups]
+        masks = [rg.selection.to_mask(rg.num_rows) for rg in file.row_groups]
+        if filter_columns and not all(rg.all_match for rg in file.row_groups):
+            mask = np.concatenate(masks)
+            positions = np.flatnonzero(mask)
+            candidates = _read_groups(fmt, file, groups, filter_columns).take(pa.array(positions))
+            matched = np.zeros(len(mask), dtype=bool)
+            matched[candidates.append_column(_ROW, pa.array(positions)).filter(
+                to_arrow_filter(plan.predicate)).column(_ROW).to_numpy()] = True
+            starts = np.cumsum([0] + [rg.num_rows for rg in file.row_groups])
+            masks = [matched[starts[i]:starts[i + 1]] for i in range(len(groups))]
+        yield file, [(rg, RowSelection.from_mask(m)) for rg, m in zip(file.row_groups, masks, strict=True)]
 
 
 def _top(name: str) -> str:

@@ -1,0 +1,343 @@
+"""The steps of one table's compaction run, as the Airflow DAGs and `lakesort compact` call them.
+
+    prepare  -> plan the rewrite, check the inputs' footers, write the plan and split the groups into
+                Spark jobs (each a `spark-submit` of jobs/compact.py for some groups)
+    (Spark)  -> each job stages its groups' files and writes a manifest
+    verify   -> recount and re-fingerprint the staged files, layout rules and GX; mark them verified
+    commit   -> one atomic Iceberg overwrite, only of verified output; record the run
+    measure  -> every probe on the snapshot before and the one after, same probes; record the rows
+
+Every step takes the `PreparedRun` (a value, saved as JSON in the run's work directory, so each
+Airflow task can reload it from its path) and is safe to retry. A failing step leaves the table as
+it was, removes the run's staged files and records the run as failed with the error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from layout.errors import LakesortError
+
+log = logging.getLogger(__name__)
+
+Trigger = Literal["nightly", "backfill", "manual"]
+# One Spark job compacts groups up to this many input bytes: one JVM start for a small table, several
+# jobs (each retried on its own) for a large one.
+MAX_JOB_BYTES = 16 << 30
+VERIFIED = "verified.json"
+
+
+class NotVerified(LakesortError):
+    """The commit step found no verification of exactly this staged output."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SparkJob(_Frozen):
+    job_id: int
+    group_ids: tuple[int, ...]
+    input_bytes: int
+    manifest_path: str
+
+
+class PreparedRun(_Frozen):
+    table: str
+    catalog: str | None
+    run_id: str
+    trigger: Trigger
+    dry_run: bool
+    started_at: float  # epoch seconds
+    work_dir: str
+    plan_path: str
+    snapshot_before: int | None
+    files_before: int
+    bytes_before: int
+    partitions: tuple[str, ...]  # partitions to rewrite
+    partitions_checked: int
+    input_bytes: int
+    jobs: tuple[SparkJob, ...]
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.jobs
+
+    @property
+    def path(self) -> Path:
+        return Path(self.work_dir) / "run.json"
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> PreparedRun:
+        path = Path(path)
+        return cls.model_validate_json((path / "run.json" if path.is_dir() else path).read_text())
+
+    def plan(self):
+        from layout.rewrite import RewritePlan
+
+        return RewritePlan.from_json(Path(self.plan_path).read_text())
+
+    def summary(self) -> str:
+        if self.nothing_to_do:
+            return f"{self.table}: nothing to do ({self.partitions_checked} partition(s) checked)"
+        groups = sum(len(j.group_ids) for j in self.jobs)
+        verb = "would rewrite" if self.dry_run else "rewriting"
+        return (f"{self.table}: {verb} {len(self.partitions)} of {self.partitions_checked} partition(s) "
+                f"({', '.join(self.partitions[:6])}{', ...' if len(self.partitions) > 6 else ''}): {groups} "
+                f"group(s), {self.input_bytes} input bytes, in {len(self.jobs)} Spark job(s); run {self.run_id}")
+
+
+def work_root() -> Path:
+    return Path(os.environ.get("LAKESORT_WORK_DIR") or Path(tempfile.gettempdir()) / "lakesort-work")
+
+
+def prepare(
+    table_id: str, *, spec=None, partitions: Sequence[str] | None = None, force: bool = False,
+    trigger: Trigger = "manual", dry_run: bool = False, work_dir: Path | None = None,
+    max_job_bytes: int = MAX_JOB_BYTES,
+) -> PreparedRun:
+    """Plan the run; unless it is a dry run or there is nothing to do, check the inputs and write the plan."""
+    from layout.catalog import load_table
+    from layout.compact import check_inputs, find_spec
+    from layout.rewrite import plan_rewrite
+
+    started = time.time()
+    spec = spec or find_spec(table_id)
+    table = load_table(spec.table, spec.catalog)
+    snapshot = table.current_snapshot()
+    files_before, bytes_before = live_totals(table)
+    plan = plan_rewrite(table, spec, partitions=partitions, force=force)
+    work = Path(work_dir or work_root() / spec.table / plan.run_id)
+    work.mkdir(parents=True, exist_ok=True)
+    plan_path = work / "plan.json"
+    plan_path.write_text(plan.to_json())
+    if plan.groups and not dry_run:
+        check_inputs(plan)  # a corrupt input fails here, named, before any Spark work
+    prepared = PreparedRun(
+        table=spec.table, catalog=spec.catalog, run_id=plan.run_id, trigger=trigger, dry_run=dry_run,
+        started_at=started, work_dir=str(work), plan_path=str(plan_path),
+        snapshot_before=snapshot.snapshot_id if snapshot else None, files_before=files_before,
+        bytes_before=bytes_before, partitions=tuple(sorted({g.partition for g in plan.groups})),
+        partitions_checked=len(plan.partitions), input_bytes=plan.input_bytes,
+        jobs=_jobs(plan, work, max_job_bytes),
+    )
+    prepared.path.write_text(prepared.model_dump_json(indent=1))
+    log.info("%s", prepared.summary())
+    for decision in plan.partitions:
+        log.info("  %s: %s (%s)", decision.partition or "<unpartitioned>", decision.action,
+                 "; ".join(decision.reasons) or "-")
+    return prepared
+
+
+def _jobs(plan, work: Path, max_job_bytes: int) -> tuple[SparkJob, ...]:
+    """Groups packed in plan order into jobs of at most `max_job_bytes` input (a bigger group: alone)."""
+    batches: list[list[Any]] = []
+    size = 0
+    for group in plan.groups:
+        if not batches or size + group.bytes > max_job_bytes:
+            batches.append([])
+            size = 0
+        batches[-1].append(group)
+        size += group.bytes
+    return tuple(
+        SparkJob(job_id=i, group_ids=tuple(g.group_id for g in batch), input_bytes=sum(g.bytes for g in batch),
+                 manifest_path=str(work / f"manifest-{i}.json"))
+        for i, batch in enumerate(batches)
+    )
+
+
+def job_arguments(prepared: PreparedRun, job: SparkJob) -> list[str]:
+    """The arguments of `jobs/compact.py` for one job."""
+    return ["--plan", prepared.plan_path, "--manifest", job.manifest_path,
+            "--groups", ",".join(str(g) for g in job.group_ids)]
+
+
+def staged_manifest(prepared: PreparedRun):
+    """The jobs' manifests as one; a job that did not finish is an error naming it."""
+    from layout.commit import CommitRefused
+    from layout.manifest import StagedManifest
+
+    parts = []
+    for job in prepared.jobs:
+        path = Path(job.manifest_path)
+        if not path.exists():
+            raise CommitRefused(f"{prepared.table} run {prepared.run_id}: Spark job {job.job_id} (groups "
+                                f"{list(job.group_ids)}) wrote no manifest at {path}: it failed or never ran; "
+                                "nothing committed, rerun the compaction")
+        parts.append(StagedManifest.from_json(path.read_text()))
+    first = parts[0]
+    return first.model_copy(update={"groups": tuple(g for p in parts for g in p.groups),
+                                    "seconds": sum(p.seconds for p in parts)})
+
+
+def verify(prepared: PreparedRun, *, spec=None, verifier=None) -> dict[str, Any]:
+    """Check the staged output (rows, fingerprints, then the layout rules and GX, or `verifier`) and
+    mark it verified; on failure remove the staged files and record the findings."""
+    from layout.commit import _columns, check_staged
+
+    with _failure_recorded(prepared, "verify", remove_staged=True):
+        manifest = staged_manifest(prepared)
+        check_staged(manifest, _columns(prepared.plan()))
+        findings = verifier(manifest) if verifier is not None else _verify_layout(prepared, manifest, spec)
+        outcome = {"run_id": prepared.run_id, "manifest": _digest(manifest), "status": "passed",
+                   "findings": findings or []}
+        (Path(prepared.work_dir) / VERIFIED).write_text(json.dumps(outcome))
+        log.info("%s run %s: staged output verified (%d group(s), %d warning(s))", prepared.table,
+                 prepared.run_id, len(manifest.groups), len(outcome["findings"]))
+        return outcome
+
+
+def _verify_layout(prepared: PreparedRun, manifest, spec=None) -> list[dict[str, Any]]:
+    """The layout rules (`layout.verify`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
+    before either refuses, so the Data Docs always show this run. Returns the findings (warnings)."""
+    from layout.catalog import load_table
+    from layout.compact import find_spec, report_dir
+    from layout.expectations import gx_verifier
+    from layout.spec import resolve_sort_keys
+    from layout.verify import VerificationFailed, verify_staged
+
+    spec = spec or find_spec(prepared.table)
+    keys = resolve_sort_keys(spec, load_table(prepared.table, prepared.catalog))
+    report = verify_staged(manifest, spec, keys)
+    for finding in report.by_severity("warning"):
+        log.warning("%s: %s", finding.rule, finding.diagnosis)
+    failures: list[Exception] = [] if report.ok else [VerificationFailed(report)]
+    try:
+        gx_verifier(spec, keys, docs_dir=report_dir() / "gx")(manifest)
+    except LakesortError as exc:
+        failures.append(exc)
+    if failures:
+        raise failures[0]
+    return [f.to_json() for f in report.findings]
+
+
+def commit(prepared: PreparedRun):
+    """Commit the verified staged output atomically and record the run; returns the CommitResult.
+
+    The `verify` step must have passed for exactly this output (its digest); the commit re-checks rows
+    and fingerprints itself, then swaps the files in one Iceberg overwrite.
+    """
+    from layout.catalog import load_table
+    from layout.commit import commit_rewrite
+
+    with _failure_recorded(prepared, "commit"):
+        manifest = staged_manifest(prepared)
+        marker = Path(prepared.work_dir) / VERIFIED
+        verified = json.loads(marker.read_text()) if marker.exists() else {}
+        if verified.get("manifest") != _digest(manifest):
+            raise NotVerified(f"{prepared.table} run {prepared.run_id}: the staged output was not verified "
+                              "(run the verify step first); nothing committed")
+        table = load_table(prepared.table, prepared.catalog)
+        result = commit_rewrite(table, prepared.plan(), manifest)
+        files_after, bytes_after = live_totals(table.refresh())
+        record(prepared, "committed", snapshot_after=result.snapshot_id, files_after=files_after,
+               bytes_after=bytes_after, files_removed=result.files_removed, files_added=result.files_added,
+               bytes_rewritten=result.bytes_removed, rows_rewritten=result.rows,
+               verification="passed", findings=json.dumps(verified["findings"]))
+        return result
+
+
+def measure(prepared: PreparedRun, snapshot_after: int | None = None, *, spec=None) -> dict[str, Any]:
+    """Every probe on the snapshot before the run and the one after, with the same probes."""
+    from layout.catalog import load_table
+    from layout.compact import find_spec
+    from layout.metrics import measure as measure_snapshot
+    from layout.metrics import probes_for
+
+    spec = spec or find_spec(prepared.table)
+    table = load_table(prepared.table, prepared.catalog)
+    if snapshot_after is None:
+        current = table.current_snapshot()
+        snapshot_after = current.snapshot_id if current else None
+    if prepared.snapshot_before is None or snapshot_after is None:
+        return {"probes": 0}
+    probes = probes_for(spec, table, prepared.snapshot_before)
+    before = measure_snapshot(prepared.table, snapshot_id=prepared.snapshot_before, run_id=prepared.run_id,
+                              phase="before", spec=spec, probes=probes)
+    after = measure_snapshot(prepared.table, snapshot_id=snapshot_after, run_id=prepared.run_id,
+                             phase="after", spec=spec, probes=probes)
+    return {"probes": len(probes),
+            "bytes_selected_before": sum(m.bytes_selected for m in before if m.probe_kind == "owner"),
+            "bytes_selected_after": sum(m.bytes_selected for m in after if m.probe_kind == "owner"),
+            "by_probe": {b.probe: [b.bytes_selected, a.bytes_selected] for b, a in zip(before, after, strict=True)}}
+
+
+def abandon(prepared: PreparedRun, reason: str) -> int:
+    """A step failed outside our code (the Spark job): remove the staged files, record the failure."""
+    from layout.catalog import load_table
+    from layout.commit import delete_staged
+
+    removed = delete_staged(load_table(prepared.table, prepared.catalog), prepared.run_id)
+    record(prepared, "failed", error=reason)
+    log.warning("%s run %s abandoned (%s): table unchanged, %d staged file(s) removed", prepared.table,
+                prepared.run_id, reason, removed)
+    return removed
+
+
+def record(prepared: PreparedRun, status: str, **figures: Any) -> None:
+    """The run's row in `lakesort.compaction_runs` (replaced by a later step of the same run)."""
+    from layout.catalog import load_catalog
+    from layout.metrics import RunRecord, record_run
+
+    plan = prepared.plan()
+    row = RunRecord(
+        run_id=prepared.run_id, table=prepared.table, status=status, trigger=prepared.trigger,
+        started_at=dt.datetime.fromtimestamp(prepared.started_at, dt.UTC),
+        duration_s=time.time() - prepared.started_at, snapshot_before=prepared.snapshot_before,
+        partitions_rewritten=len(prepared.partitions), groups=len(plan.groups),
+        files_before=prepared.files_before, bytes_before=prepared.bytes_before,
+        files_after=figures.pop("files_after", prepared.files_before),
+        bytes_after=figures.pop("bytes_after", prepared.bytes_before), **figures,
+    )
+    try:
+        record_run(load_catalog(prepared.catalog), row)
+    except Exception as exc:  # noqa: BLE001 - a metrics hiccup must never fail (or undo) a compaction
+        log.warning("could not record run %s in the metrics tables: %s", prepared.run_id, exc)
+
+
+class _failure_recorded:
+    """On an exception in a step: record the run as failed (with findings, if any) and re-raise; with
+    `remove_staged`, first delete the run's staged files (the commit step does that itself)."""
+
+    def __init__(self, prepared: PreparedRun, step: str, *, remove_staged: bool = False) -> None:
+        self.prepared, self.step, self.remove_staged = prepared, step, remove_staged
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if error is not None and self.remove_staged:
+            from layout.catalog import load_table
+            from layout.commit import delete_staged
+
+            delete_staged(load_table(self.prepared.table, self.prepared.catalog), self.prepared.run_id)
+        if error is not None and isinstance(error, Exception):
+            report = getattr(error, "report", None)
+            findings = json.dumps([f.to_json() for f in report.findings]) if report is not None else "[]"
+            log.error("%s run %s: %s failed: %s", self.prepared.table, self.prepared.run_id, self.step, error)
+            record(self.prepared, "failed", error=f"{self.step}: {error}"[:4000], findings=findings,
+                   verification="failed" if self.step == "verify" else "skipped")
+        return False
+
+
+def _digest(manifest) -> str:
+    return hashlib.sha256(manifest.to_json().encode()).hexdigest()
+
+
+def live_totals(table) -> tuple[int, int]:
+    """(files, bytes) of the table's current snapshot."""
+    if table.current_snapshot() is None:
+        return 0, 0
+    files = [t.file for t in table.scan().plan_files()]
+    return len(files), sum(f.file_size_in_bytes for f in files)
