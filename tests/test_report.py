@@ -1,0 +1,429 @@
+"""layout.report: HTML pages from the two metrics tables (synthetic rows with the real schemas), and
+write_reports against a real pyiceberg SQL catalog."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from layout.errors import UsageError
+from layout.metrics_store import (
+    COMPACTION_RUNS,
+    METRICS_FIELDS,
+    METRICS_KEY,
+    PRUNING_METRICS,
+    RUNS_FIELDS,
+    RUNS_KEY,
+    arrow_schema,
+    upsert,
+)
+from layout.report import LAST_RUNS, render_reports, table_page_name, write_reports
+from layout.report_svg import byte_unit, format_bytes, format_duration, format_percent, nice_ticks
+from layout.spec import parse_spec
+
+T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
+GENERATED = datetime(2025, 4, 1, 12, 0, tzinfo=UTC)
+MiB = 1 << 20
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+# --- synthetic rows -----------------------------------------------------------------------------------
+
+
+def metric(table: str, probe: str, phase: str, run_id: str, at: datetime, selected: int, *,
+           ideal: int | None = None, total: int = 64 * MiB, efficiency: float | None = None,
+           **extra) -> dict:
+    """One pruning_metrics row; figures not given are plausible and consistent."""
+    ideal = selected // 4 if ideal is None else ideal
+    row = {
+        "run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at, "probe": probe,
+        "probe_kind": "owner", "predicate": "k = 1", "columns": "", "files_total": 40,
+        "files_selected": max(1, 40 * selected // total), "row_groups_total": 80, "row_groups_selected": 9,
+        "pages_total": 4000, "pages_selected": 310, "pages_ideal": 120, "rows_total": 1_000_000,
+        "rows_selected": 100_000, "rows_matching": 5_000, "bytes_total": total, "bytes_selected": selected,
+        "bytes_ideal": ideal, "efficiency": efficiency if efficiency is not None else ideal / selected,
+        "plan_cold_ms": 12.5, "plan_warm_ms": 1.25,
+    }
+    return {**row, **extra}
+
+
+def run(table: str, run_id: str, at: datetime, *, status: str = "committed", verification: str = "passed",
+        findings: list[dict] | None = None, **extra) -> dict:
+    """One compaction_runs row."""
+    row = {
+        "run_id": run_id, "table": table, "status": status, "trigger": "nightly", "started_at": at,
+        "duration_s": 300.0, "snapshot_before": 1, "snapshot_after": 2, "partitions_rewritten": 3,
+        "groups": 2,
+        "files_before": 120, "files_after": 12, "files_removed": 110, "files_added": 2,
+        "bytes_before": 96 * MiB, "bytes_after": 90 * MiB, "bytes_rewritten": 80 * MiB,
+        "rows_rewritten": 1_000_000, "verification": verification, "findings": json.dumps(findings or []),
+        "error": None,
+    }
+    return {**row, **extra}
+
+
+def arrow(metrics: list[dict], runs: list[dict]) -> tuple[pa.Table, pa.Table]:
+    return (pa.Table.from_pylist(metrics, schema=arrow_schema(METRICS_FIELDS)),
+            pa.Table.from_pylist(runs, schema=arrow_schema(RUNS_FIELDS)))
+
+
+def spec(table: str, probes: list[dict] | None = None, owner: str = "Sales Data", **extra):
+    probes = probes if probes is not None else [{"name": "p1", "where": "k = 1"}]
+    return parse_spec({"table": table, "owner": {"name": owner, "email": "sales-data@example.com"},
+                       "probes": probes, **extra})
+
+
+def render(tmp_path: Path, metrics: list[dict], runs: list[dict], specs=(), out: str = "out") -> Path:
+    return render_reports(tmp_path / out, *arrow(metrics, runs), specs, generated_at=GENERATED)
+
+
+def page(index: Path, table: str) -> str:
+    return (index.parent / "tables" / table_page_name(table)).read_text(encoding="utf-8")
+
+
+def parse(html: str) -> ET.Element:
+    """The page as XML (the report writes well-formed XHTML-compatible HTML5)."""
+    assert html.startswith("<!DOCTYPE html>\n")
+    return ET.fromstring(html.removeprefix("<!DOCTYPE html>\n"))
+
+
+def text(element: ET.Element) -> str:
+    return " ".join("".join(element.itertext()).split())
+
+
+def table_rows(html: str, klass: str) -> list[list[str]]:
+    """Body rows of the <table class=klass> as cell texts."""
+    tables = [t for t in parse(html).iter("table") if t.get("class") == klass]
+    assert len(tables) == 1, f"expected one table.{klass}"
+    return [[text(td) for td in tr] for tr in tables[0].find("tbody")]
+
+
+def row_of(rows: list[list[str]], first: str) -> list[str]:
+    found = [r for r in rows if r[0] == first]
+    assert len(found) == 1, f"no single row {first!r} in {rows}"
+    return found[0]
+
+
+class _Balance(HTMLParser):
+    """Checks with the HTML parser too that every non-void element is closed in order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.svg_count = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.svg_count += tag == "svg"
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.svg_count += tag == "svg"
+
+    def handle_endtag(self, tag):
+        open_tag = self.stack[-1] if self.stack else None
+        assert open_tag == tag, f"</{tag}> closes <{open_tag}>"
+        self.stack.pop()
+
+
+# --- fixtures ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def history():
+    """Table sales.orders: two probes over three nightly runs plus an on-demand measurement, a failed
+    compaction with only a `before`, and a failed verification in run n2."""
+    t = "sales.orders"
+    metrics = [
+        metric(t, "p1", "before", "n1", T0, 40 * MiB),
+        metric(t, "p1", "after", "n1", T0 + timedelta(minutes=20), 20 * MiB),
+        metric(t, "p1", "before", "n2", T0 + timedelta(days=1), 24 * MiB),
+        metric(t, "p1", "after", "n2", T0 + timedelta(days=1, minutes=20), 3 * MiB, ideal=MiB,
+               efficiency=1 / 3, files_selected=2),
+        metric(t, "p1", "on-demand", "adhoc", T0 + timedelta(days=2), 4 * MiB),
+        # run n3 failed: a `before` without an `after`, newer than n2: n2 stays the before/after pair
+        metric(t, "p1", "before", "n3", T0 + timedelta(days=3), 5 * MiB),
+        metric(t, "p2", "before", "n2", T0 + timedelta(days=1), 8 * MiB, efficiency=0.25, columns="k,v"),
+        metric(t, "p2", "after", "n2", T0 + timedelta(days=1, minutes=20), 10 * MiB, efficiency=0.2,
+               columns="k,v"),
+    ]
+    findings = [
+        {"rule": "boundary-order", "severity": "warning", "path": "s3://lake/b.parquet", "row_group": 1,
+         "column": "k", "observed": "UNORDERED", "intended": "ASCENDING",
+         "diagnosis": "pages not sorted by k"},
+        {"rule": "column-index", "severity": "error", "path": "s3://lake/a.parquet", "row_group": 0,
+         "column": "comment", "observed": "absent", "intended": "present",
+         "diagnosis": "column index dropped for comment; set column_index_truncate_length"},
+    ]
+    runs = [
+        run(t, "n1", T0, duration_s=65.0, bytes_rewritten=int(1.5 * 1024 * MiB)),
+        run(t, "n2", T0 + timedelta(days=1), duration_s=725.0, bytes_rewritten=12 * MiB, files_before=12,
+            files_after=4, bytes_before=90 * MiB, bytes_after=88 * MiB),
+        run(t, "n3", T0 + timedelta(days=3), status="failed", verification="failed", findings=findings,
+            duration_s=7384.0, bytes_rewritten=0, error="verification failed: 1 layout error(s)"),
+    ]
+    specs = [spec(t, [{"name": "p1", "where": "k = 1"},
+                      {"name": "p2", "where": "k > 5", "columns": ["k", "v"]}])]
+    return metrics, runs, specs
+
+
+# --- formatting and ticks -------------------------------------------------------------------------------
+
+
+def test_formats():
+    assert [format_bytes(n) for n in (0, 1023, 1024, 1536, 12 * MiB + MiB // 3, 300 * MiB, 5 << 40)] == [
+        "0 B", "1023 B", "1.00 KiB", "1.50 KiB", "12.3 MiB", "300 MiB", "5.00 TiB"]
+    assert format_bytes(None) == format_bytes(float("nan")) == "\u2013"
+    assert [format_duration(s) for s in (0.84, 42.4, 725, 7384)] == [
+        "0.8 s", "42 s", "12 min 05 s", "2 h 03 min"]
+    assert [format_percent(f) for f in (0.875, 0.045, 1.0)] == ["88%", "4.5%", "100%"]
+    assert byte_unit(3 * MiB) == MiB and byte_unit(100) == 1
+    assert nice_ticks(37) == [0, 10, 20, 30, 40]
+    assert nice_ticks(3 * MiB, unit=MiB) == [0, MiB, 2 * MiB, 3 * MiB]
+
+
+# --- pages ----------------------------------------------------------------------------------------------
+
+
+def test_index_lists_every_table_and_links_its_page(tmp_path, history):
+    metrics, runs, specs = history
+    extra_spec = spec("b.never_measured", owner="Team B")
+    runs_only = run("c.runs_only", "r1", T0)
+    index = render(tmp_path, metrics, [*runs, runs_only], [*specs, extra_spec])
+    html = index.read_text(encoding="utf-8")
+    links = [a.get("href") for a in parse(html).iter("a") if a.get("href", "").startswith("tables/")]
+    assert links == ["tables/b.never_measured.html", "tables/c.runs_only.html", "tables/sales.orders.html"]
+    for link in links:
+        assert (index.parent / link).is_file()
+    rows = table_rows(html, "tables")
+    assert "p1 reads 88% fewer bytes" in row_of(rows, "sales.orders")[4]
+    assert row_of(rows, "b.never_measured")[2:5] == ["no runs yet", "\u2013", "never measured"]
+    assert "Team B" in row_of(rows, "b.never_measured")[1]
+    assert row_of(rows, "c.runs_only")[1] == "no table spec"
+
+
+def test_probe_before_after_uses_latest_run_with_both_phases(tmp_path, history):
+    html = page(render(tmp_path, *history), "sales.orders")
+    rows = table_rows(html, "probes")
+    p1 = row_of(rows, "p1")
+    # n2 is the newest run with a before and an after for p1 (n3 has only a before; adhoc is on-demand)
+    assert p1[4:] == ["24.0 MiB", "3.00 MiB", "\u221288%", "25% \u2192 33%", "15 \u2192 2 of 40", "n2"]
+    p2 = row_of(rows, "p2")
+    assert p2[3] == "k, v" and p2[4:7] == ["8.00 MiB", "10.0 MiB", "+25%"]
+    assert p2[7] == "25% \u2192 20%"  # efficiency before -> after
+    headline = text(next(p for p in parse(html).iter("p") if p.get("class") == "headline"))
+    assert "run n2" in headline and "probe p1 reads 88% fewer bytes (24.0 MiB \u2192 3.00 MiB)" in headline
+    assert "Of 2 probes measured then, 1 read fewer bytes and 1 read more." in headline
+    details = row_of(table_rows(html, "details"), "p1")
+    assert details[1].startswith("before, 2025-03-04")  # latest measurement of p1: n3's before
+    assert "<title>sales.orders" in html and "<h1>sales.orders</h1>" in html
+    assert 'href="mailto:sales-data@example.com"' in html
+
+
+def test_runs_newest_first_with_durations_and_rewritten_bytes(tmp_path, history):
+    html = page(render(tmp_path, *history), "sales.orders")
+    rows = table_rows(html, "runs")
+    assert [r[1] for r in rows] == ["n3", "n2", "n1"]
+    assert [r[4] for r in rows] == ["2 h 03 min", "12 min 05 s", "1 min 05 s"]
+    assert [r[7] for r in rows] == ["0 B", "12.0 MiB", "1.50 GiB"]
+    assert rows[0][3] == "failed" and rows[0][10] == "verification failed: 1 layout error(s)"
+    assert rows[1][5] == "12 \u2192 4"
+
+
+def test_only_the_last_runs_are_listed(tmp_path):
+    runs = [run("a.t", f"r{i:02d}", T0 + timedelta(hours=i)) for i in range(LAST_RUNS + 5)]
+    random.Random(3).shuffle(runs)
+    html = page(render(tmp_path, [], runs), "a.t")
+    rows = table_rows(html, "runs")
+    assert [r[1] for r in rows] == [f"r{i:02d}" for i in range(LAST_RUNS + 4, 4, -1)]
+    assert "5 older run(s) not shown." in html
+
+
+def test_failed_verification_shows_findings_with_diagnosis(tmp_path, history):
+    html = page(render(tmp_path, *history), "sales.orders")
+    section = html[html.index("<h2>Verification</h2>"):html.index("<h2>Latest runs</h2>")]
+    assert "Latest verification:" in section and 'class="badge bad">failed<' in section and "n3" in section
+    rows = table_rows(html, "findings")
+    assert [r[0] for r in rows] == ["error", "warning"]  # errors first
+    assert rows[0][1:] == ["column-index", "s3://lake/a.parquet, row group 0, column comment",
+                           "absent", "present",
+                           "column index dropped for comment; set column_index_truncate_length"]
+    assert rows[1][5] == "pages not sorted by k"
+
+
+def test_text_is_escaped(tmp_path):
+    where = "name < 'b' AND note = '<script>alert(1)</script>'"
+    owner = "R&D <data>"
+    s = spec("a.t", [{"name": "odd", "where": where}], owner=owner)
+    metrics = [metric("a.t", "odd", "before", "r<1>", T0, 8 * MiB, predicate=where),
+               metric("a.t", "odd", "after", "r<1>", T0 + timedelta(minutes=5), MiB, predicate=where)]
+    runs = [run("a.t", "r<1>", T0, status="failed", error="boom: <b>bad</b> & 'worse'")]
+    index = render(tmp_path, metrics, runs, [s])
+    html = page(index, "a.t")
+    assert "<script>" not in html and "<b>bad</b>" not in html and "<data>" not in html
+    assert "name &lt; &#x27;b&#x27; AND note = &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27;" in html
+    assert "R&amp;D &lt;data&gt;" in html and "R&amp;D &lt;data&gt;" in index.read_text(encoding="utf-8")
+    rows = table_rows(html, "probes")
+    assert row_of(rows, "odd")[2] == where  # parses back to exactly the text
+    assert row_of(table_rows(html, "runs"), "2025-03-01 02:00 UTC")[10] == "boom: <b>bad</b> & 'worse'"
+
+
+def test_pages_are_wellformed_offline_and_have_svg_plots(tmp_path, history):
+    index = render(tmp_path, *history)
+    for html in (index.read_text(encoding="utf-8"), page(index, "sales.orders")):
+        root = parse(html)  # the whole page is well-formed XML
+        assert root.tag == "html" and root.get("lang") == "en"
+        assert root.find("head/meta").get("charset") == "utf-8"
+        checker = _Balance()
+        checker.feed(html)
+        checker.close()
+        assert checker.stack == []
+        assert "http://" not in html and "https://" not in html
+        for attr in re.findall(r'\b(?:src|href)="([^"]*)"', html):
+            assert not re.match(r"[a-z][a-z0-9+.-]*://|//", attr, re.IGNORECASE), attr
+            assert attr.startswith(("mailto:", "data:", "tables/", "../", "#")), attr
+        assert "<script" not in html
+    html = page(index, "sales.orders")
+    svgs = re.findall(r"<svg\b.*?</svg>", html, re.DOTALL)
+    # bar chart; a bytes chart per probe and the efficiency chart; files and file size
+    assert len(svgs) == 1 + 2 + 1 + 2
+    for svg in svgs:
+        element = ET.fromstring(svg)
+        width, height = float(element.get("width")), float(element.get("height"))
+        assert element.get("viewBox") == f"0 0 {element.get('width')} {element.get('height')}"
+        assert width > 0 and height > 0 and element.find("title").text
+        shapes = [e for e in element.iter() if e.tag in ("polyline", "circle", "rect")]
+        assert len(shapes) > 1
+        for e in element.iter("circle"):
+            assert 0 <= float(e.get("cx")) <= width and 0 <= float(e.get("cy")) <= height
+    bar = ET.fromstring(svgs[0])
+    bars = {b.find("title").text: float(b.get("width"))
+            for b in bar.iter("rect") if b.find("title") is not None}
+    assert bars["p1, before: 24.0 MiB"] == pytest.approx(8 * bars["p1, after: 3.00 MiB"], rel=0.02)
+    history_chart = ET.fromstring(next(s for s in svgs if "probe p1: bytes read over time" in s))
+    tips = [c.find("title").text for c in history_chart.iter("circle")]
+    # first before, then every after and on-demand, by time (ideal is the dashed series)
+    assert [t.split(" at ")[0] for t in tips if t.startswith("bytes read")] == [
+        "bytes read: 40.0 MiB", "bytes read: 20.0 MiB", "bytes read: 3.00 MiB", "bytes read: 4.00 MiB"]
+    files_chart = ET.fromstring(next(s for s in svgs if "data files over time" in s))
+    assert [c.find("title").text.split(" at ")[0] for c in files_chart.iter("circle")] == [
+        # the first run's files before, then each committed run's files after
+        "data files: 120", "data files: 12", "data files: 4"]
+
+
+def test_empty_states(tmp_path):
+    s = spec("a.registered", [{"name": "p1", "where": "k = 1"}])
+    index = render(tmp_path, [], [], [s, spec("a.no_probes", [])])
+    html = page(index, "a.registered")
+    parse(html)
+    assert "Registered but never measured" in html and "No compaction runs yet" in html
+    assert "No verified compaction yet" in html and "<svg" not in html
+    assert row_of(table_rows(html, "probes"), "p1")[4] == "not measured yet"
+    assert "Not measured yet: probes are measured before and after each compaction." in html
+    assert "This table has no probes" in page(index, "a.no_probes")
+    empty = render_reports(tmp_path / "empty", *arrow([], []), [], generated_at=GENERATED)
+    assert "No tables yet" in empty.read_text(encoding="utf-8")
+    assert list((tmp_path / "empty" / "tables").iterdir()) == []
+
+
+def test_runs_without_metrics_and_metrics_without_pairs(tmp_path):
+    metrics = [metric("a.t", "p1", "on-demand", "adhoc", T0, 2 * MiB)]
+    runs = [run("a.t", "r1", T0, status="nothing-to-do", verification="skipped")]
+    html = page(render(tmp_path, metrics, runs), "a.t")
+    assert "Measured, but no compaction with a before and an after measurement yet." in html
+    assert row_of(table_rows(html, "probes"), "p1")[4] == "no before/after pair yet"
+    assert "No verified compaction yet" in html and "<svg" in html
+
+
+def test_data_docs_link_only_when_built(tmp_path, history):
+    index = render(tmp_path, *history)
+    assert "no Data Docs yet" in index.read_text(encoding="utf-8")
+    assert "gx/" not in index.read_text(encoding="utf-8") and "gx/" not in page(index, "sales.orders")
+    (index.parent / "gx").mkdir()
+    (index.parent / "gx" / "index.html").write_text("<html></html>")
+    index = render(tmp_path, *history)
+    assert '<a href="gx/index.html">GX Data Docs</a>' in index.read_text(encoding="utf-8")
+    assert '<a href="../gx/index.html">GX Data Docs</a>' in page(index, "sales.orders")
+    # where layout.expectations builds the site
+    other = tmp_path / "other"
+    (other / "gx" / "gx-data-docs").mkdir(parents=True)
+    (other / "gx" / "gx-data-docs" / "index.html").write_text("<html></html>")
+    index = render(tmp_path, *history, out="other")
+    assert '<a href="gx/gx-data-docs/index.html">GX Data Docs</a>' in index.read_text(encoding="utf-8")
+
+
+def test_output_is_deterministic_and_stale_pages_go(tmp_path, history):
+    metrics, runs, specs = history
+    first = render(tmp_path, metrics, runs, specs, out="a")
+    shuffled_metrics, shuffled_runs = metrics[:], runs[:]
+    random.Random(1).shuffle(shuffled_metrics)
+    random.Random(2).shuffle(shuffled_runs)
+    second = render(tmp_path, shuffled_metrics, shuffled_runs, specs, out="b")
+    for name in ("index.html", "tables/sales.orders.html"):
+        assert (first.parent / name).read_bytes() == (second.parent / name).read_bytes()
+    render(tmp_path, [], [run("z.other", "r1", T0)], out="a")
+    assert sorted(p.name for p in (first.parent / "tables").iterdir()) == ["z.other.html"]
+
+
+def test_page_names():
+    assert table_page_name("db.sales.orders") == "db.sales.orders.html"
+    odd = table_page_name("db.we/ird name")
+    assert re.fullmatch(r"db\.we_ird_name-[0-9a-f]{8}\.html", odd)
+    assert odd != table_page_name("db.we_ird_name")
+
+
+def test_wrong_schema_is_a_usage_error(tmp_path):
+    metrics, runs = arrow([], [])
+    with pytest.raises(UsageError, match="missing column.*bytes_selected"):
+        render_reports(tmp_path, metrics.drop_columns(["bytes_selected"]), runs)
+
+
+# --- write_reports on a real catalog ----------------------------------------------------------------------
+
+
+def test_write_reports_reads_the_catalog(iceberg_catalog, tmp_path, history):
+    metrics, runs, specs = history
+    assert upsert(iceberg_catalog, PRUNING_METRICS, METRICS_FIELDS, METRICS_KEY, metrics) == len(metrics)
+    assert upsert(iceberg_catalog, COMPACTION_RUNS, RUNS_FIELDS, RUNS_KEY, runs) == len(runs)
+    index = write_reports(tmp_path / "reports", catalog=iceberg_catalog, specs=specs)
+    assert index == tmp_path / "reports" / "index.html"
+    html = page(index, "sales.orders")
+    assert row_of(table_rows(html, "probes"), "p1")[4:7] == ["24.0 MiB", "3.00 MiB", "\u221288%"]
+    assert [r[1] for r in table_rows(html, "runs")] == ["n3", "n2", "n1"]
+    # the same pages as rendering the rows directly (apart from the generation time)
+    direct = render(tmp_path, metrics, runs, specs, out="direct")
+    strip = re.compile(r"generated at [^.<]*|Generated by lakesort at [^.<]*")
+    assert strip.sub("", html) == strip.sub("", page(direct, "sales.orders"))
+
+
+def test_write_reports_defaults(iceberg_catalog, tmp_path, monkeypatch, history):
+    """Catalog from the specs' `catalog`, specs from LAKESORT_TABLES_DIR, output in LAKESORT_REPORT_DIR."""
+    metrics, runs, _ = history
+    upsert(iceberg_catalog, PRUNING_METRICS, METRICS_FIELDS, METRICS_KEY, metrics)
+    upsert(iceberg_catalog, COMPACTION_RUNS, RUNS_FIELDS, RUNS_KEY, runs)
+    specs_dir = tmp_path / "specs"
+    specs_dir.mkdir()
+    (specs_dir / "orders.yaml").write_text(
+        "table: sales.orders\ncatalog: lakesort\nowner: {name: Sales Data, email: sales@example.com}\n"
+        "probes:\n  - {name: p1, where: k = 1}\n  - {name: p3, where: k < 0}\n")
+    monkeypatch.setenv("LAKESORT_TABLES_DIR", str(specs_dir))
+    monkeypatch.setenv("LAKESORT_REPORT_DIR", str(tmp_path / "env-reports"))
+    index = write_reports()
+    assert index == tmp_path / "env-reports" / "index.html"
+    rows = table_rows(page(index, "sales.orders"), "probes")
+    assert [r[0] for r in rows] == ["p1", "p3", "p2"]  # spec order, then probes only in the metrics
+    assert row_of(rows, "p3")[4] == "not measured yet"
+    assert row_of(rows, "p2")[1:4] == ["owner", "k = 1", "k, v"]  # described by its latest measurement
+
+
+def test_write_reports_before_anything_was_recorded(iceberg_catalog, tmp_path):
+    index = write_reports(tmp_path / "r", catalog=iceberg_catalog, specs=[spec("a.t")])
+    assert "Registered but never measured" in page(index, "a.t")
