@@ -101,13 +101,46 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from layout.compact import compact
 
     spec = _spec(args)
-    result = compact(spec.table, spec=spec, partitions=args.partition, force=args.force, master=args.master)
+    result = compact(spec.table, spec=spec, partitions=args.partition, force=args.force, master=args.master,
+                     measure=not args.no_measure)
     if result.nothing_to_do:
         print(f"{spec.table}: nothing to do ({len(result.plan.partitions)} partition(s) checked)")
         return EXIT_OK
     print(f"{spec.table}: rewrote {len(result.plan.groups)} group(s): {result.files_removed} files -> "
           f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "
           f"{result.files_after}; snapshot {result.snapshot_id} ({result.seconds:.1f}s)")
+    return EXIT_OK
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from layout.metrics import measure
+
+    spec = _spec(args)
+    rows = measure(spec.table, spec=spec, snapshot_id=args.snapshot, record=not args.no_record)
+    if args.json:
+        json.dump([{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in m.to_row().items()}
+                   for m in rows], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    if not rows:
+        print(f"{spec.table}: no snapshot to measure")
+        return EXIT_OK
+    print(f"{spec.table} snapshot {rows[0].snapshot_id}: {len(rows)} probe(s)"
+          + ("" if args.no_record else " (recorded in lakesort.pruning_metrics)"))
+    width = max(len(m.probe) for m in rows)
+    print(f"  {'probe':<{width}}  {'files':>11}  {'pages':>13}  {'bytes selected':>14}  {'ideal':>12}  eff.  plan ms")
+    for m in rows:
+        print(f"  {m.probe:<{width}}  {m.files_selected:>5}/{m.files_total:<5}  {m.pages_selected:>6}/{m.pages_total:<6}"
+              f"  {m.bytes_selected:>14}  {m.bytes_ideal:>12}  {m.efficiency:4.2f}  "
+              f"{m.plan_cold_ms:.0f}/{m.plan_warm_ms:.0f}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from layout.report import write_reports
+
+    index = write_reports(Path(args.out) if args.out else None)
+    print(f"report: {index}")
     return EXIT_OK
 
 
@@ -243,7 +276,26 @@ def build_parser() -> argparse.ArgumentParser:
     table_args(p)
     p.add_argument("--master", help="Spark master (default: $LAKESORT_SPARK_MASTER or local[*]), "
                                     "e.g. spark://127.0.0.1:7077")
+    p.add_argument("--no-measure", action="store_true",
+                   help="skip measuring the probes before and after (lakesort.pruning_metrics)")
     p.set_defaults(func=cmd_compact)
+
+    p = sub.add_parser("measure", help="measure what readers skip for each probe, on a snapshot",
+                       description="Plan every probe of the table (the spec's and the standard ones per sort key) "
+                                   "and record files, row groups, pages, rows and bytes selected against the ideal "
+                                   "in lakesort.pruning_metrics.")
+    p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
+    p.add_argument("--spec", metavar="YAML", help="the table spec (default: found in dags/tables/ by table name)")
+    p.add_argument("--snapshot", type=int, metavar="ID", help="snapshot id (default: the current snapshot)")
+    p.add_argument("--no-record", action="store_true", help="print only; record nothing")
+    p.add_argument("--json", action="store_true", help="the measurements as JSON")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("report", help="write the HTML reports for data owners",
+                       description="Static HTML (readable offline): one page per table and an index, from the "
+                                   "metrics tables.")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: $LAKESORT_REPORT_DIR or .lakesort/reports)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("verify", help="check written files against the table spec, with diagnoses",
                        description="Prove the layout: page indexes, BoundaryOrder, ordered and disjoint sorted "

@@ -303,8 +303,11 @@ def _gx_link(out_dir: Path, from_dir: str) -> str:
 
 
 def _best(probes: Sequence[ProbeView]) -> ProbeView | None:
-    """The probe whose bytes read fell most (or rose least); None when none can be compared."""
-    return min((p for p in probes if p.change is not None), key=lambda p: (p.change, p.name), default=None)
+    """The probe whose bytes read fell most (or rose least), the owners' own probes first (they are the
+    queries the owners run); None when none can be compared."""
+    comparable = [p for p in probes if p.change is not None]
+    owners = [p for p in comparable if p.kind == "owner"]
+    return min(owners or comparable, key=lambda p: (p.change, p.name), default=None)
 
 
 def _headline(view: TableView) -> str:

@@ -130,9 +130,9 @@ def in_process_job(spark, job, monkeypatch) -> list[RewritePlan]:
     """`layout.compact.submit` runs the job's own functions on the in-process session; returns the plans run."""
     runs: list[RewritePlan] = []
 
-    def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir):
+    def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())
-        staged = job.compact_groups(spark, plan, list(plan.groups))
+        staged = job.compact_groups(spark, plan, [g for g in plan.groups if groups is None or g.group_id in groups])
         job.write_manifest(spark, plan, staged, str(manifest_path), 0.0)
         runs.append(plan)
 
@@ -403,7 +403,7 @@ def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster):
     result = compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, master=standalone_cluster,
                      spark_conf={**SPARK_CONF, "spark.executor.memory": "512m", "spark.cores.max": "1"},
                      work_dir=demo_home / "work")
-    manifest = StagedManifest.from_json((demo_home / "work" / "manifest.json").read_text())
+    manifest = StagedManifest.from_json((demo_home / "work" / "manifest-0.json").read_text())
     assert manifest.spark_master == standalone_cluster
     table = table.refresh()
     assert result.snapshot_id == table.current_snapshot().snapshot_id != before.snapshot_id
@@ -463,7 +463,7 @@ def test_fault_job_killed_mid_write(demo_home, spark, job, monkeypatch):
 
 
 def _rerun_succeeds(table, before: State, spark, job, monkeypatch, rows: pa.Table | None = None):
-    def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir):
+    def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())
         job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)), str(manifest_path), 0.0)
 
