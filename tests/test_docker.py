@@ -371,9 +371,9 @@ def test_airflow_has_a_locked_async_postgres_driver(services):
     env = env_of(services["airflow-scheduler"])
     scheme = urlparse(env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC", "postgresql+asyncpg://")).scheme
     driver = {"postgresql+asyncpg": "asyncpg", "postgresql+psycopg": "psycopg"}.get(scheme, scheme)
-    if driver not in locked_closure({"pipeline", "deploy"}):
-        pytest.xfail(f"known gap: Airflow needs {driver} for {scheme}://, and uv.lock does not install it with "
-                     "--extra pipeline --extra deploy; add it to the `deploy` extra in pyproject.toml and re-lock")
+    assert driver in locked_closure({"pipeline", "deploy"}), (
+        f"Airflow needs {driver} for {scheme}://, and uv.lock does not install it with --extra pipeline --extra "
+        "deploy; add it to the `deploy` extra in pyproject.toml and re-lock")
 
 
 def test_health_checks_and_start_order(services):
