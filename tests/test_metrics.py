@@ -53,7 +53,8 @@ def compacted(tmp_path_factory, spark):
     root = tmp_path_factory.mktemp("metrics")
     _build_demo(root, tpch)
     job = _load_job()
-    spec = demo_spec(probes=PROBES)
+    # One sort key: four standard probes (each measured cold and warm, before and after) keep this module quick.
+    spec = demo_spec(probes=PROBES, sort={"keys": [{"column": "l_shipdate"}]})
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = layout.compact.RewritePlan.from_json(Path(plan_path).read_text())
@@ -126,7 +127,7 @@ def test_metrics_rows_read_back_through_pyiceberg_and_duckdb(compacted, catalog)
     _, _, _, prepared = compacted
     rows = _rows(catalog, prepared.run_id)
     n_probes = len({r["probe"] for r in rows})
-    assert len(rows) == 2 * n_probes and n_probes >= 3 + 8
+    assert len(rows) == 2 * n_probes and n_probes == 3 + 4
     metrics = catalog.load_table(metrics_store.PRUNING_METRICS)
     paths = [t.file.file_path.removeprefix("file://") for t in metrics.scan().plan_files()]
     con = duckdb.connect()
@@ -158,7 +159,8 @@ def test_standard_probes_are_seeded_and_sampled_from_the_data(compacted, catalog
     assert first == standard_probes(table, ["l_shipdate", "l_orderkey"]), "same data, same probes"
     assert [p.name for p in first[:4]] == ["std_l_shipdate_point", "std_l_shipdate_0_1pct", "std_l_shipdate_1pct",
                                           "std_l_shipdate_10pct"]
-    rows = {p.name: measure_probe("demo.lineitem", p, run_id="t", phase="on-demand") for p in first}
+    rows = {p.name: measure_probe("demo.lineitem", p, run_id="t", phase="on-demand") for p in first
+            if p.name in ("std_l_orderkey_1pct", "std_l_orderkey_10pct")}
     total = rows["std_l_orderkey_10pct"].rows_total
     # ~0.1% / 1% / 10% of the rows; keys repeat (an order has up to 7 lines), so allow slack.
     for name, fraction in (("1pct", 0.01), ("10pct", 0.1)):
