@@ -19,7 +19,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 .PHONY: help setup check-java demo test lint bench clean
 
 help:
-	@echo "make demo   build the demo warehouse and show its layout (sets everything up in $(VENV))"
+	@echo "make demo   build the demo warehouse, compact it with the lakesort_nightly DAG (Airflow, Spark local)"
 	@echo "make test   run the tests (sets up if needed)"
 	@echo "make lint   ruff over the code;  make bench  run the benchmarks in tests/benchmarks/"
 	@echo "make clean  remove $(VENV), $(TOOLS), the demo home $(DEMO_HOME) and .pyiceberg.yaml"
@@ -38,13 +38,11 @@ setup: check-java $(VENV)/.synced
 check-java:
 	@scripts/check-java
 
+# The demo warehouse, then lakesort_nightly end to end with `airflow dags test` (Airflow home with SQLite in
+# $(DEMO_HOME)/airflow, Spark local, the embedded Iceberg catalog) and a summary; see dags/README.md.
 demo: setup
 	$(VENV)/bin/lakesort demo --home $(DEMO_HOME) --scale $(DEMO_SCALE) --batches $(DEMO_BATCHES)
-	@echo "== before compaction"
-	$(VENV)/bin/lakesort -q inspect demo.lineitem --summary --columns l_shipdate,l_orderkey
-	$(VENV)/bin/lakesort compact demo.lineitem
-	@echo "== after compaction"
-	$(VENV)/bin/lakesort -q inspect demo.lineitem --summary --columns l_shipdate,l_orderkey
+	$(VENV)/bin/python scripts/airflow_demo.py --home $(DEMO_HOME)
 
 test: setup
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -317,8 +317,7 @@ def prepare_table(item: dict[str, Any], context) -> dict[str, Any]:
             release_lease(table, owner)
             return {**result, "status": "dry-run", "jobs": [], "plan": view}
         if prepared.nothing_to_do:
-            pipeline.record(prepared, "nothing-to-do")
-            log.info("%s", prepared.summary())  # "<table>: nothing to do (N partition(s) checked)"
+            pipeline.record(prepared, "nothing-to-do")  # prepare logged "<table>: nothing to do (N partition(s) checked)"
             release_lease(table, owner)
             return {**result, "status": "nothing-to-do", "jobs": []}
         # `layout` reaches the executors as a zip per run, unless the cluster's image has it installed.
@@ -472,11 +471,11 @@ def prepare(item: dict[str, Any]) -> dict[str, Any]:
 def planned(prepared) -> list[dict[str, Any]]:
     """The runs with Spark work; a failed or skipped prepare has no value and drops out here."""
     runs = []
-    for run in prepared:
+    for run in prepared[:]:  # one slice request (iterating probes past the end and logs "XCom not found")
         if run and run.get("status") == "planned":
             runs.append(run)
         elif run:
-            log.info("%s: %s", run["table"], run.get("summary") or run["status"])
+            log.info("%s", run.get("summary") or f"{run['table']}: {run['status']}")
     log.info("%d table(s) to compact: %s", len(runs), ", ".join(r["table"] for r in runs) or "none")
     return runs
 
