@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import DAGS, airflow_env
+from dag_harness import DAGS, airflow_env
 
 EXPECTED = {"lakesort_nightly", "lakesort_backfill", "lakesort_report"}
 COMPACTION_TASKS = {"prepare", "planned", "spark_jobs", "compact", "table.verify", "table.commit",

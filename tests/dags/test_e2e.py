@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 
 import pytest
-from conftest import run_dag
+from dag_harness import run_dag
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
