@@ -122,8 +122,6 @@ def prepare(
     work.mkdir(parents=True, exist_ok=True)
     plan_path = work / "plan.json"
     plan_path.write_text(plan.to_json())
-    if plan.groups and not dry_run:
-        check_inputs(plan)  # a corrupt input fails here, named, before any Spark work
     prepared = PreparedRun(
         table=spec.table, catalog=spec.catalog, run_id=plan.run_id, trigger=trigger, dry_run=dry_run,
         started_at=started, work_dir=str(work), plan_path=str(plan_path),
@@ -133,6 +131,9 @@ def prepare(
         jobs=_jobs(plan, work, max_job_bytes),
     )
     prepared.path.write_text(prepared.model_dump_json(indent=1))
+    if plan.groups and not dry_run:
+        with _failure_recorded(prepared, "prepare"):  # so the report shows the table's failure
+            check_inputs(plan)  # a corrupt input fails here, named, before any Spark work
     log.info("%s", prepared.summary())
     for decision in plan.partitions:
         log.info("  %s: %s (%s)", decision.partition or "<unpartitioned>", decision.action,

@@ -727,6 +727,11 @@ def test_corrupt_input_file_fails_the_job_and_commits_nothing(demo_home):
     assert table.current_snapshot().snapshot_id == before.snapshot_id
     assert {f.file_path for f in live_files(table)} == before.files
     assert staged_files(table) == []
+    # The run is recorded as failed, naming the file, so the owners' report shows it.
+    from layout.metrics import read_runs
+
+    failed = [r for r in read_runs(load_catalog()).to_pylist() if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["error"].startswith("prepare: ") and Path(local).name in failed[0]["error"]
 
 
 def test_unknown_sort_key_is_a_config_error_before_any_spark_work(demo_home, monkeypatch):
