@@ -179,6 +179,13 @@ class TableView:
         return self.runs[-1] if self.runs else None
 
     @property
+    def last_verification(self) -> str:
+        """The latest run that verified anything (a nothing-to-do run verifies nothing, so it does not
+        hide the state of the files a previous run wrote)."""
+        verified = [r for r in self.runs if r["verification"] in ("passed", "failed")]
+        return _badge(verified[-1]["verification"]) if verified else DASH
+
+    @property
     def measured(self) -> bool:
         return any(p.latest is not None for p in self.probes)
 
@@ -510,7 +517,7 @@ def _table_page(view: TableView, out_dir: Path, generated: datetime) -> str:
     spec, run, current = view.spec, view.last_run, view.current_files()
     catalog = f" \u00b7 catalog <code>{_e(spec.catalog)}</code>" if spec and spec.catalog else ""
     cards = [("Last run", f"{_badge(run['status'])} {_when(run['started_at'])}" if run else "no runs yet"),
-             ("Verification", _badge(run["verification"]) if run else DASH),
+             ("Verification", view.last_verification),
              ("Data files", _count(current[0]) if current else DASH),
              ("Average file size", format_bytes(current[1]) if current else DASH),
              ("Probes", f"{sum(1 for p in view.probes if p.latest)} of {len(view.probes)} measured")]
@@ -541,7 +548,7 @@ def _index_page(views: list[TableView], out_dir: Path, generated: datetime) -> s
         link = f'<a href="tables/{_e(table_page_name(view.table))}">{_e(view.table)}</a>'
         rows.append([link, _owner(view.spec),
                      f"{_badge(run['status'])} {_when(run['started_at'])}" if run else "no runs yet",
-                     _badge(run["verification"]) if run else DASH, change,
+                     view.last_verification, change,
                      _count(current[0]) if current else DASH, format_bytes(current[1]) if current else DASH])
     if rows:
         body.append(_table(["Table", "Owner", "Last run", "Verification", "After the last compaction",

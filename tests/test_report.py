@@ -427,3 +427,12 @@ def test_write_reports_defaults(iceberg_catalog, tmp_path, monkeypatch, history)
 def test_write_reports_before_anything_was_recorded(iceberg_catalog, tmp_path):
     index = write_reports(tmp_path / "r", catalog=iceberg_catalog, specs=[spec("a.t")])
     assert "Registered but never measured" in page(index, "a.t")
+
+
+def test_a_nothing_to_do_run_keeps_the_last_verification(tmp_path):
+    runs = [run("t.a", "r1", T0, verification="failed"),
+            run("t.a", "r2", T0 + timedelta(days=1), verification="passed"),
+            run("t.a", "r3", T0 + timedelta(days=2), status="nothing-to-do", verification="skipped")]
+    index = render(tmp_path, [], runs, [spec("t.a")])
+    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "t.a")[2:4] == [
+        "nothing-to-do 2025-03-03 02:00 UTC", "passed"]
