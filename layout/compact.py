@@ -54,19 +54,37 @@ class CompactResult:
 
 
 def find_spec(table: str, tables_dir: Path | None = None):
-    """The spec of `table` among `dags/tables/*.yaml` (or LAKESORT_TABLES_DIR)."""
-    from layout.spec import load_specs
+    """The spec of `table` among `dags/tables/*.yaml` (or LAKESORT_TABLES_DIR).
+
+    Each file is loaded on its own: a broken spec of another table is logged and does not stop this one.
+    """
+    from layout.spec import load_spec
 
     directory = tables_dir or Path(os.environ.get("LAKESORT_TABLES_DIR", TABLES_DIR))
     if not directory.is_dir():
         raise ConfigError(f"no table specs: {directory} is not a directory (pass --spec, or set LAKESORT_TABLES_DIR)")
-    specs = load_specs(directory)
-    for spec in specs:
+    found, broken, known = [], [], []
+    for path in sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()):
+        try:
+            spec = load_spec(path)
+        except LakesortError as exc:
+            broken.append(exc)
+            continue
+        known.append(spec.table)
         if spec.table == table:
-            return spec
-    known = ", ".join(s.table for s in specs) or "none"
-    raise ConfigError(f"no spec for table {table!r} in {directory} (specs exist for: {known}); add "
-                      f"{directory}/<name>.yaml or pass --spec")
+            found.append(spec)
+    if len(found) > 1:
+        raise ConfigError(f"{found[1].source}: table: {table!r} is already specified in {found[0].source}; "
+                          "keep one spec per table")
+    if found:
+        for exc in broken:
+            log.warning("ignoring a broken table spec (it is not %s's): %s", table, exc)
+        return found[0]
+    if broken:
+        raise ConfigError(f"no valid spec for table {table!r} in {directory}; broken spec(s), one may be "
+                          "this table's:\n" + "\n".join(str(e) for e in broken))
+    raise ConfigError(f"no spec for table {table!r} in {directory} (specs exist for: {', '.join(known) or 'none'}); "
+                      f"add {directory}/<name>.yaml or pass --spec")
 
 
 def spark_submit_binary() -> str:

@@ -1,0 +1,36 @@
+"""The table registry: one broken spec does not stop the other tables; a table's own broken spec is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from layout.compact import find_spec
+from layout.errors import ConfigError
+
+GOOD = """table: {table}
+owner: {{name: Team, email: team@example.com}}
+sort: {{keys: [{{column: id}}]}}
+"""
+
+
+def test_a_broken_spec_of_another_table_is_skipped(tmp_path, caplog):
+    (tmp_path / "a.yaml").write_text(GOOD.format(table="ns.a"))
+    (tmp_path / "b.yaml").write_text("table: ns.b\nowner: {name: Team}\ntarget_file_size: lots\n")
+    assert find_spec("ns.a", tmp_path).table == "ns.a"
+    assert "b.yaml" in caplog.text and "ignoring a broken table spec" in caplog.text
+
+
+def test_a_tables_own_broken_spec_is_the_error(tmp_path):
+    (tmp_path / "a.yaml").write_text(GOOD.format(table="ns.a"))
+    (tmp_path / "b.yaml").write_text("table: ns.b\nowner: {name: Team}\ntarget_file_size: lots\n")
+    with pytest.raises(ConfigError, match=r"(?s)no valid spec for table 'ns.b'.*b.yaml: target_file_size"):
+        find_spec("ns.b", tmp_path)
+
+
+def test_unknown_and_duplicate_tables(tmp_path):
+    (tmp_path / "a.yaml").write_text(GOOD.format(table="ns.a"))
+    with pytest.raises(ConfigError, match=r"no spec for table 'ns.z'.*specs exist for: ns.a"):
+        find_spec("ns.z", tmp_path)
+    (tmp_path / "a2.yml").write_text(GOOD.format(table="ns.a"))
+    with pytest.raises(ConfigError, match="already specified"):
+        find_spec("ns.a", tmp_path)
