@@ -102,6 +102,23 @@ def work_root() -> Path:
     return Path(os.environ.get("LAKESORT_WORK_DIR") or Path(tempfile.gettempdir()) / "lakesort-work")
 
 
+def prune_work_dirs(table_dir: Path, *, keep_days: float | None = None, now: float | None = None) -> int:
+    """Remove a table's run directories (plans, manifests, the layout zip) older than `keep_days`
+    ($LAKESORT_WORK_KEEP_DAYS, default 14): a nightly run leaves one a night. Returns how many went."""
+    import shutil
+
+    days = keep_days if keep_days is not None else float(os.environ.get("LAKESORT_WORK_KEEP_DAYS", "14"))
+    cutoff = (now if now is not None else time.time()) - days * 86_400
+    removed = 0
+    for run in table_dir.glob("*/run.json"):
+        if run.stat().st_mtime < cutoff:
+            shutil.rmtree(run.parent, ignore_errors=True)
+            removed += 1
+    if removed:
+        log.info("removed %d run director(ies) older than %g days under %s", removed, days, table_dir)
+    return removed
+
+
 def prepare(
     table_id: str, *, spec=None, partitions: Sequence[str] | None = None, force: bool = False,
     trigger: Trigger = "manual", dry_run: bool = False, work_dir: Path | None = None,
@@ -118,6 +135,8 @@ def prepare(
     snapshot = table.current_snapshot()
     files_before, bytes_before = live_totals(table)
     plan = plan_rewrite(table, spec, partitions=partitions, force=force)
+    if work_dir is None:
+        prune_work_dirs(work_root() / spec.table)
     work = Path(work_dir or work_root() / spec.table / plan.run_id)
     work.mkdir(parents=True, exist_ok=True)
     plan_path = work / "plan.json"

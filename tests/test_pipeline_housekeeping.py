@@ -1,4 +1,5 @@
-"""The table registry: one broken spec does not stop the other tables; a table's own broken spec is named."""
+"""Housekeeping of the pipeline: the table registry (one broken spec does not stop the other tables) and the
+run directories (old ones are pruned)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,21 @@ def test_unknown_and_duplicate_tables(tmp_path):
     (tmp_path / "a2.yml").write_text(GOOD.format(table="ns.a"))
     with pytest.raises(ConfigError, match="already specified"):
         find_spec("ns.a", tmp_path)
+
+
+def test_old_run_directories_are_pruned(tmp_path):
+    import os
+    import time
+
+    from layout.pipeline import prune_work_dirs
+
+    old, new = tmp_path / "20250101T000000-a", tmp_path / "20260101T000000-b"
+    for run in (old, new):
+        run.mkdir()
+        (run / "run.json").write_text("{}")
+        (run / "plan.json").write_text("{}")
+    (tmp_path / "lease.json").write_text("{}")  # a table's lease lives beside the runs: never touched
+    now = time.time()
+    os.utime(old / "run.json", (now - 20 * 86_400, now - 20 * 86_400))
+    assert prune_work_dirs(tmp_path, keep_days=14, now=now) == 1
+    assert not old.exists() and (new / "plan.json").exists() and (tmp_path / "lease.json").exists()
