@@ -87,6 +87,11 @@ def spark():
         yield session
     finally:
         session.stop()
+        # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after pytest
+        # closed the stream its capture handler writes to: a "--- Logging error ---" traceback otherwise.
+        import logging
+
+        logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
