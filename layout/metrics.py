@@ -155,26 +155,12 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
                   phase: Phase) -> Measurement:
     """Plan `probe` cold and warm on the snapshot, then count the pages the matching rows need."""
     from layout.cache import MetadataCache
-    from layout.parquet import ParquetFile
-    from layout.plan import needed_columns, plan, selected_pages
-    from layout.scan import match_selections
+    from layout.plan import plan
 
     cache = MetadataCache()
     cold = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
     warm = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
-    pages_ideal = bytes_ideal = rows_matching = 0
-    for file, groups in match_selections(warm):
-        pf = None
-        for rg, matched in groups:
-            if not matched:
-                continue
-            pf = pf or ParquetFile.open(file.path, filesystem=file.filesystem)
-            index = {c.name: c.index for c in pf.columns}
-            rows_matching += matched.row_count
-            for name in needed_columns(warm, pf):
-                pages, nbytes = selected_pages(pf, rg.index, index[name], matched)
-                pages_ideal += pages
-                bytes_ideal += nbytes
+    pages_ideal, bytes_ideal, rows_matching = ideal(warm)
     c = warm.counts
     return Measurement(
         run_id=run_id, phase=phase, table=source, snapshot_id=snapshot_id,
@@ -187,6 +173,28 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
         efficiency=bytes_ideal / c.bytes_selected if c.bytes_selected else 1.0,
         plan_cold_ms=cold.plan_ms, plan_warm_ms=warm.plan_ms,
     )
+
+
+def ideal(planned) -> tuple[int, int, int]:
+    """(pages, bytes, rows) of the ideal read of a plan: the pages of its columns that hold a matching row."""
+    from layout.parquet import ParquetFile
+    from layout.plan import needed_columns, selected_pages
+    from layout.scan import match_selections
+
+    pages_ideal = bytes_ideal = rows_matching = 0
+    for file, groups in match_selections(planned):
+        pf = None
+        for rg, matched in groups:
+            if not matched:
+                continue
+            pf = pf or ParquetFile.open(file.path, filesystem=file.filesystem)
+            index = {c.name: c.index for c in pf.columns}
+            rows_matching += matched.row_count
+            for name in needed_columns(planned, pf):
+                pages, nbytes = selected_pages(pf, rg.index, index[name], matched)
+                pages_ideal += pages
+                bytes_ideal += nbytes
+    return pages_ideal, bytes_ideal, rows_matching
 
 
 def probes_for(spec, table: Table, snapshot_id: int | None = None) -> list[Probe]:

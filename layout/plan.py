@@ -170,8 +170,7 @@ def plan(
     projected = tuple(columns) if columns is not None else None
     for name in (*predicate_columns, *(projected or ())):
         first.column(name)  # UsageError naming the file and the valid columns
-    needed = sorted(set(predicate_columns) | set(projected if projected is not None else
-                                                 (c.name for c in first.columns)))
+    needed = _needed(predicate_columns, projected, first)
     tally = _Tally()
     file_plans = []
     comparisons = 0
@@ -395,9 +394,11 @@ def selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) 
 
 def needed_columns(plan: Plan, pf: ParquetFile) -> list[str]:
     """The columns a plan's counts cover in `pf`: the predicate's and the projection (None: all)."""
-    wanted = set(expr_columns(plan.predicate)) | set(plan.columns if plan.columns is not None
-                                                    else (c.name for c in pf.columns))
-    return sorted(c.name for c in pf.columns if c.name in wanted)
+    return [n for n in _needed(expr_columns(plan.predicate), plan.columns, pf) if pf.has_column(n)]
+
+
+def _needed(predicate_columns, projected: Sequence[str] | None, pf: ParquetFile) -> list[str]:
+    return sorted(set(predicate_columns) | set(projected if projected is not None else (c.name for c in pf.columns)))
 
 
 __all__ = ["FilePlan", "Plan", "PlanCounts", "RowGroupPlan", "kind_of", "needed_columns", "plan", "selected_pages"]

@@ -17,22 +17,8 @@ import time
 from layout.cache import MetadataCache
 from layout.catalog import load_table
 from layout.compact import find_spec
-from layout.metrics import owner_probes
-from layout.parquet import ParquetFile
-from layout.plan import needed_columns, plan, selected_pages
-from layout.scan import match_selections
-
-
-def ideal(p) -> int:
-    total = 0
-    for file, groups in match_selections(p):
-        pf = None
-        for rg, matched in groups:
-            if matched:
-                pf = pf or ParquetFile.open(file.path, filesystem=file.filesystem)
-                index = {c.name: c.index for c in pf.columns}
-                total += sum(selected_pages(pf, rg.index, index[n], matched)[1] for n in needed_columns(p, pf))
-    return total
+from layout.metrics import ideal, owner_probes
+from layout.plan import plan
 
 
 def best(fn, repeats: int) -> tuple[float, object]:
@@ -51,7 +37,7 @@ def measure_one(table: str, probe, snapshot: int, repeats: int) -> tuple[float, 
     cache = MetadataCache()
     warm_plan = plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot)
     warm, _ = best(lambda: plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot), repeats)
-    took, _ = best(lambda: ideal(warm_plan), repeats)
+    took, _ = best(lambda: ideal(warm_plan), repeats)  # layout.metrics.ideal
     return cold, warm, took
 
 
