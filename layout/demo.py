@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from layout.catalog import load_catalog, write_sql_catalog_config
+from layout.catalog import DEFAULT_CATALOG, load_catalog, write_sql_catalog_config
 from layout.errors import InputError, UsageError
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,12 @@ def build_demo(
     if scale <= 0 or batches < 1:
         raise UsageError(f"demo needs a positive scale factor and at least one batch (got {scale}, {batches})")
     started = time.perf_counter()
-    write_sql_catalog_config(home, config_dir or Path.cwd())
+    if os.environ.get(f"PYICEBERG_CATALOG__{DEFAULT_CATALOG.upper()}__URI"):
+        # A deployment configures the catalog (docker/compose.yaml): use it, write no SQLite config beside it.
+        log.info("using the catalog %r configured by PYICEBERG_CATALOG__%s__* variables", DEFAULT_CATALOG,
+                 DEFAULT_CATALOG.upper())
+    else:
+        write_sql_catalog_config(home, config_dir or Path.cwd())
     catalog = load_catalog()
     catalog.create_namespace_if_not_exists("demo")
     try:

@@ -502,8 +502,8 @@ def test_readme_points_at_the_standalone_cluster_test():
 
 
 def test_demo_loads_into_the_catalog_the_stack_configures(services, tmp_path, monkeypatch):
-    """`lakesort demo` writes a SQLite .pyiceberg.yaml, but the stack's PYICEBERG_* variables win: the table
-    lands in the stack's catalog and warehouse (a SQLite file and tmp_path stand in for Postgres and the volume)."""
+    """With the stack's PYICEBERG_* variables, `lakesort demo` writes no SQLite .pyiceberg.yaml: the table lands
+    in the stack's catalog and warehouse (a SQLite file and tmp_path stand in for Postgres and the volume)."""
     import pyiceberg.catalog
     from pyiceberg.utils.config import Config
 
@@ -528,7 +528,7 @@ def test_demo_loads_into_the_catalog_the_stack_configures(services, tmp_path, mo
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
 
     summary = build_demo(tmp_path / "demo-home", scale=0.001, batches=1)
-    assert summary.created and (work / ".pyiceberg.yaml").exists()
+    assert summary.created and not (work / ".pyiceberg.yaml").exists()
     table = load_catalog("lakesort").load_table("demo.lineitem")
     assert table.location().startswith(warehouse.as_uri()), "the demo must write into the stack's warehouse"
     assert (tmp_path / "stack.db").exists() and not (tmp_path / "demo-home" / "catalog.db").exists()
