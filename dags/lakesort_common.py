@@ -161,14 +161,20 @@ def acquire_lease(table: str, owner: dict[str, str]) -> None:
     raise TableBusy(f"{table}: could not take the lease {path}")
 
 
-def release_lease(table: str, owner: dict[str, str]) -> None:
-    path = _lease_path(table)
+def _release_if_held(path: Path, owner: dict[str, str]) -> bool:
+    """Remove the lease at `path` when `owner`'s run holds it; True when it did."""
     try:
         held = json.loads(path.read_text())
     except (OSError, ValueError):
-        return
-    if _same_run(held, owner):
-        path.unlink(missing_ok=True)
+        return False
+    if not _same_run(held, owner):
+        return False
+    path.unlink(missing_ok=True)
+    return True
+
+
+def release_lease(table: str, owner: dict[str, str]) -> None:
+    _release_if_held(_lease_path(table), owner)
 
 
 def sweep_leases(owner: dict[str, str]) -> int:
@@ -176,16 +182,7 @@ def sweep_leases(owner: dict[str, str]) -> int:
     early, for example upstream_failed, released nothing)."""
     from layout.pipeline import work_root
 
-    swept = 0
-    for path in work_root().glob("*/lease.json"):
-        try:
-            held = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if _same_run(held, owner):
-            path.unlink(missing_ok=True)
-            swept += 1
-    return swept
+    return sum(_release_if_held(path, owner) for path in work_root().glob("*/lease.json"))
 
 
 # ---- backfill requests ----------------------------------------------------------------------------------

@@ -178,10 +178,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_gx(args: argparse.Namespace, spec) -> bool:
     """The spec's GX suite on the layout facts, Data Docs into --docs; True when no error expectation failed."""
+    from layout.compact import report_dir
     from layout.expectations import facts_for_source, validate_facts
 
     facts, spec, keys = facts_for_source(args.source, spec)
-    result = validate_facts(facts, spec, keys, docs_dir=Path(args.docs))
+    result = validate_facts(facts, spec, keys, docs_dir=Path(args.docs) if args.docs else report_dir() / "gx")
     for severity, lines in (("error", result.errors), ("warning", result.warnings)):
         if lines:
             print(f"gx {severity}s ({len(lines)}):")
@@ -306,8 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='one JSON document: {"ok": ..., "findings": [...]}')
     p.add_argument("--gx", action="store_true",
                    help="also validate the spec's Great Expectations suite and build Data Docs")
-    p.add_argument("--docs", metavar="DIR", default=".lakesort/reports/gx",
-                   help="with --gx: Data Docs go to DIR/gx-data-docs/ (default: %(default)s)")
+    p.add_argument("--docs", metavar="DIR",
+                   help="with --gx: Data Docs go to DIR/gx-data-docs/ (default: $LAKESORT_REPORT_DIR/gx, "
+                        "else .lakesort/reports/gx, where compaction puts them too)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("cleanup", help="remove staged files orphaned by crashed runs",

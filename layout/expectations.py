@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DOCS_SUBDIR = "gx-data-docs"
-DEFAULT_DOCS_DIR = Path(".lakesort/reports/gx")
 GX_DIR = "gx"
 SITE_NAME = "lakesort"
 EXPECTED_ROWS = "expected_rows"  # suite parameter of the data suite
@@ -472,6 +471,6 @@ def _describe(config: Any, outcome: Any) -> str:
 
 
 __all__ = [
-    "DEFAULT_DOCS_DIR", "ExpectationsFailed", "GxResult", "data_suite_for", "facts_for_source", "gx_verifier",
+    "ExpectationsFailed", "GxResult", "data_suite_for", "facts_for_source", "gx_verifier",
     "open_project", "save_suites", "suite_for", "validate_facts", "validate_staged_data",
 ]

@@ -310,12 +310,11 @@ def record(prepared: PreparedRun, status: str, **figures: Any) -> None:
     from layout.catalog import load_catalog
     from layout.metrics import RunRecord, record_run
 
-    plan = prepared.plan()
     row = RunRecord(
         run_id=prepared.run_id, table=prepared.table, status=status, trigger=prepared.trigger,
         started_at=dt.datetime.fromtimestamp(prepared.started_at, dt.UTC),
         duration_s=time.time() - prepared.started_at, snapshot_before=prepared.snapshot_before,
-        partitions_rewritten=len(prepared.partitions), groups=len(plan.groups),
+        partitions_rewritten=len(prepared.partitions), groups=sum(len(j.group_ids) for j in prepared.jobs),
         files_before=prepared.files_before, bytes_before=prepared.bytes_before,
         files_after=figures.pop("files_after", prepared.files_before),
         bytes_after=figures.pop("bytes_after", prepared.bytes_before), **figures,

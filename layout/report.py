@@ -54,11 +54,10 @@ if TYPE_CHECKING:
 
     from layout.spec import TableSpec
 
-__all__ = ["DEFAULT_REPORT_DIR", "render_reports", "table_page_name", "write_reports"]
+__all__ = ["render_reports", "table_page_name", "write_reports"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REPORT_DIR = Path(".lakesort/reports")
 LAST_RUNS = 20
 _GX_PAGES = ("gx/index.html", "gx/gx-data-docs/index.html")  # ours, then layout.expectations' site
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -612,8 +611,9 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
 
     from layout import metrics_store as store
     from layout.catalog import load_catalog
+    from layout.compact import report_dir
 
-    out_dir = Path(out_dir or os.environ.get("LAKESORT_REPORT_DIR") or DEFAULT_REPORT_DIR)
+    out_dir = Path(out_dir or report_dir())
     specs = list(_default_specs() if specs is None else specs)
     if catalog is not None:
         catalogs = [catalog]
