@@ -103,7 +103,8 @@ def find_spec(table: str):
 
 
 class TableBusy(Exception):
-    """Another DAG run holds the table's lease."""
+    """Another run holds the table's lease: `layout.lease.TableBusy`, raised again as this class because
+    the DAG files import no `layout` when they are parsed."""
 
 
 def _owner(context) -> dict[str, str]:
@@ -111,78 +112,40 @@ def _owner(context) -> dict[str, str]:
             "acquired_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
-def _lease_path(table: str) -> Path:
-    from layout.pipeline import work_root
+def _lease_owner(owner: dict[str, Any]):
+    """The DAG run's owner record (a dict: it travels through XCom) as a `layout.lease.LeaseOwner`."""
+    from layout.lease import LeaseOwner
 
-    return work_root() / table / "lease.json"
-
-
-def _same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a.get("dag_id") == b.get("dag_id") and a.get("run_id") == b.get("run_id")
+    return LeaseOwner.model_validate({"kind": "dag", **owner})
 
 
 def acquire_lease(table: str, owner: dict[str, str]) -> None:
-    """Take the table's lease: a file created exclusively in the work root, so a nightly and a backfill
-    run (different DAGs: max_active_runs cannot see each other) never work on one table at once.
+    """Take the table's lease (`layout.lease`, shared with the CLI), so a nightly and a backfill run
+    (different DAGs: max_active_runs cannot see each other) never work on one table at once.
 
     The same DAG run takes it again (a retried task). A lease older than LAKESORT_LEASE_TTL_HOURS is a
     dead run's and is broken. The work root must be shared by every worker, as the run files already are.
     """
-    path = _lease_path(table)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(3):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                held = json.loads(path.read_text())
-                since = dt.datetime.fromisoformat(held["acquired_at"])
-            except (OSError, ValueError, KeyError, TypeError):
-                held, since = {}, dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
-            age = dt.datetime.now(dt.UTC) - since
-            if _same_run(held, owner):
-                path.unlink(missing_ok=True)
-            elif age > LEASE_TTL:
-                log.warning("%s: breaking the lease of %s run %s (taken %s ago, more than %s)", table,
-                            held.get("dag_id"), held.get("run_id"), age, LEASE_TTL)
-                path.unlink(missing_ok=True)
-            elif not held and age < dt.timedelta(minutes=1):
-                raise TableBusy(f"{table}: another run is taking the lease {path} right now") from None
-            elif not held:
-                path.unlink(missing_ok=True)  # unreadable and old: a crash while writing it
-            else:
-                raise TableBusy(
-                    f"{table}: {held.get('dag_id')} run {held.get('run_id')} is working on this table since "
-                    f"{held.get('acquired_at')} (lease {path}); a table never has two runs at once") from None
-            continue
-        with os.fdopen(fd, "w") as out:
-            json.dump(owner, out)
-        return
-    raise TableBusy(f"{table}: could not take the lease {path}")
+    from layout import lease
 
-
-def _release_if_held(path: Path, owner: dict[str, str]) -> bool:
-    """Remove the lease at `path` when `owner`'s run holds it; True when it did."""
     try:
-        held = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    if not _same_run(held, owner):
-        return False
-    path.unlink(missing_ok=True)
-    return True
+        lease.acquire_lease(table, _lease_owner(owner), ttl=LEASE_TTL)
+    except lease.TableBusy as exc:
+        raise TableBusy(str(exc)) from exc
 
 
 def release_lease(table: str, owner: dict[str, str]) -> None:
-    _release_if_held(_lease_path(table), owner)
+    from layout.lease import release_lease as release
+
+    release(table, _lease_owner(owner))
 
 
 def sweep_leases(owner: dict[str, str]) -> int:
     """Release every lease this DAG run still holds (the last task's job: a table whose tasks stopped
     early, for example upstream_failed, released nothing)."""
-    from layout.pipeline import work_root
+    from layout.lease import sweep_leases as sweep
 
-    return sum(_release_if_held(path, owner) for path in work_root().glob("*/lease.json"))
+    return sweep(_lease_owner(owner))
 
 
 # ---- backfill requests ----------------------------------------------------------------------------------

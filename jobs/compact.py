@@ -48,27 +48,141 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+SESSION_CONF = {
+    # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # The fingerprint hashes map columns too: their entries keep their order from read to write, so the
+    # hash (which Spark refuses on maps by default because equal maps may order entries differently) is
+    # deterministic here.
+    "spark.sql.legacy.allowHashOnMapType": "true",
+}
+
+
 def staging_dir(plan) -> str:
     """Staged files live under the table's data directory, where they stay once committed."""
     return f"{plan.table_location.rstrip('/')}/data/lakesort-staging/{plan.run_id}"
 
 
 def spark_schema(plan):
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
+    """The table's schema as Spark types, with Iceberg's nullability and each struct field's Iceberg field
+    id as `parquet.field.id` (parquet-mr writes it: spark.sql.parquet.fieldId.write.enabled is on)."""
     from pyiceberg.schema import Schema
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql import types as T
 
-    return from_arrow_schema(schema_to_pyarrow(Schema.model_validate_json(plan.table_schema_json), include_field_ids=False))
+    return T.StructType([_struct_field(f) for f in Schema.model_validate_json(plan.table_schema_json).fields])
 
 
-GROUP = "lakesort_group"  # no leading underscore: readers skip `_` directories
+def _struct_field(field):
+    from pyspark.sql import types as T
+
+    return T.StructField(field.name, _spark_type(field.field_type), nullable=not field.required,
+                         metadata={"parquet.field.id": field.field_id})
+
+
+def _spark_type(t):
+    """Iceberg type -> Spark type. Types Spark cannot write (uuid, fixed, time) are refused at plan time
+    (`layout.admission`); reaching one here is a bug."""
+    from pyiceberg import types as I
+    from pyspark.sql import types as T
+
+    simple = {I.BooleanType: T.BooleanType, I.IntegerType: T.IntegerType, I.LongType: T.LongType,
+              I.FloatType: T.FloatType, I.DoubleType: T.DoubleType, I.DateType: T.DateType,
+              I.StringType: T.StringType, I.BinaryType: T.BinaryType,
+              # Iceberg timestamptz is an instant (Spark TimestampType); timestamp is wall-clock (NTZ).
+              I.TimestamptzType: T.TimestampType, I.TimestampType: T.TimestampNTZType}
+    for iceberg, spark in simple.items():
+        if type(t) is iceberg:
+            return spark()
+    if isinstance(t, I.DecimalType):
+        return T.DecimalType(t.precision, t.scale)
+    if isinstance(t, I.StructType):
+        return T.StructType([_struct_field(f) for f in t.fields])
+    if isinstance(t, I.ListType):
+        return T.ArrayType(_spark_type(t.element_type), containsNull=not t.element_required)
+    if isinstance(t, I.MapType):
+        return T.MapType(_spark_type(t.key_type), _spark_type(t.value_type), valueContainsNull=not t.value_required)
+    raise TypeError(f"Iceberg type {t} has no Spark type lakesort writes; the planner should have refused it")
+
+
+def nested_field_ids(plan) -> dict[tuple[str, ...], int]:
+    """Iceberg ids of list elements and map keys/values by their Parquet path as Spark writes them
+    (`x.list.element`, `x.key_value.key`, `x.key_value.value`): parquet-mr gets ids only for struct fields."""
+    from pyiceberg import types as I
+    from pyiceberg.schema import Schema
+
+    ids: dict[tuple[str, ...], int] = {}
+
+    def visit(t, path):
+        if isinstance(t, I.StructType):
+            for f in t.fields:
+                visit(f.field_type, (*path, f.name))
+        elif isinstance(t, I.ListType):
+            ids[(*path, "list", "element")] = t.element_id
+            visit(t.element_type, (*path, "list", "element"))
+        elif isinstance(t, I.MapType):
+            ids[(*path, "key_value", "key")] = t.key_id
+            ids[(*path, "key_value", "value")] = t.value_id
+            visit(t.key_type, (*path, "key_value", "key"))
+            visit(t.value_type, (*path, "key_value", "value"))
+
+    visit(Schema.model_validate_json(plan.table_schema_json).as_struct(), ())
+    return ids
+
+
+def add_nested_field_ids(spark, plan, target: str) -> None:
+    """Give list elements and map keys/values their Iceberg field ids in every written footer
+    (`layout.parquet.field_ids`), in the executors: a footer splice, the file rewritten once."""
+    from layout.io import find_parquet_files
+    from layout.parquet.field_ids import patch_path
+
+    ids = nested_field_ids(plan)
+    if not ids:
+        return
+    scheme = target.split("://", 1)[0] + "://" if "://" in target else ""
+    paths = [scheme + p if scheme and not p.startswith(scheme) else p for _, p in find_parquet_files(target)]
+    t0 = time.perf_counter()
+    slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 2))
+    changed = sum(spark.sparkContext.parallelize(paths, slices).map(lambda p: patch_path(p, ids)).collect())
+    log.info("added list/map field ids to %d of %d file(s) in %.1fs", changed, len(paths), time.perf_counter() - t0)
+
+
+def read_inputs(spark, plan, groups):
+    """The planned files' rows as Iceberg defines them (`layout.iceberg_input`: pyiceberg's reader in the
+    executors), tagged with group and partition key. Files are spread over tasks balanced by bytes."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from layout.iceberg_input import GROUP, PART, PART_KEY, InputSource, tagged_batches
+
+    schema = spark_schema(plan)
+    out_schema = T.StructType([*schema.fields, T.StructField(GROUP, T.IntegerType(), False),
+                               T.StructField(PART, T.StringType(), False), T.StructField(PART_KEY, T.StringType(), False)])
+    target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
+    files = sorted(((g.group_id, f) for g in groups for f in g.inputs), key=lambda x: -x[1].size)
+    tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 4))
+    slices: list[list] = [[] for _ in range(tasks)]
+    for i, (gid, f) in enumerate(files):  # round robin over size-descending files: balanced bytes
+        slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size))
+    rows = [r for s in slices for r in s]
+    file_schema = T.StructType([T.StructField("group_id", T.IntegerType()), T.StructField("path", T.StringType()),
+                                T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
+                                T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType())])
+    listing = spark.createDataFrame(spark.sparkContext.parallelize(rows, tasks), file_schema)
+    source = InputSource(metadata_location=plan.metadata_location, io_properties=dict(plan.io_properties),
+                         schema_json=plan.table_schema_json)
+    spec_id = plan.partition_spec_id
+
+    def read(batches):
+        return tagged_batches(source, batches, target, spec_id)
+
+    return listing.mapInArrow(read, out_schema), [f.name for f in schema.fields]
 
 
 def compact_groups(spark, plan, groups):
-    """All groups in one job: rows tagged with their group, range-partitioned on (group, sort keys),
-    written with partitionBy(group) so that no file mixes groups (each group is one Iceberg partition).
+    """All groups in one job: rows tagged with their group and current-spec partition, range-partitioned
+    on (group, sort keys), written with partitionBy(group, partition) so that no file mixes partitions.
 
-    The tagged input is persisted: the files are read from storage once, and the per-group counts and
+    The read input is persisted: the files are read from storage once, and the per-group counts and
     fingerprints come from exact aggregations over that same data. (Observed metrics would not do:
     the range partitioner's sampling job runs the plan again and they would count rows twice.)
     """
@@ -77,83 +191,75 @@ def compact_groups(spark, plan, groups):
     from pyspark.sql.window import Window
 
     from layout.fingerprint import spark_row_hash_expr
+    from layout.iceberg_input import GROUP, PART, PART_KEY
 
     t0 = time.perf_counter()
     if not groups:
         return []
-    schema = spark_schema(plan)
-    columns = [f.name for f in schema.fields]
-    # Which group a row belongs to, from the file it came from: a literal map in the plan, not a
-    # DataFrame built in Python (which would start Python workers just for a lookup table).
-    owner = F.create_map(*[x for g in groups for f in g.inputs for x in (F.lit(f.path), F.lit(g.group_id))])
-    paths = [f.path for g in groups for f in g.inputs]
-    base = (spark.read.schema(schema).parquet(*paths).select(*columns)
-            .withColumn(GROUP, F.element_at(owner, F.input_file_name()))
-            .persist(StorageLevel.MEMORY_AND_DISK))
-    required = [f.name for f in table_fields(plan) if f.required]
-    counts = base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows"),
-                                     *[F.count_if(F.col(c).isNull()).alias(f"nulls_{c}") for c in required]).collect()
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+    df, columns = read_inputs(spark, plan, groups)
+    base = df.persist(StorageLevel.MEMORY_AND_DISK)
+    counts = base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows")).collect()
     read = {r[GROUP]: r["rows"] for r in counts}
-    nulls = {c: sum(r[f"nulls_{c}"] for r in counts) for c in required}
-    if any(nulls.values()):
-        bad = ", ".join(f"{c} ({n} nulls)" for c, n in nulls.items() if n)
-        raise RuntimeError(f"required column(s) hold nulls in the input files: {bad}; the table's schema says they "
-                           "cannot: fix the writer that produced them, or make the columns optional")
-    if None in read:
-        raise RuntimeError(f"{read[None]} rows came from files outside the plan: input_file_name() did not match "
-                           "a planned path (scheme or path normalisation differs)")
     df = base
     if plan.keys is not None:
         order = F.col(plan.keys.sequence)
         order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
-        window = Window.partitionBy(GROUP, *plan.keys.columns).orderBy(order)
+        # Keys are unique per current-spec partition: a partition column is a function of the row.
+        window = Window.partitionBy(GROUP, PART, *plan.keys.columns).orderBy(order)
         df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
         df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
     row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
     expected = {r[GROUP]: (r["rows"], r["hash"]) for r in df.groupBy(GROUP).agg(
         F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
-    # Output files: each group gets its own partition ids (one, or one per key-range bucket when it
-    # needs several files); range-partitioning on the id keeps an id whole and neighbouring ids
-    # together, so a file never mixes groups and a group's files hold disjoint, ordered key ranges.
-    base_id, offset = {}, 0
-    for g in groups:
-        base_id[g.group_id] = offset
-        offset += max(1, g.output_files)
-    starts = F.create_map(*[x for g in groups for x in (F.lit(g.group_id), F.lit(base_id[g.group_id]))])
-    files = F.create_map(*[x for g in groups for x in (F.lit(g.group_id), F.lit(max(1, g.output_files)))])
+    part_rows = {(r[GROUP], r[PART]): (r[PART_KEY], r["rows"]) for r in df.groupBy(GROUP, PART).agg(
+        F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows")).collect()}
+    # Output files: each (group, partition) gets its own partition ids (one, or one per key-range bucket
+    # when it needs several files, by its share of the group's rows); range-partitioning on the id keeps
+    # an id whole and neighbouring ids together, so a file never mixes partitions and a partition's files
+    # hold disjoint, ordered key ranges.
+    wanted = {g.group_id: max(1, g.output_files) for g in groups}
+    base_id, files_of, offset = {}, {}, 0
+    for (gid, part), (_, rows) in sorted(part_rows.items()):
+        total = expected[gid][0] or 1
+        n = max(1, round(wanted[gid] * rows / total))
+        base_id[(gid, part)], files_of[(gid, part)] = offset, n
+        offset += n
+    if offset == 0:
+        offset = 1
+    pair = F.concat_ws("/", F.col(GROUP).cast("string"), F.col(PART))
+    starts = F.create_map(*[x for (gid, part), v in base_id.items() for x in (F.lit(f"{gid}/{part}"), F.lit(v))])
+    counts_map = F.create_map(*[x for (gid, part), v in files_of.items() for x in (F.lit(f"{gid}/{part}"), F.lit(v))])
     if plan.strategy == "zorder":
         df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
         order = [F.col("__lakesort_z")]
     else:
         order = [sort_column(k) for k in plan.sort_keys]
-    if any(g.output_files > 1 for g in groups):
-        rank = F.percent_rank().over(Window.partitionBy(GROUP).orderBy(*order))
-        bucket = F.least(F.floor(rank * files[F.col(GROUP)]), files[F.col(GROUP)] - 1)
+    if any(v > 1 for v in files_of.values()):
+        rank = F.percent_rank().over(Window.partitionBy(GROUP, PART).orderBy(*order))
+        bucket = F.least(F.floor(rank * counts_map[pair]), counts_map[pair] - 1)
     else:
         bucket = F.lit(0)
-    df = df.withColumn("__lakesort_file", starts[F.col(GROUP)] + bucket)
-    df = (df.repartitionByRange(offset, "__lakesort_file").sortWithinPartitions(GROUP, *order)
-          .drop("__lakesort_file", "__lakesort_z"))
-    # Spark reads every column as nullable; required table columns must be written REQUIRED, or Iceberg
-    # refuses the files. coalesce() with a typed literal is non-nullable to Spark; nulls were ruled out
-    # above, and the fingerprint was taken before this step, so a replaced null could never pass the commit.
-    # Iceberg readers resolve columns by field id: parquet-mr writes `parquet.field.id` column metadata
-    # as the field id (spark.sql.parquet.fieldId.write.enabled, on by default).
-    ids = {f.name: f.field_id for f in table_fields(plan)}
-
-    def out(c, t):
-        col = F.coalesce(F.col(c), F.lit(_zero(t)).cast(t)) if c in required else F.col(c)
-        return col.alias(c, metadata={"parquet.field.id": ids[c]})
-
-    df = df.select(*[out(f.name, f.dataType) for f in schema.fields], GROUP)
+    df = df.withColumn("__lakesort_file", starts[pair] + bucket)
+    df = (df.repartitionByRange(offset, "__lakesort_file").sortWithinPartitions(GROUP, PART, *order)
+          .drop("__lakesort_file", "__lakesort_z", PART_KEY))
+    # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
+    # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
+    schema = spark_schema(plan)
+    df = df.select(*[F.col(f.name).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
     target = staging_dir(plan)
-    df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP).parquet(target)
+    df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
     base.unpersist()
+    add_nested_field_ids(spark, plan, target)
     seconds = time.perf_counter() - t0
     staged = []
     for g in groups:
         rows, hash_sum = expected.get(g.group_id, (0, None))
-        outputs = list_outputs(f"{target}/{GROUP}={g.group_id}") if rows else []
+        outputs = []
+        for (gid, part), (key, _) in sorted(part_rows.items()):
+            if gid == g.group_id:
+                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key)
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
             input_rows=int(read.get(g.group_id, 0)), expected_rows=int(rows),
@@ -163,27 +269,6 @@ def compact_groups(spark, plan, groups):
                  read.get(g.group_id, 0), len(g.inputs), rows, len(outputs))
     log.info("%d group(s), %d rows in %.1fs", len(groups), sum(read.values()), seconds)
     return staged
-
-
-def table_fields(plan):
-    from pyiceberg.schema import Schema
-
-    return Schema.model_validate_json(plan.table_schema_json).fields
-
-
-def _zero(spark_type):
-    """A literal of the type, only to make a column non-nullable (it never replaces a value)."""
-    from pyspark.sql import types as T
-
-    if isinstance(spark_type, (T.StringType,)):
-        return ""
-    if isinstance(spark_type, T.BinaryType):
-        return bytearray()
-    if isinstance(spark_type, T.BooleanType):
-        return False
-    if isinstance(spark_type, (T.DateType, T.TimestampType, T.TimestampNTZType)):
-        return "1970-01-01"
-    return 0
 
 
 def sort_column(key):
@@ -199,7 +284,7 @@ def zorder_column(df, keys: list[str]):
     """Interleave the bits of each key scaled to [0, 2^bits): numbers and dates by min/max, strings by
     their first bytes. Ties and nulls land together; it is a clustering, not a total order."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, NumericType, StringType, TimestampType
+    from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
 
     bits = 62 // len(keys)
     scaled = []
@@ -212,7 +297,7 @@ def zorder_column(df, keys: list[str]):
             value = F.conv(F.hex(F.substring(F.rpad(col, 7, "\x00"), 1, 7)), 16, 10).cast("double")
             lo, hi = 0.0, float(2**56)
         else:
-            if isinstance(t, (DateType, TimestampType)):
+            if isinstance(t, (DateType, TimestampType, TimestampNTZType)):
                 col = F.unix_micros(col.cast("timestamp"))
             elif not isinstance(t, NumericType):
                 raise TypeError(f"z-order key {name!r} has type {t.simpleString()}: use numbers, dates or strings")
@@ -230,7 +315,7 @@ def zorder_column(df, keys: list[str]):
     return z
 
 
-def list_outputs(directory: str):
+def list_outputs(directory: str, partition_key: str):
     """The Parquet files the write produced, with sizes and row counts from their footers."""
     from layout.io import find_parquet_files
     from layout.manifest import StagedFile
@@ -241,7 +326,7 @@ def list_outputs(directory: str):
     for filesystem, path in find_parquet_files(directory):
         pf = ParquetFile.open(path, filesystem=filesystem)
         uri = scheme + path if scheme and not path.startswith(scheme) else path
-        out.append(StagedFile(path=uri, size=pf.size, rows=pf.num_rows))
+        out.append(StagedFile(path=uri, size=pf.size, rows=pf.num_rows, partition_key=partition_key))
     return out
 
 

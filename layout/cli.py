@@ -77,7 +77,16 @@ def _spec(args: argparse.Namespace):
     from layout.compact import find_spec
     from layout.spec import load_spec
 
-    return load_spec(Path(args.spec)) if args.spec else find_spec(args.table)
+    if not args.spec:
+        return find_spec(args.table)
+    spec = load_spec(Path(args.spec))
+    # TABLE is what gets rewritten (and leased): a spec written for another table must not drive it.
+    if spec.table != args.table:
+        raise UsageError(
+            f"--spec {args.spec} is for table {spec.table}, not {args.table}; pass {spec.table} as TABLE, "
+            f"or the spec of {args.table} (leave out --spec to find it in dags/tables/)"
+        )
+    return spec
 
 
 def cmd_plan_rewrite(args: argparse.Namespace) -> int:
@@ -196,10 +205,19 @@ def _verify_gx(args: argparse.Namespace, spec) -> bool:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from layout.catalog import load_table
-    from layout.commit import cleanup
+    from layout.cleanup import cleanup
+    from layout.lease import LeaseOwner, TableBusy
 
-    removed = cleanup(load_table(args.table))
-    print(f"{args.table}: removed {removed} orphaned staged file(s)")
+    try:  # under the table's lease, as a "cleanup" run: never beside a compaction of the table
+        result = cleanup(load_table(args.table), grace_hours=args.grace_hours, dry_run=args.dry_run,
+                         owner=LeaseOwner.cleanup())
+    except TableBusy as exc:
+        print(f"lakesort cleanup: table busy, nothing deleted: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    verb = "would remove" if result.dry_run else "removed"
+    print(f"{args.table}: {verb} {result.removed} orphaned staged file(s) ({result.bytes_deleted} bytes); kept "
+          f"{result.kept_referenced} referenced by one of {result.snapshots} snapshot(s) and {result.kept_fresh} "
+          f"younger than {result.grace_hours:g}h ({result.seconds:.1f}s)")
     return EXIT_OK
 
 
@@ -313,8 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("cleanup", help="remove staged files orphaned by crashed runs",
-                       description="Delete staged files that no snapshot of the table references.")
+                       description="Delete staged files that no retained snapshot of the table references, "
+                                   "older than a grace period, under the table's lease (never beside a run).")
     p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
+    p.add_argument("--grace-hours", type=float, default=None, metavar="H",
+                   help="keep unreferenced files modified in the last H hours (default: "
+                        "$LAKESORT_CLEANUP_GRACE_HOURS, else 24)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     p.set_defaults(func=cmd_cleanup)
 
     p = sub.add_parser("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",

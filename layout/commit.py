@@ -59,6 +59,7 @@ def commit_rewrite(
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
         check_staged(manifest, _columns(plan))
+        prove_staged(table, plan, manifest)
         if verify is not None:
             verify(manifest)
         return _commit(table, plan, manifest, started)
@@ -106,48 +107,90 @@ def check_staged(manifest: StagedManifest, columns: list[str]) -> None:
     log.info("staged output checked: %d group(s), rows and fingerprints match", len(manifest.groups))
 
 
-def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: float) -> CommitResult:
-    from pyiceberg.io.pyarrow import parquet_files_to_data_files
+COMMIT_ATTEMPTS = 8  # each after re-reading the table; pyiceberg retries inside each attempt as well
 
+
+def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> None:
+    """The metadata proof (`layout.proof`) of every group: Iceberg's manifest statistics of its inputs
+    against its staged files' footers, by field id. Reads metadata only; trusts neither Spark nor pyarrow's
+    reading of the data. Raises `ProofFailed` (a `CommitRefused`) naming the group and column."""
+    from layout.proof import ProofFailed, check_group
+
+    started = time.perf_counter()
     table = table.refresh()
     inputs = {p for g in manifest.groups for p in g.inputs}
-    outputs = [f.path for g in manifest.groups for f in g.outputs]
-    if not inputs and not outputs:
-        return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started)
-    live = {t.file.file_path: t.file for t in table.scan().plan_files()}
+    live = _live_inputs(table, inputs)
     gone = sorted(inputs - live.keys())
     if gone:
-        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
-                            f"rewrote or removed them), e.g. {gone[0]}; nothing committed, the next run retries")
-    new_files = list(parquet_files_to_data_files(io=table.io, table_metadata=table.metadata, file_paths=iter(outputs)))
-    order_id = table.sort_order().order_id
-    if order_id:  # the rows are sorted by the table's order (the spec defaults to it)
-        for df in new_files:
-            df.sort_order_id = order_id
-    rows = sum(g.expected_rows for g in manifest.groups)
-    removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
-    added_bytes = sum(f.size for g in manifest.groups for f in g.outputs)
-    props = {
-        RUN_ID: plan.run_id, SPEC_HASH: plan.spec_hash, "lakesort.rows": str(rows),
-        "lakesort.input-files": str(len(inputs)), "lakesort.output-files": str(len(outputs)),
-        "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
-        "lakesort.base-snapshot-id": str(plan.snapshot_id),
-    }
-    # The one step that changes the table: atomic in the catalog, refused if anyone committed since refresh.
+        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table}, e.g. {gone[0]}; nothing "
+                            "committed, the next run retries")
+    for g in manifest.groups:
+        try:
+            check_group([live[p] for p in g.inputs], [f.path for f in g.outputs], table.metadata, table.io,
+                        group=f"{plan.table} group {g.group_id} ({g.partition or 'unpartitioned'})",
+                        merged=plan.keys is not None)
+        except ProofFailed as exc:
+            raise CommitRefused(str(exc)) from exc
+    log.info("metadata proof: %d group(s), %d input and %d output file(s) agree by field id, in %.2fs",
+             len(manifest.groups), len(inputs), sum(len(g.outputs) for g in manifest.groups),
+             time.perf_counter() - started)
+
+
+def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: float) -> CommitResult:
+    """One atomic snapshot that swaps the inputs for the outputs, retried while other writers commit.
+
+    Validation is Iceberg's rewrite semantics (`_RewriteFiles`): every input must still be live and no new
+    delete file may apply to it. Rows other writers appended meanwhile, even to the same partitions, do
+    not conflict: the next plan picks them up.
+    """
     from pyiceberg.exceptions import CommitFailedException, ValidationException
 
+    inputs = {p for g in manifest.groups for p in g.inputs}
+    outputs = [f for g in manifest.groups for f in g.outputs]
+    if not inputs and not outputs:
+        return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started)
+    rows = sum(g.expected_rows for g in manifest.groups)
+    added_bytes = sum(f.size for f in outputs)
+    new_files = None
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table = table.refresh()
+        if table.spec().spec_id != plan.partition_spec_id:
+            raise CommitRefused(f"{plan.table}: the partition spec changed since planning (now {table.spec().spec_id}, "
+                                f"planned {plan.partition_spec_id}); nothing committed, the next run rewrites into the new spec")
+        live = _live_inputs(table, inputs)
+        gone = sorted(inputs - live.keys())
+        if gone:
+            raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
+                                f"rewrote or removed them), e.g. {gone[0]}; nothing committed, the next run retries")
+        if new_files is None:
+            new_files = output_data_files(table, plan, outputs)
+        removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
+        props = {
+            RUN_ID: plan.run_id, SPEC_HASH: plan.spec_hash, "lakesort.rows": str(rows),
+            "lakesort.input-files": str(len(inputs)), "lakesort.output-files": str(len(outputs)),
+            "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
+            "lakesort.base-snapshot-id": str(plan.snapshot_id),
+        }
+        try:
+            # The one step that changes the table: atomic in the catalog.
+            with table.transaction() as tx, _RewriteFiles.start(tx, table, props) as rewrite:
+                for path in sorted(inputs):
+                    rewrite.delete_data_file(live[path])
+                for df in new_files:
+                    rewrite.append_data_file(df)
+            break
+        except ValidationException as exc:
+            # An input was removed or got deletes between our check and the swap: never retried.
+            raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next run "
+                                "retries") from exc
+        except CommitFailedException as exc:
+            if attempt == COMMIT_ATTEMPTS:
+                raise CommitRefused(f"{plan.table}: {attempt} commit attempts lost the race to other writers "
+                                    f"({exc}); nothing committed, the next run retries") from exc
+            log.warning("commit of run %s: the table moved on (attempt %d of %d): %s; retrying on the new state",
+                        plan.run_id, attempt, COMMIT_ATTEMPTS, exc)
     try:
-        with table.transaction() as tx, tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
-            for path in sorted(inputs):
-                overwrite.delete_data_file(live[path])
-            for df in new_files:
-                overwrite.append_data_file(df)
-    except (CommitFailedException, ValidationException) as exc:
-        # Another writer committed first (pyiceberg validates before the catalog swap): nothing changed.
-        raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next run "
-                            "retries") from exc
-    try:
-        snapshot = table.refresh().current_snapshot()
+        snapshot = _snapshot_of_run(table.refresh(), plan.run_id)
     except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup
         snapshot = None
     result = CommitResult(plan.run_id, snapshot.snapshot_id if snapshot else None, len(inputs), len(outputs), rows,
@@ -155,6 +198,119 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows", plan.run_id, result.snapshot_id,
              len(inputs), len(outputs), rows)
     return result
+
+
+def _snapshot_of_run(table: Table, run_id: str):
+    """The snapshot this run committed (others may have committed after it)."""
+    for snap in reversed(table.snapshots()):
+        if snap.summary is not None and snap.summary.additional_properties.get(RUN_ID) == run_id:
+            return snap
+    return table.current_snapshot()
+
+
+def _live_inputs(table: Table, inputs: set[str]) -> dict:
+    """The live DataFiles of the current snapshot among `inputs`, from the manifests (no scan planning)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return {}
+    out = {}
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.data_file.file_path in inputs:
+                out[entry.data_file.file_path] = entry.data_file
+    return out
+
+
+def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
+    """DataFiles of the staged outputs: statistics from their footers as pyiceberg computes them, partition
+    values from the job (the plan's spec), never inferred from footer min/max."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    from layout import partitioning
+
+    schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
+    stats_plan = compute_statistics_plan(schema, table.metadata.properties)
+    mapping = parquet_path_to_id_mapping(schema)
+    order_id = table.sort_order().order_id
+    files = []
+    for f in outputs:
+        input_file = table.io.new_input(f.path)
+        with input_file.open() as stream:
+            metadata = pq.read_metadata(stream)
+        stats = data_file_statistics_from_parquet_metadata(parquet_metadata=metadata, stats_columns=stats_plan,
+                                                           parquet_column_mapping=mapping)
+        serialized = stats.to_serialized_dict()
+        for field_id in _nan_bounded(metadata, mapping):
+            # parquet-mr may record NaN as a row group's min or max; pyiceberg would then keep the other
+            # row groups' bounds, which can exclude real values: no bound is sound, a wrong one is not.
+            serialized["lower_bounds"].pop(field_id, None)
+            serialized["upper_bounds"].pop(field_id, None)
+        data_file = DataFile.from_args(
+            content=DataFileContent.DATA, file_path=f.path, file_format=FileFormat.PARQUET,
+            partition=partitioning.decode(f.partition_key, spec, schema), file_size_in_bytes=len(input_file),
+            # The rows are sorted by the table's order when the spec takes its keys from it (the default).
+            sort_order_id=order_id or None, equality_ids=None, key_metadata=None, **serialized,
+        )
+        data_file.spec_id = spec.spec_id
+        files.append(data_file)
+    return files
+
+
+def _nan_bounded(metadata, mapping: dict[str, int]) -> set[int]:
+    """Field ids of float/double columns whose footer statistics hold a NaN min or max in any row group."""
+    import math
+
+    out = set()
+    for r in range(metadata.num_row_groups):
+        group = metadata.row_group(r)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            stats = chunk.statistics
+            if chunk.physical_type not in ("FLOAT", "DOUBLE") or stats is None or not stats.has_min_max:
+                continue
+            if math.isnan(stats.min) or math.isnan(stats.max):
+                field_id = mapping.get(chunk.path_in_schema)
+                if field_id is not None:
+                    out.add(field_id)
+    return out
+
+
+class _RewriteFiles:
+    """pyiceberg 0.12's overwrite, validated as Iceberg's RewriteFiles is.
+
+    pyiceberg validates an overwrite at the table's isolation level, `serializable` by default: any data
+    file another writer added since the base snapshot fails it, so under a streaming ingest every
+    compaction was thrown away. A rewrite changes no rows, so (as in Iceberg's Java `RewriteFiles`) it
+    only needs its inputs to still exist and no new delete files to apply to them.
+    """
+
+    @staticmethod
+    def start(tx, table: Table, props: dict[str, str]):
+        from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+        class RewriteFiles(_OverwriteFiles):
+            def _validate_concurrency(self) -> None:
+                from pyiceberg.table.update.validate import (
+                    _validate_data_files_exist,
+                    _validate_no_new_deletes_for_data_files,
+                )
+
+                window = self._commit_window
+                if window is None or window.is_empty() or window.head is None or not self._deleted_data_files:
+                    return
+                table = self._transaction._table
+                _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
+                _validate_no_new_deletes_for_data_files(table, window.head, None, self._deleted_data_files, window.base)
+
+        from pyiceberg.table.snapshots import Operation
+
+        return RewriteFiles(operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=props)
 
 
 def staging_root(table: Table) -> str:
@@ -189,11 +345,3 @@ def _prune_empty_dirs(filesystem, path: str) -> None:
     for d in [*dirs, path]:
         if not filesystem.get_file_info(pafs.FileSelector(d)):
             filesystem.delete_dir(d)
-
-
-def cleanup(table: Table) -> int:
-    """Remove staged files orphaned by crashed runs: everything under the staging root not in the table."""
-    live = [t.file.file_path for t in table.scan().plan_files()] if table.current_snapshot() else []
-    removed = delete_staged(table, None, keep=live)
-    log.info("cleanup of %s: removed %d orphaned staged file(s)", table.name(), removed)
-    return removed

@@ -37,6 +37,11 @@ class CompactionFailed(LakesortError):
     """The Spark job failed; the table is unchanged and its staged files were removed."""
 
 
+class FailedAfterCommit(LakesortError):
+    """The rewrite was committed, then a later step (measuring) failed: exit 1, never 2, whatever the cause,
+    because the table did change. The message says what was committed and what failed."""
+
+
 @dataclass(frozen=True, slots=True)
 class CompactResult:
     plan: RewritePlan
@@ -131,14 +136,28 @@ def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
 
 def check_inputs(plan: RewritePlan) -> None:
     """Open every input file's footer before any Spark work: a corrupt or missing file fails here, named,
-    instead of deep inside an executor (about a millisecond per file)."""
-    from layout.io import resolve
-    from layout.parquet import ParquetFile
+    instead of deep inside an executor (about a millisecond per file). Files are opened through the
+    table's FileIO with their paths exactly as the manifests record them, as the executors will."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io import load_file_io
 
+    from layout.errors import ParquetError
+
+    io = load_file_io(dict(plan.io_properties), plan.metadata_location)
     for group in plan.groups:
         for f in group.inputs:
-            filesystem, path = resolve(f.path)
-            ParquetFile.open(path, filesystem=filesystem)
+            try:
+                with io.new_input(f.path).open() as stream:
+                    rows = pq.read_metadata(stream).num_rows
+            except FileNotFoundError as exc:
+                raise ParquetError(f.path, "input file not found", hint="the table references a file that is "
+                                   "gone; restore it or remove it from the table") from exc
+            except Exception as exc:
+                raise ParquetError(f.path, f"cannot read the Parquet footer ({exc})",
+                                   hint="the file is corrupt or not Parquet; nothing was rewritten") from exc
+            if rows != f.rows:
+                raise ParquetError(f.path, f"the footer holds {rows} rows, the table's manifest {f.rows}",
+                                   hint="the file changed after it was committed; nothing was rewritten")
 
 
 def _failure_summary(log: str) -> str:
@@ -158,12 +177,22 @@ def compact(
     with `measure`, also measure the probes before and after. Nothing to do finishes fast and says so.
 
     `verify(manifest)` replaces the layout rules and GX (tests); it may raise to refuse the commit.
+    The whole run holds the table's lease (`layout.lease`), the one the DAGs and `lakesort cleanup` take:
+    another run on the table makes it fail with `TableBusy` before any work.
     """
+    from layout.lease import LeaseOwner, table_lease
+
+    spec = spec or find_spec(table_id)
+    with table_lease(spec.table, LeaseOwner.cli()):
+        return _compact(spec, partitions=partitions, force=force, master=master, spark_conf=spark_conf,
+                        work_dir=work_dir, verify=verify, measure=measure, trigger=trigger)
+
+
+def _compact(spec, *, partitions, force, master, spark_conf, work_dir, verify, measure, trigger) -> CompactResult:
     from layout import pipeline
     from layout.catalog import load_table
 
     started = time.perf_counter()
-    spec = spec or find_spec(table_id)
     prepared = pipeline.prepare(spec.table, spec=spec, partitions=partitions, force=force, trigger=trigger,
                                 work_dir=work_dir)
     plan = prepared.plan()
@@ -183,7 +212,13 @@ def compact(
     pipeline.verify(prepared, spec=spec, verifier=verify)
     result = pipeline.commit(prepared)
     if measure:
-        pipeline.measure(prepared, result.snapshot_id, spec=spec)
+        try:
+            pipeline.measure(prepared, result.snapshot_id, spec=spec)
+        except Exception as exc:
+            raise FailedAfterCommit(
+                f"{spec.table}: committed snapshot {result.snapshot_id} ({result.files_removed} files -> "
+                f"{result.files_added} files, {result.rows} rows); then measuring failed: {exc}. The table is "
+                f"compacted; measure it again with `lakesort measure {spec.table}`") from exc
     files_after, _ = pipeline.live_totals(load_table(spec.table, spec.catalog))
     return CompactResult(plan, result.snapshot_id, prepared.files_before, files_after, result.files_removed,
                          result.files_added, result.rows, time.perf_counter() - started)

@@ -11,28 +11,59 @@ with this module, which reimplements Spark's `XxHash64` row hash for Arrow data 
 `org.apache.spark.sql.catalyst.expressions.XxHash64` / `InterpretedHashFunction.hash` in
 `hash.scala`, and `XXH64.java`). "Nothing is lost" rests on the two agreeing.
 
-Per type, as Spark hashes the value it reads from Parquet:
+Per type, as Spark hashes the value it reads from Parquet (a null, at any depth, leaves the running
+hash unchanged):
 
 - boolean: hashInt(1 or 0); int8/int16/int32, date (days): hashInt(value);
-  int64, timestamp and timestamp_ntz (microseconds since the epoch): hashLong(value);
+- int64, timestamp (with a time zone: Spark's TimestampType, Iceberg timestamptz) and timestamp
+  without one (TimestampNTZType, Iceberg timestamp): hashLong(microseconds since the epoch), whatever
+  the Arrow unit; the zone plays no part (Spark holds UTC instants);
+- time (Spark's TimeType, Iceberg time): hashLong(nanoseconds since midnight);
 - float: hashInt(floatToIntBits(v)), double: hashLong(doubleToLongBits(v)); -0.0 hashes as 0.0 and
   every NaN as the canonical NaN (Java's floatToIntBits/doubleToLongBits collapse NaN payloads);
 - decimal with precision <= 18: hashLong(unscaled value); else hashUnsafeBytes of the unscaled
   value's `BigInteger.toByteArray()` (big-endian two's complement, minimal length);
-- string (UTF-8 bytes) and binary: hashUnsafeBytes;
+- string (UTF-8 bytes), binary and fixed-size binary (Iceberg fixed): hashUnsafeBytes; an Iceberg
+  uuid (16 bytes; pyarrow reads it as fixed_size_binary(16), or arrow.uuid) too, though Spark 4.2's
+  Parquet reader refuses the UUID annotation (PARQUET_TYPE_ILLEGAL), so the job cannot copy one;
 - unsigned integers, as Spark reads them from Parquet: uint8/uint16 as short/int (hashInt),
   uint32 as long (hashLong), uint64 as decimal(20,0) (bytes);
+- struct: each field in order, each hashed with the running hash as its seed; a null struct leaves
+  the running hash unchanged;
+- list (Spark's array; Arrow list, large_list or fixed_size_list): each element in order, chaining
+  the running hash the same way; a null or empty list leaves it unchanged, and so does a null element;
+- map: each entry in order: its key, then its value, chaining (the same as the list of its
+  (key, value) structs); a null value leaves the running hash unchanged;
 - null type: the running hash is unchanged.
 
-hashInt/hashLong are XXH64 of the 4/8 little-endian bytes, and are computed here with numpy over
-whole columns; byte strings go through the `xxhash` package one value at a time.
+Not supported (a `UsageError` names the column): variant (Spark's `xxhash64` refuses it:
+HASH_VARIANT_TYPE), intervals and durations (no Iceberg types). Iceberg's timestamp_ns and
+timestamptz_ns Spark 4.2 cannot read (Parquet TIMESTAMP(NANOS) is PARQUET_TYPE_ILLEGAL); nanosecond
+Arrow timestamps (INT96 files) hash as their microseconds, and sub-microsecond values are refused.
+
+What the Spark job must set (`SPARK_CONF`):
+
+- `spark.sql.legacy.allowHashOnMapType=true` when a column holds a map at any depth: Spark refuses
+  `xxhash64` over such a column at analysis (DATATYPE_MISMATCH.HASH_MAP_TYPE: equal maps may list
+  their entries in different orders, so may hash differently). The conf only lifts that check; the
+  hash is the one above, which depends on the entry order. Here that is sound: a compaction copies
+  each map as it is, and Spark writes and pyarrow reads the entries in the stored order. (For a
+  top-level map column `xxhash64(map_entries(m))` is the same number without the conf.)
+- `spark.sql.timeType.enabled=true` to read Iceberg `time` columns at all: without it Spark 4.2
+  refuses Parquet TIME (UNSUPPORTED_TIME_TYPE). It reads TIME(MICROS) as time(6), which
+  hashes as hashLong(nanoseconds); Parquet TIME(MILLIS) and TIME(NANOS) it cannot read.
+
+hashInt/hashLong are XXH64 of the 4/8 little-endian bytes, computed with numpy over whole columns
+(`layout.xxh64`); byte strings go through the `xxhash` package one value at a time. A list's
+elements are hashed position by position: at position k the rows whose list is longer than k hash
+their k-th element together, each with its own running hash as the seed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -42,6 +73,7 @@ import pyarrow as pa
 import xxhash
 
 from layout.errors import InputError, ParquetError, UsageError
+from layout.xxh64 import hash_bytes, hash_int, hash_long
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
@@ -52,14 +84,16 @@ SEED = 42
 FORMAT = "spark-xxhash64-sum/1"
 """Names the definition in serialized fingerprints, so that a changed definition is never compared."""
 
+SPARK_CONF = {
+    "spark.sql.legacy.allowHashOnMapType": "true",
+    "spark.sql.timeType.enabled": "true",
+}
+"""Session settings the Spark side needs for every type here (see the module docstring): `xxhash64`
+over a column holding a map, and reading Iceberg `time` columns. Neither changes any other hash."""
+
 DEFAULT_BATCH_SIZE = 65_536
 
 _U64 = np.uint64
-_P1 = _U64(0x9E3779B185EBCA87)
-_P2 = _U64(0xC2B2AE3D27D4EB4F)
-_P3 = _U64(0x165667B19E3779F9)
-_P4 = _U64(0x85EBCA77C2B2AE63)
-_P5 = _U64(0x27D4EB2F165667C5)
 _MASK32 = _U64(0xFFFFFFFF)
 _FLOAT_NAN_BITS = np.uint32(0x7FC00000)  # Float.floatToIntBits(Float.NaN)
 _DOUBLE_NAN_BITS = _U64(0x7FF8000000000000)  # Double.doubleToLongBits(Double.NaN)
@@ -157,71 +191,48 @@ def spark_fingerprint_expr(columns: list[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# XXH64 of one 4- or 8-byte lane, on uint64 numpy arrays (wraparound arithmetic), as XXH64.java
+# Arrow columns to Spark's hash inputs
 # ---------------------------------------------------------------------------------------------
 
 
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << _U64(r)) | (x >> _U64(64 - r))
+_Hasher = Callable[[np.ndarray | None, np.ndarray], np.ndarray]
+"""`hasher(idx, seeds)`: Spark's hash of one column's values at positions `idx` (all of them when
+None), each with its own seed; a null leaves its seed as it is. Built once per column or nested
+child (the values' hash inputs are prepared once), then called once per list position."""
 
 
-def _fmix(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> _U64(33))
-    h = h * _P2
-    h = h ^ (h >> _U64(29))
-    h = h * _P3
-    return h ^ (h >> _U64(32))
-
-
-def _hash_int(values: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """XXH64.hashInt(int, seed): `values` holds the int's 32 bits, zero-extended to uint64."""
-    with np.errstate(over="ignore"):
-        h = seeds + (_P5 + _U64(4))
-        h = h ^ (values * _P1)
-        h = _rotl(h, 23) * _P2 + _P3
-        return _fmix(h)
-
-
-def _hash_long(values: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """XXH64.hashLong(long, seed): `values` holds the long's 64 bits."""
-    with np.errstate(over="ignore"):
-        h = seeds + (_P5 + _U64(8))
-        h = h ^ (_rotl(values * _P2, 31) * _P1)
-        h = _rotl(h, 27) * _P1 + _P4
-        return _fmix(h)
-
-
-def _hash_byte_values(values: list[bytes], seeds: np.ndarray) -> np.ndarray:
-    """XXH64.hashUnsafeBytes per value (standard XXH64 of the bytes, with that row's seed)."""
-    digest = xxhash.xxh64_intdigest
-    return np.array([digest(v, s) for v, s in zip(values, seeds.tolist(), strict=True)], dtype=_U64)
-
-
-def _hash_binary_array(arr: pa.Array, seeds: np.ndarray) -> np.ndarray:
+def _binary_hasher(arr: pa.Array) -> _Hasher:
     """hashUnsafeBytes over a large_binary array (nulls get a throwaway hash the caller discards)."""
     _, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, dtype="<i8", count=arr.offset + len(arr) + 1)[arr.offset :]
     data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
     digest = xxhash.xxh64_intdigest
-    # One comprehension, no intermediate lists: about 1 us per value, dominated by the call itself.
-    return np.array(
-        [
-            digest(data[a:b], s)
-            for a, b, s in zip(offsets[:-1].tolist(), offsets[1:].tolist(), seeds.tolist(), strict=True)
-        ],
-        dtype=_U64,
-    )
+
+    def hasher(idx: np.ndarray | None, seeds: np.ndarray) -> np.ndarray:
+        starts, ends = (offsets[:-1], offsets[1:]) if idx is None else (offsets[idx], offsets[idx + 1])
+        # One comprehension, no intermediate lists: about 1 us per value, dominated by the call itself.
+        return np.array(
+            [digest(data[a:b], s) for a, b, s in zip(starts.tolist(), ends.tolist(), seeds.tolist(), strict=True)],
+            dtype=_U64,
+        )
+
+    return hasher
+
+
+def _lane_hasher(hash_lane: Callable[[np.ndarray, np.ndarray], np.ndarray], lane: np.ndarray) -> _Hasher:
+    """hashInt or hashLong of prepared 32- or 64-bit lanes."""
+    return lambda idx, seeds: hash_lane(lane if idx is None else lane[idx], seeds)
+
+
+def _bytes_hasher(values: list[bytes]) -> _Hasher:
+    """hashUnsafeBytes of prepared byte strings."""
+    return lambda idx, seeds: hash_bytes(values if idx is None else [values[i] for i in idx.tolist()], seeds)
 
 
 def _java_bytes(value: int) -> bytes:
     """`BigInteger.valueOf(value).toByteArray()`: big-endian two's complement, minimal length."""
     bits = value.bit_length() if value >= 0 else (~value).bit_length()
     return value.to_bytes(bits // 8 + 1, "big", signed=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Arrow columns to Spark's hash inputs
-# ---------------------------------------------------------------------------------------------
 
 
 def _int_lane(values: np.ndarray) -> np.ndarray:
@@ -273,7 +284,8 @@ _TIME_FACTOR = {"s": 1_000_000, "ms": 1_000, "us": 1}
 
 
 def _timestamp_micros(arr: pa.Array, name: str, valid: np.ndarray | None) -> np.ndarray:
-    raw = _filled(arr.cast(pa.int64()), 0).astype(np.int64, copy=False)
+    """Timestamps (since the epoch) or times (since midnight) as microseconds."""
+    raw = _filled(arr.cast(pa.int32() if pa.types.is_time32(arr.type) else pa.int64()), 0).astype(np.int64)
     unit = arr.type.unit
     if unit == "ns":
         bad = raw % 1000 != 0
@@ -283,7 +295,7 @@ def _timestamp_micros(arr: pa.Array, name: str, valid: np.ndarray | None) -> np.
             i = int(np.flatnonzero(bad)[0])
             raise UsageError(
                 f"fingerprint: column {name!r} ({arr.type}) holds {arr[i]} with sub-microsecond "
-                "precision, which Spark cannot hold (its timestamps are microseconds)"
+                "precision, which Spark cannot hold (its timestamps and times are microseconds)"
             )
         return raw // 1000
     factor = _TIME_FACTOR[unit]
@@ -295,61 +307,125 @@ def _timestamp_micros(arr: pa.Array, name: str, valid: np.ndarray | None) -> np.
     return raw
 
 
-def _hash_column(arr: pa.Array, name: str, seeds: np.ndarray) -> np.ndarray:
-    """Spark's hash of every value of one column with that row's running hash as seed (nulls: seed)."""
+def _hasher(arr: pa.Array, name: str) -> _Hasher:
+    """The hasher of one column (`name` says which in errors): its values as Spark hashes them."""
     t = arr.type
     if pa.types.is_dictionary(t):
-        return _hash_column(arr.dictionary_decode(), name, seeds)
+        return _hasher(arr.dictionary_decode(), name)
     if pa.types.is_null(t):
-        return seeds
+        return lambda idx, seeds: seeds
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid":
+        return _hasher(arr.storage, name)  # 16 bytes, as Iceberg stores a uuid
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
 
     if pa.types.is_boolean(t):
-        hashed = _hash_int(_filled(arr, False).astype(_U64), seeds)
+        hasher = _lane_hasher(hash_int, _filled(arr, False).astype(_U64))
     elif t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16()) or pa.types.is_date32(t):
         # Spark reads Parquet UINT_8/UINT_16 as short/int: the value, hashed as an int.
-        hashed = _hash_int(_int_lane(_filled(arr.cast(pa.int32()) if pa.types.is_date32(t) else arr, 0)), seeds)
+        hasher = _lane_hasher(hash_int, _int_lane(_filled(arr.cast(pa.int32()) if pa.types.is_date32(t) else arr, 0)))
     elif pa.types.is_date64(t):
         days = _filled(arr.cast(pa.int64()), 0) // 86_400_000
-        hashed = _hash_int(_int_lane(days), seeds)
+        hasher = _lane_hasher(hash_int, _int_lane(days))
     elif t in (pa.int64(), pa.uint32()):
         # Spark reads Parquet UINT_32 as long.
-        hashed = _hash_long(_long_lane(_filled(arr, 0)), seeds)
+        hasher = _lane_hasher(hash_long, _long_lane(_filled(arr, 0)))
     elif pa.types.is_timestamp(t):
-        hashed = _hash_long(_long_lane(_timestamp_micros(arr, name, valid)), seeds)
+        hasher = _lane_hasher(hash_long, _long_lane(_timestamp_micros(arr, name, valid)))
+    elif pa.types.is_time(t):
+        # Spark's TimeType holds nanoseconds since midnight (TIME(MICROS) values times 1000).
+        hasher = _lane_hasher(hash_long, _long_lane(_timestamp_micros(arr, name, valid) * 1000))
     elif pa.types.is_float32(t):
         v = _filled(arr, 0).astype(np.float32, copy=False)
         bits = np.where(v == 0, np.float32(0), v).view(np.uint32)  # -0.0 hashes as 0
         bits = np.where(np.isnan(v), _FLOAT_NAN_BITS, bits)
-        hashed = _hash_int(bits.astype(_U64), seeds)
+        hasher = _lane_hasher(hash_int, bits.astype(_U64))
     elif pa.types.is_float64(t):
         v = _filled(arr, 0).astype(np.float64, copy=False)
         bits = np.where(v == 0, 0.0, v).view(_U64)
         bits = np.where(np.isnan(v), _DOUBLE_NAN_BITS, bits)
-        hashed = _hash_long(bits, seeds)
+        hasher = _lane_hasher(hash_long, bits)
     elif pa.types.is_decimal(t):
         if t.precision > 38:
             raise UsageError(f"fingerprint: column {name!r} has type {t}: Spark decimals hold at most 38 digits")
         if t.precision <= 18:
-            hashed = _hash_long(_decimal_small_lane(arr), seeds)
+            hasher = _lane_hasher(hash_long, _decimal_small_lane(arr))
         else:
-            hashed = _hash_byte_values([_java_bytes(v) for v in _decimal_unscaled_ints(arr)], seeds)
+            hasher = _bytes_hasher([_java_bytes(v) for v in _decimal_unscaled_ints(arr)])
     elif t == pa.uint64():
         # Spark reads Parquet UINT_64 as decimal(20,0): hashed as the BigInteger's bytes.
-        values = _filled(arr, 0).astype(_U64, copy=False).tolist()
-        hashed = _hash_byte_values([_java_bytes(v) for v in values], seeds)
+        hasher = _bytes_hasher([_java_bytes(v) for v in _filled(arr, 0).astype(_U64, copy=False).tolist()])
     elif (
         pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
         or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
         or pa.types.is_fixed_size_binary(t)
     ):
-        hashed = _hash_binary_array(arr.cast(pa.large_binary()), seeds)
+        hasher = _binary_hasher(arr.cast(pa.large_binary()))
+    elif pa.types.is_struct(t):
+        hasher = _struct_hasher(arr, name)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_map(t):
+        hasher = _list_hasher(arr, name, valid)
     else:
         raise UsageError(
             f"fingerprint: column {name!r} has type {t}, which the fingerprint does not support "
-            "(supported: boolean, integers, float, double, decimal, string, binary, date, timestamp)"
+            "(supported: boolean, integers, float, double, decimal, string, binary, date, time, timestamp, "
+            "struct, list, map)"
         )
-    return hashed if valid is None else np.where(valid, hashed, seeds)
+    if valid is None:
+        return hasher
+    return lambda idx, seeds: np.where(valid if idx is None else valid[idx], hasher(idx, seeds), seeds)
+
+
+def _struct_hasher(arr: pa.StructArray, name: str) -> _Hasher:
+    """Each field in order, chaining the running hash. The fields come with the struct's nulls merged
+    in (`flatten`), so a null struct leaves the running hash unchanged, whatever its fields hold."""
+    fields = [_hasher(child, f"{name}.{f.name}") for f, child in zip(arr.type, arr.flatten(), strict=True)]
+
+    def hasher(idx: np.ndarray | None, seeds: np.ndarray) -> np.ndarray:
+        for hash_field in fields:
+            seeds = hash_field(idx, seeds)
+        return seeds
+
+    return hasher
+
+
+def _list_hasher(arr: pa.Array, name: str, valid: np.ndarray | None) -> _Hasher:
+    """Each element in order, chaining the running hash; a map's elements are its (key, value) entry
+    structs, so each entry hashes its key, then its value, as Spark hashes a map.
+
+    An element's hash has the hash of the elements before it as its seed, so the elements are hashed
+    position by position: at position k, the lists longer than k hash their k-th elements together,
+    each with its own running hash. Lists are ordered by length once, so those are always a prefix.
+    """
+    if pa.types.is_fixed_size_list(arr.type):
+        arr = arr.cast(pa.large_list(arr.type.value_field))
+    offsets = arr.offsets.to_numpy().astype(np.int64)  # into arr.values, the array's slicing applied
+    first = int(offsets[0])
+    values = arr.values.slice(first, int(offsets[-1]) - first)  # only the values this array spans
+    all_starts, all_lengths = offsets[:-1] - first, np.diff(offsets)
+    if valid is not None:
+        all_lengths = np.where(valid, all_lengths, 0)  # a null list may still span values: it has none
+    element = _hasher(values, name if pa.types.is_map(arr.type) else f"{name}.element")
+
+    def hasher(idx: np.ndarray | None, seeds: np.ndarray) -> np.ndarray:
+        starts, lengths = (all_starts, all_lengths) if idx is None else (all_starts[idx], all_lengths[idx])
+        hashed = seeds.copy()
+        longest = int(lengths.max()) if len(lengths) else 0
+        if not longest:
+            return hashed
+        order = np.argsort(-lengths, kind="stable")
+        # active[k]: how many lists are longer than k (the length of the prefix of `order`).
+        active = np.searchsorted(-lengths[order], -np.arange(longest), side="left")
+        for k, n in enumerate(active.tolist()):
+            rows = order[:n]
+            hashed[rows] = element(starts[rows] + k, hashed[rows])
+        return hashed
+
+    return hasher
+
+
+def _hash_column(arr: pa.Array, name: str, seeds: np.ndarray) -> np.ndarray:
+    """Spark's hash of every value of one column with that row's running hash as seed (nulls: seed)."""
+    return _hasher(arr, name)(None, seeds)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -204,11 +204,13 @@ def staged_manifest(prepared: PreparedRun):
 def verify(prepared: PreparedRun, *, spec=None, verifier=None) -> dict[str, Any]:
     """Check the staged output (rows, fingerprints, then the layout rules and GX, or `verifier`) and
     mark it verified; on failure remove the staged files and record the findings."""
-    from layout.commit import _columns, check_staged
+    from layout.catalog import load_table
+    from layout.commit import _columns, check_staged, prove_staged
 
     with _failure_recorded(prepared, "verify", remove_staged=True):
         manifest = staged_manifest(prepared)
         check_staged(manifest, _columns(prepared.plan()))
+        prove_staged(load_table(prepared.table, prepared.catalog), prepared.plan(), manifest)
         findings = verifier(manifest) if verifier is not None else _verify_layout(prepared, manifest, spec)
         outcome = {"run_id": prepared.run_id, "manifest": _digest(manifest), "status": "passed",
                    "findings": findings or []}

@@ -61,11 +61,13 @@ class MergeRuleModel(_Frozen):
 
 
 class InputFile(_Frozen):
-    path: str
+    path: str  # exactly as the manifest records it (the job reads it through the table's FileIO)
     size: int
-    rows: int
+    rows: int  # the manifest's record_count: the job checks every file reads back this many rows
     lo: Any = None  # first sort key bounds from the manifest (None: unknown)
     hi: Any = None
+    spec_id: int = 0  # the partition spec the file was written under
+    partition_key: str = "[]"  # its partition values under that spec (`layout.partitioning`)
 
 
 class PartitionDecision(_Frozen):
@@ -104,6 +106,9 @@ class RewritePlan(_Frozen):
     table: str
     catalog: str | None
     table_location: str
+    metadata_location: str  # the metadata planned against: executors read the inputs through it
+    io_properties: dict[str, str] = {}  # the FileIO's properties, secrets left out
+    partition_spec_id: int = 0  # the current spec: outputs are partitioned by it
     snapshot_id: int | None  # the snapshot planned against: the commit refuses if inputs changed since
     spec_hash: str
     strategy: Literal["linear", "zorder"]
@@ -140,32 +145,56 @@ class _Entry(BaseModel):
     partition: str
     snapshot_id: int
     sequence_number: int
+    spec_id: int = 0
+    partition_key: str = "[]"
     lo: Any = None
     hi: Any = None
 
 
 def _entries(table: Table, first_key: str) -> list[_Entry]:
-    from pyiceberg.typedef import Record
+    """The live entries of the current snapshot, straight from its manifests (not `inspect.entries`,
+    which decodes every column's metrics and fails on uuid columns). A file under an older partition
+    spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current spec."""
+    from pyiceberg.conversions import from_bytes
+
+    from layout import partitioning
 
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
-    spec, schema = table.spec(), table.schema()
-    rows = table.inspect.entries(snapshot.snapshot_id).to_pylist()
+    schema, specs, current = table.schema(), table.specs(), table.spec().spec_id
+    key_field = schema.find_field(first_key)
     out = []
-    for row in rows:
-        if row["status"] == 2:  # DELETED entries are history, not live files
-            continue
-        df = row["data_file"]
-        fields = list(df["partition"].values()) if df["partition"] else []
-        label = spec.partition_to_path(Record(*fields), schema) if spec.fields else ""
-        metrics = (row.get("readable_metrics") or {}).get(first_key) or {}
-        out.append(_Entry(
-            path=df["file_path"], size=df["file_size_in_bytes"], rows=df["record_count"], content=df["content"],
-            partition=label, snapshot_id=row["snapshot_id"], sequence_number=row["sequence_number"],
-            lo=metrics.get("lower_bound"), hi=metrics.get("upper_bound"),
-        ))
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            df = entry.data_file
+            spec = specs[manifest.partition_spec_id]
+            label = spec.partition_to_path(df.partition, schema) if spec.fields else ""
+            if spec.spec_id != current:
+                label = f"spec-{spec.spec_id}/{label}"
+            lo, hi = (df.lower_bounds or {}).get(key_field.field_id), (df.upper_bounds or {}).get(key_field.field_id)
+            out.append(_Entry(
+                path=df.file_path, size=df.file_size_in_bytes, rows=df.record_count, content=int(df.content),
+                partition=label, snapshot_id=entry.snapshot_id, sequence_number=entry.sequence_number or 0,
+                spec_id=spec.spec_id, partition_key=partitioning.encode(df.partition, spec, schema),
+                lo=_readable(key_field.field_type, from_bytes(key_field.field_type, lo)) if lo is not None else None,
+                hi=_readable(key_field.field_type, from_bytes(key_field.field_type, hi)) if hi is not None else None,
+            ))
     return out
+
+
+def _readable(iceberg_type: Any, value: Any) -> Any:
+    """A bound in Python's own type (dates and timestamps as such), comparable within one column."""
+    from pyiceberg.types import DateType, TimestampType, TimestamptzType
+    from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
+
+    if isinstance(iceberg_type, DateType):
+        return days_to_date(value)
+    if isinstance(iceberg_type, TimestamptzType):
+        return micros_to_timestamptz(value)
+    if isinstance(iceberg_type, TimestampType):
+        return micros_to_timestamp(value)
+    return value
 
 
 def _lakesort_snapshots(table: Table) -> dict[int, dict[str, str]]:
@@ -239,9 +268,12 @@ def plan_rewrite(
     run_id: str | None = None,
 ) -> RewritePlan:
     """Decide per partition; group the files to rewrite. Reads manifests only."""
+    from layout.admission import check_table
+    from layout.iceberg_input import shareable_io_properties
     from layout.spec import resolve_sort_keys
 
     started = time.perf_counter()
+    check_table(table, spec)  # every mistake the schema reveals, before any work (exit 2)
     keys = resolve_sort_keys(spec, table)
     layout_hash = effective_hash(spec.spec_hash, keys)
     first = keys[0].column
@@ -261,6 +293,8 @@ def plan_rewrite(
     plan = RewritePlan(
         run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
         table=spec.table, catalog=spec.catalog, table_location=table.location(),
+        metadata_location=table.metadata_location, io_properties=shareable_io_properties(dict(table.io.properties)),
+        partition_spec_id=table.spec().spec_id,
         snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=layout_hash,
         strategy=spec.sort.strategy if spec.sort else "linear",
         sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
@@ -315,6 +349,11 @@ def _decide(
     if force:
         reasons.append("forced")
         chosen = {e.path for e in data}
+    older = [e for e in data if e.partition.startswith("spec-")]
+    if older:
+        reasons.append(f"{len(older)} file(s) written under an older partition spec (id {older[0].spec_id}): "
+                       "rewritten into the current spec")
+        chosen |= {e.path for e in older}
     if foreign:
         reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}")
         chosen |= {e.path for e in foreign}
@@ -353,8 +392,8 @@ def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[st
         total = sum(e.size for e in members)
         out.append(RewriteGroup(
             group_id=start + i, partition=label,
-            inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi))
-                         for e in members),
+            inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi),
+                                   spec_id=e.spec_id, partition_key=e.partition_key) for e in members),
             output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
         ))
     return out

@@ -38,7 +38,7 @@ from layout.cli import EXIT_OK, main
 from layout.commit import CommitRefused, check_staged, commit_rewrite, staging_root
 from layout.compact import CompactionFailed, compact
 from layout.demo import build_demo, generate_lineitem
-from layout.errors import ConfigError, LakesortError, ParquetError, UsageError
+from layout.errors import LakesortError, ParquetError, UsageError
 from layout.io import resolve
 from layout.manifest import StagedManifest
 from layout.parquet import BoundaryOrder, ParquetFile
@@ -529,7 +529,7 @@ def test_fault_concurrent_commit_removes_an_input_before_the_commit(demo_home, i
                               if "lakesort-staging" in f.file_path}
     assert len(committed) == result.files_added
     litter = len(staged_files(table)) - len(committed)  # _SUCCESS and .crc files: referenced by nothing
-    assert main(["cleanup", "demo.lineitem"]) == EXIT_OK
+    assert main(["cleanup", "demo.lineitem", "--grace-hours", "0"]) == EXIT_OK
     assert f"removed {litter} orphaned" in capsys.readouterr().out
     assert staged_files(table) == committed
     assert sorted_rows(table).equals(concurrent.rows)
@@ -541,12 +541,13 @@ def test_fault_concurrent_commit_races_the_commit_itself(demo_home, in_process_j
     moved), or the removed rows would come back through the staged output; the staged files are removed.
     pyiceberg 0.12 retries the commit, re-validates, and raises ValidationException ("Data files were concurrently
     deleted"): not a LakesortError, but a clean refusal all the same."""
-    import pyiceberg.io.pyarrow as iceberg_pyarrow
     from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    import layout.commit
 
     table = load_table("demo.lineitem")
     before = state(table)
-    real = iceberg_pyarrow.parquet_files_to_data_files
+    real = layout.commit.output_data_files
     raced = []
 
     def racing(*args, **kwargs):
@@ -556,10 +557,10 @@ def test_fault_concurrent_commit_races_the_commit_itself(demo_home, in_process_j
             _remove_one_file(raced[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(iceberg_pyarrow, "parquet_files_to_data_files", racing)
+    monkeypatch.setattr(layout.commit, "output_data_files", racing)
     with pytest.raises((CommitFailedException, CommitRefused, ValidationException)):
         compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS)
-    monkeypatch.setattr(iceberg_pyarrow, "parquet_files_to_data_files", real)
+    monkeypatch.setattr(layout.commit, "output_data_files", real)
     concurrent = state(table)
     assert concurrent.files == before.files - {raced[0]}
     assert table.refresh().current_snapshot().summary.additional_properties.get(RUN_ID) is None
@@ -628,7 +629,7 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
     shutil.copytree(saved, run_dir)
     orphans = staged_files(table)
     assert {resolve(f.path)[1] for g in manifest.groups for f in g.outputs} <= set(orphans)
-    assert main(["cleanup", "demo.lineitem"]) == EXIT_OK
+    assert main(["cleanup", "demo.lineitem", "--grace-hours", "0"]) == EXIT_OK
     assert f"removed {len(orphans)} orphaned staged file(s)" in capsys.readouterr().out
     after = state(table)
     assert staged_files(table) == [] and not run_dir.exists()
@@ -734,13 +735,13 @@ def test_corrupt_input_file_fails_the_job_and_commits_nothing(demo_home):
     assert len(failed) == 1 and failed[0]["error"].startswith("prepare: ") and Path(local).name in failed[0]["error"]
 
 
-def test_unknown_sort_key_is_a_config_error_before_any_spark_work(demo_home, monkeypatch):
+def test_unknown_sort_key_is_refused_before_any_spark_work(demo_home, monkeypatch):
     def no_spark(*args, **kwargs):
         raise AssertionError("spark-submit must not run")
 
     monkeypatch.setattr(layout.compact, "submit", no_spark)
     spec = demo_spec(sort={"keys": [{"column": "l_shipdat"}]})
-    with pytest.raises(ConfigError, match=r"'l_shipdat' is not a column of demo.lineitem; did you mean 'l_shipdate'"):
+    with pytest.raises(UsageError, match=r"`l_shipdat` is not a column of demo.lineitem; did you mean `l_shipdate`"):
         compact("demo.lineitem", spec=spec)
 
 

@@ -20,7 +20,7 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.transforms import IdentityTransform
 
 from layout.catalog import load_catalog, write_sql_catalog_config
-from layout.errors import ConfigError, UsageError
+from layout.errors import UsageError
 from layout.rewrite import (
     RUN_ID,
     SPEC_HASH,
@@ -166,8 +166,8 @@ def test_partition_selection_and_unknown_partitions(table):
     assert "partitions look like: part=a, part=b" in message
 
 
-def test_unknown_sort_key_is_a_config_error(table):
-    with pytest.raises(ConfigError, match=r"sort.keys\[0\].column: 'kk' is not a column of t.events; did you mean 'k'"):
+def test_unknown_sort_key_is_refused_at_plan_time(table):
+    with pytest.raises(UsageError, match=r"sort.keys\[0\].column: `kk` is not a column of t.events; did you mean `k`"):
         plan_rewrite(table, make_spec(sort={"keys": [{"column": "kk"}]}))
 
 

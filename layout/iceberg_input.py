@@ -1,0 +1,131 @@
+"""Reading a rewrite's planned input files as Iceberg defines their rows, inside Spark executors.
+
+Spark's Parquet source cannot read an Iceberg table's files faithfully: it resolves columns by name
+(after a rename the old files read as nulls, swapped names swap values, a dropped-and-re-added column
+brings the old values back), it has no name mapping for files without field ids, no identity-partition
+projection for files that lack the partition column, and its file listing skips names starting with
+`_` or `.` even when they are given explicitly. So the job hands Spark only the *list* of planned files
+and each executor reads its files with pyiceberg's own reader (`ArrowScan`): field ids, the table's
+name mapping, type promotion, partition projection, exactly as pyiceberg reads the table. Every file's
+row count as read must equal its manifest `record_count`, or the task fails naming the file.
+
+Rows go back to Spark through `mapInArrow` tagged with their rewrite group and the partition key of
+the table's current spec (`layout.partitioning`): from the manifest for files under the current spec,
+computed per row for files under an older one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from layout.errors import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.io import FileIO
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadata
+
+GROUP = "lakesort_group"  # no leading underscore: Spark's readers skip `_` directories
+PART = "lakesort_part"  # the partition key's directory name (`partitioning.key_dir`)
+PART_KEY = "lakesort_part_key"  # the partition key itself (JSON), dropped before the write
+
+# Secrets never go into a plan file: executors take credentials from their own environment.
+_SECRET_WORDS = ("secret", "password", "token", "credential", "session", "access-key", "private")
+
+
+def shareable_io_properties(properties: dict[str, str]) -> dict[str, str]:
+    """The FileIO properties an executor needs (endpoint, region, ...), without secrets."""
+    return {k: v for k, v in properties.items() if not any(w in k.lower() for w in _SECRET_WORDS)}
+
+
+@dataclass(frozen=True, slots=True)
+class InputSource:
+    """What an executor needs to read the planned files: the table metadata they were planned against."""
+
+    metadata_location: str
+    io_properties: dict[str, str]
+    schema_json: str  # the schema rows are read into (the table's current schema at planning)
+
+
+_lock = threading.Lock()
+_loaded: dict[str, tuple[TableMetadata, FileIO]] = {}
+
+
+def _metadata(source: InputSource) -> tuple[TableMetadata, FileIO]:
+    """Table metadata and FileIO, loaded once per Python worker (every file of a run shares them)."""
+    from pyiceberg.io import load_file_io
+    from pyiceberg.serializers import FromInputFile
+
+    with _lock:
+        if source.metadata_location not in _loaded:
+            io = load_file_io(source.io_properties, source.metadata_location)
+            metadata = FromInputFile.table_metadata(io.new_input(source.metadata_location))
+            _loaded[source.metadata_location] = (metadata, io)
+        return _loaded[source.metadata_location]
+
+
+def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned file, in `schema`; its count must equal the manifest's `record_count`."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.table import FileScanTask
+
+    from layout import partitioning
+
+    metadata, io = _metadata(source)
+    spec = metadata.specs()[row["spec_id"]]
+    data_file = DataFile.from_args(
+        content=DataFileContent.DATA, file_path=row["path"], file_format=FileFormat.PARQUET,
+        # Partition source columns cannot be dropped from a schema, so the read schema types every spec.
+        partition=partitioning.decode(row["partition"], spec, schema),
+        record_count=row["record_count"], file_size_in_bytes=row["size"],
+    )
+    data_file.spec_id = row["spec_id"]
+    scan = ArrowScan(metadata, io, schema, AlwaysTrue())
+    rows = 0
+    try:
+        for batch in scan.to_record_batches([FileScanTask(data_file)]):
+            rows += batch.num_rows
+            yield batch
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"{row['path']}: cannot read this input file as Iceberg does: {type(exc).__name__}: {exc}; "
+                         "the table is unchanged") from exc
+    if rows != row["record_count"]:
+        raise InputError(f"{row['path']}: read {rows} rows, the manifest says {row['record_count']}: the file does "
+                         "not hold the rows Iceberg recorded for it; nothing is committed")
+
+
+def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target: pa.Schema,
+                   current_spec_id: int) -> Iterator[pa.RecordBatch]:
+    """`mapInArrow` body: for each planned file (one row of `files`), its rows cast to `target` (the
+    table's columns as Spark declares them) plus the group id, the partition key and its directory name."""
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+
+    from layout import partitioning
+
+    schema = Schema.model_validate_json(source.schema_json)
+    columns = pa.schema([f for f in target if f.name not in (GROUP, PART, PART_KEY)])
+    metadata, _ = _metadata(source)
+    current = metadata.specs()[current_spec_id]
+    for chunk in files:
+        for row in chunk.to_pylist():
+            for batch in read_file(source, schema, row):
+                if row["spec_id"] == current_spec_id:
+                    parts = [(row["partition"], batch)]
+                else:  # written under an older spec: the current spec's values, row by row
+                    parts = partitioning.split_by_partition(batch, current, schema)
+                for key, rows in parts:
+                    n = rows.num_rows
+                    arrays = [rows.column(f.name).cast(f.type) for f in columns]
+                    arrays += [pa.array([row["group_id"]] * n, pa.int32()),
+                               pa.array([partitioning.key_dir(key)] * n, pa.string()),
+                               pa.array([key] * n, pa.string())]
+                    yield pa.RecordBatch.from_arrays(arrays, schema=target)
