@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from layout.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.manifest import StagedGroup
 
 log = logging.getLogger("lakesort.compact")
@@ -51,10 +52,9 @@ def main(argv: list[str] | None = None) -> int:
 SESSION_CONF = {
     # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    # The fingerprint hashes map columns too: their entries keep their order from read to write, so the
-    # hash (which Spark refuses on maps by default because equal maps may order entries differently) is
-    # deterministic here.
-    "spark.sql.legacy.allowHashOnMapType": "true",
+    # What the fingerprint's xxhash64 needs (hashing maps: their entries keep their order from read to
+    # write, so the hash Spark refuses on maps by default is deterministic here).
+    **FINGERPRINT_CONF,
 }
 
 

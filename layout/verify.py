@@ -183,6 +183,11 @@ def _why_no_column_index(f: OpenedFile, rg: int, name: str, intent: Intent) -> s
     if column.type.physical_type == PhysicalType.INT96:
         return ("parquet-mr writes no column index for INT96 timestamps; write timestamps as INT64 "
                 "(Spark: spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)")
+    if column.type.physical_type in (PhysicalType.FLOAT, PhysicalType.DOUBLE) and _has_nan(f, rg, name):
+        return (f"column index dropped for `{name}` in row group {rg}: the column holds NaN values, and parquet-mr "
+                "drops the column index of a float/double column chunk that has a page with NaN (its min/max "
+                "would be meaningless); no writer setting changes that: store NaN as null, or expect readers to "
+                "prune this column by row group only")
     if column.type.physical_type != PhysicalType.BYTE_ARRAY:
         return (f"the writer ({f.pf.created_by or 'unknown'}) wrote none although {column.type.physical_type} "
                 "bounds are small; check that it writes page indexes (pyarrow: write_page_index=True)")
@@ -202,6 +207,16 @@ def _why_no_column_index(f: OpenedFile, rg: int, name: str, intent: Intent) -> s
                f" to {DEFAULT_TRUNCATE_LENGTH} (any value up to {limit // 2:,} keeps min+max within {limit:,} bytes)")
     return (f"column index dropped for `{name}` in row group {rg}: min/max values average {per_page:,.0f} bytes "
             f"per page over {pages:,} page(s) ({how}), over parquet-mr's {limit:,}-byte limit; {fix}")
+
+
+def _has_nan(f: OpenedFile, rg: int, name: str) -> bool:
+    """Whether a float/double column chunk holds a NaN (read from the data: footers do not count NaNs)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(f.pf.path, filesystem=f.filesystem) as reader:
+        values = reader.read_row_group(rg, columns=[name]).column(0)
+    return bool(pc.any(pc.is_nan(values)).as_py())
 
 
 def _minmax_bytes_per_page(f: OpenedFile, rg: int, name: str) -> tuple[int, float | None, str]:

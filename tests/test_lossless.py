@@ -53,6 +53,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+import layout.commit
 import layout.compact
 from layout.compact import compact
 from layout.errors import UsageError
@@ -444,3 +445,76 @@ def test_random_evolution_with_compactions(iceberg_catalog, job_here, steps):
             before = by_field_id(table)
             run(name)
             assert_same(before, by_field_id(table.refresh()))
+
+
+# ---- the proof does not trust the reader ----------------------------------------------------------------
+
+
+def _wrong_reader(monkeypatch, job, change):
+    """Make the job's reader wrong in the driver (`change` rewrites the DataFrame it returns): the job's own
+    fingerprint is then taken over the wrong rows and agrees with the output; only the proof can tell."""
+    real = job.read_inputs
+
+    def read_inputs(spark, plan, groups):
+        df, columns = real(spark, plan, groups)
+        return change(df), columns
+
+    monkeypatch.setattr(job, "read_inputs", read_inputs)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda df: df.withColumn("a", _lit_null("string")), r"column a \(field id 2\): null count"),
+    (lambda df: df.selectExpr(*[{"a": "b AS a", "b": "a AS b"}.get(c, f"`{c}`") for c in df.columns]), r"column (a|b) \(field id [23]\): (lower|upper) bound"),
+    (lambda df: df.where("id % 10 != 3"), r"rows"),
+], ids=["column-read-as-nulls", "columns-swapped", "rows-of-a-file-lost"])
+def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, monkeypatch, change, named):
+    job = load_job()
+    _wrong_reader(monkeypatch, job, change)
+    monkeypatch.setattr(layout.compact, "submit", in_process_submit(spark, job))
+    cat = iceberg_catalog
+    cat.create_namespace("t")
+    table = cat.create_table("t.proof", Schema(NestedField(1, "id", LongType(), required=True),
+                                               NestedField(2, "a", StringType()), NestedField(3, "b", StringType())))
+    for start in (0, 30):
+        table.append(rows_for(table, start, 30))
+    before = by_field_id(table)
+    snapshot = table.current_snapshot().snapshot_id
+    with pytest.raises(layout.commit.CommitRefused, match=named):
+        run("t.proof")
+    table = table.refresh()
+    assert table.current_snapshot().snapshot_id == snapshot
+    assert_same(before, by_field_id(table))
+
+
+def _lit_null(type_name: str):
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast(type_name)
+
+
+def test_the_proof_names_the_column_of_a_tampered_staged_file(iceberg_catalog, spark, monkeypatch):
+    """A staged file changed after the job (same row count, one value outside the input's range): the
+    metadata proof, which reads only the footers and the manifests, refuses it naming the column."""
+    from layout.commit import prove_staged
+    from layout.manifest import StagedManifest
+    from layout.rewrite import plan_rewrite
+
+    cat = iceberg_catalog
+    cat.create_namespace("t")
+    table = cat.create_table("t.tamper", Schema(NestedField(1, "id", LongType(), required=True),
+                                                NestedField(2, "x", DoubleType())))
+    for start in (0, 30):
+        table.append(rows_for(table, start, 30))
+    job = load_job()
+    plan = plan_rewrite(table, spec_for("t.tamper"), force=True)
+    staged = job.compact_groups(spark, plan, list(plan.groups))
+    manifest = StagedManifest(run_id=plan.run_id, table=plan.table, staging_dir="", groups=tuple(staged),
+                              spark_version="", spark_master="", spark_conf={}, writer_options={}, seconds=0)
+    prove_staged(table, plan, manifest)  # untouched: the proof passes
+    target = staged[0].outputs[0].path.removeprefix("file://")
+    data = pq.read_table(target)
+    i = data.column_names.index("id")  # (x holds +-inf already: any double is inside its bounds)
+    tampered = pa.concat_arrays([pa.array([10**15], pa.int64()), data.column(i).combine_chunks().slice(1)])
+    pq.write_table(data.set_column(i, data.field(i), tampered), target)
+    with pytest.raises(layout.commit.CommitRefused, match=r"column id \(field id 1\): upper bound"):
+        prove_staged(table, plan, manifest)

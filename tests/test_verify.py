@@ -62,6 +62,9 @@ def files(spark, tmp_path_factory):
     df = df.repartitionByRange(3, "k").sortWithinPartitions("k")
     df.write.mode("overwrite").options(**good_spec.writer.spark_options()).parquet(str(base / "good"))
     out["good"] = base / "good"
+    nan = ids.select(F.col("id").alias("k"), F.when(F.col("id") % 97 == 0, F.lit(float("nan")))
+                     .otherwise(F.col("id").cast("double")).alias("x"))
+    out["nan"] = write_spark(spark, nan, base / "nan", sort_by="k", options=pages)
     return out
 
 
@@ -80,6 +83,15 @@ def test_dropped_column_index_is_diagnosed_with_numbers(files):
     assert "set writer.column_index_truncate_length (currently 1000000) to 64" in d
     per_page = float(d.split("average ")[1].split(" bytes")[0].replace(",", ""))
     assert 2 * LONG * 0.99 <= per_page <= 2 * LONG  # measured: a page's min and max are whole 10 KB strings
+
+
+def test_a_float_column_index_dropped_for_nan_names_the_real_cause(files):
+    """parquet-mr drops the column index of a double column with NaN values: no writer setting helps, and
+    the diagnosis says so instead of blaming the writer's page-index settings."""
+    [finding] = _errors(verify_files([files["nan"]], _spec()))
+    assert (finding.rule, finding.column) == ("page_index", "x")
+    assert "holds NaN values" in finding.diagnosis and "no writer setting" in finding.diagnosis
+    assert "write_page_index" not in finding.diagnosis
 
 
 def test_spec_truncation_not_applied_is_named(files):

@@ -25,7 +25,8 @@ Measured in one run, all Spark work through spark-submit with the same master (l
    against `lakesort.compact.compact(...)`, the whole step (plan, layout.zip, spark-submit of
    jobs/compact.py, fingerprint re-check of the staged files, Iceberg commit). Goal: lakesort at most
    1.3x naive. The step is broken down by timing `plan_rewrite`, `submit`, `check_staged` and
-   `commit_rewrite` (wrapped in place), and the job's own time from its manifest.
+   `commit_rewrite` (wrapped in place), and the job's own time from its manifest; the metadata proof
+   (`prove_staged`, run in the verify step and again by the commit) is reported with its share.
 2. DuckDB: `COPY (SELECT * FROM read_parquet([...]) ORDER BY <keys>) TO '<tmp>/out.parquet'
    (FORMAT parquet, COMPRESSION zstd)`, the single-machine reference.
 3. nightly amplification: after the first compaction, one day of new orders is appended with
@@ -269,6 +270,7 @@ def print_breakdown(label: str, run: dict) -> None:
         ("  of which JVM, session, layout.zip, stop", submit_s - run["job_seconds"]),
         ("commit_rewrite", commit_s),
         ("  of which check_staged (re-read, fingerprint)", check_s),
+        ("metadata proof (verify and commit steps, both)", parts.get("prove_staged", 0.0)),
         ("  of which Iceberg overwrite commit", commit_s - check_s),
         ("other (load table, live file counts)", total - plan_s - submit_s - commit_s),
     ]
@@ -397,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     timers.wrap(layout.compact, "submit", "submit")
     timers.wrap(layout.commit, "commit_rewrite", "commit_rewrite")
     timers.wrap(layout.commit, "check_staged", "check_staged")
+    timers.wrap(layout.commit, "prove_staged", "prove_staged")
     atexit.register(timers.restore)
 
     # --- ingest
