@@ -55,6 +55,7 @@ from pyiceberg.types import (
 
 import layout.commit
 import layout.compact
+from layout.cleanup import cleanup
 from layout.compact import compact
 from layout.errors import UsageError
 from layout.rewrite import RUN_ID
@@ -215,6 +216,16 @@ def test_schema_evolution_and_file_names_are_lossless(iceberg_catalog, job_here,
     assert result.files_removed == 8 and committed(table)
     assert_same(before, by_field_id(table))
     outputs_have_all_ids(table)
+    # A second compaction replaces the first one's staged files: older snapshots still reference them.
+    # Cleanup (no grace period) must keep every snapshot of the history readable, with its own rows.
+    run("t.evo")
+    table = table.refresh()
+    history = {s.snapshot_id: by_field_id(table, s.snapshot_id) for s in table.snapshots()}
+    cleaned = cleanup(table, grace_hours=0)
+    assert cleaned.kept_referenced >= 2
+    table = table.refresh()
+    for snapshot_id, rows in history.items():
+        assert_same(rows, by_field_id(table, snapshot_id))
 
 
 # ---- every type -----------------------------------------------------------------------------------
