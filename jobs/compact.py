@@ -1,12 +1,15 @@
 """Sort-and-compact job: `spark-submit jobs/compact.py --plan PLAN.json --manifest MANIFEST.json`.
 
-For each group of the rewrite plan: read exactly the planned input files with the table's current
-schema, apply the merge rule for keyed tables, sort (linear: range-partition on the sort keys, then
-sort within partitions, so output files hold disjoint ordered key ranges; zorder: the same on
-interleaved key bits), size the output file count from the input bytes, and write Parquet with the
-spec's writer settings to a staging directory under the table's location. The input's row count and
-content fingerprint are observed in the same pass as the write. The manifest records it all; the
-commit step (outside Spark) re-checks the staged files against it before anything is committed.
+For each group of the rewrite plan: read exactly the planned input files as Iceberg defines their rows
+(pyiceberg's reader in the executors, `layout.iceberg_input`: field ids, name mapping, promotions; every
+file's row count checked against its manifest), tag each row with the partition of the table's current
+spec, apply the merge rule for keyed tables, sort (linear: range-partition on the sort keys, then sort
+within partitions, so output files hold disjoint ordered key ranges; zorder: the same on interleaved key
+bits), size the output file count from the input bytes, and write Parquet with the spec's writer
+settings and Iceberg field ids to a staging directory under the table's location. The input's row count
+and content fingerprint are observed in the same pass as the write. The manifest records it all, with
+each output file's partition values; the commit step (outside Spark) re-checks the staged files against
+it and against Iceberg's own metadata before anything is committed.
 """
 
 from __future__ import annotations

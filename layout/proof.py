@@ -440,7 +440,7 @@ def prove(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, group: str
         lines = "\n".join(f"  - {d.describe()}" for d in result.differences)
         raise ProofFailed(f"metadata proof failed for {group}; nothing committed:\n{lines}")
     if result.unproven:
-        log.info("metadata proof of %s passed; not provable from metadata: %s", group,
+        log.debug("metadata proof of %s passed; not provable from metadata: %s", group,
                  "; ".join(result.unproven))
     return result
 

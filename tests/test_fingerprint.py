@@ -669,10 +669,15 @@ def spark_job(spark):
 def test_spark_refuses_a_hash_over_maps_without_the_legacy_conf(spark):
     from pyspark.errors import AnalysisException
 
-    assert spark.conf.get("spark.sql.legacy.allowHashOnMapType") == "false"
-    for expr in ("xxhash64(map('a', 1))", "xxhash64(named_struct('s', array(map('a', 1))))"):
-        with pytest.raises(AnalysisException, match=r"HASH_MAP_TYPE.*spark\.sql\.legacy\.allowHashOnMapType"):
-            spark.sql(f"SELECT {expr}").collect()
+    key = "spark.sql.legacy.allowHashOnMapType"
+    before = spark.conf.get(key)  # the shared session: a job run in process earlier sets it to true
+    spark.conf.set(key, "false")
+    try:
+        for expr in ("xxhash64(map('a', 1))", "xxhash64(named_struct('s', array(map('a', 1))))"):
+            with pytest.raises(AnalysisException, match=r"HASH_MAP_TYPE.*spark\.sql\.legacy\.allowHashOnMapType"):
+                spark.sql(f"SELECT {expr}").collect()
+    finally:
+        spark.conf.set(key, before)
 
 
 @pytest.mark.spark
