@@ -529,3 +529,30 @@ def test_the_proof_names_the_column_of_a_tampered_staged_file(iceberg_catalog, s
     pq.write_table(data.set_column(i, data.field(i), tampered), target)
     with pytest.raises(layout.commit.CommitRefused, match=r"column id \(field id 1\): upper bound"):
         prove_staged(table, plan, manifest)
+
+
+def test_a_failure_after_the_commit_exits_1_and_says_what_was_committed(iceberg_catalog, job_here, monkeypatch,
+                                                                         tmp_path, capsys):
+    """Measuring fails with a usage error after the commit: the table did change, so the exit status is 1
+    (never 2, which means nothing happened), and the message says what was committed before what failed."""
+    import yaml
+
+    import layout.pipeline
+    from layout.cli import main
+
+    cat = iceberg_catalog
+    cat.create_namespace("t")
+    table = cat.create_table("t.after", Schema(NestedField(1, "id", LongType(), required=True)))
+    table.append(rows_for(table, 0, 10))
+    table.append(rows_for(table, 10, 10))
+
+    def broken_measure(*args, **kwargs):
+        raise UsageError("probe `p`: no such column (simulated)")
+
+    monkeypatch.setattr(layout.pipeline, "measure", broken_measure)
+    spec = tmp_path / "after.yaml"
+    spec.write_text(yaml.safe_dump({"table": "t.after", "owner": OWNER, "sort": {"keys": [{"column": "id"}]}}))
+    assert main(["compact", "t.after", "--spec", str(spec), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "committed snapshot" in err and "then measuring failed" in err
+    assert committed(table)
