@@ -107,7 +107,10 @@ def check_staged(manifest: StagedManifest, columns: list[str]) -> None:
     log.info("staged output checked: %d group(s), rows and fingerprints match", len(manifest.groups))
 
 
-COMMIT_ATTEMPTS = 8  # each after re-reading the table; pyiceberg retries inside each attempt as well
+# Against a writer that commits every few hundred milliseconds, what wins is a short path from reading
+# the table to the catalog's compare-and-swap: attempts follow each other at once (a back-off only lets
+# the other writer in again), each on freshly read state, until this deadline.
+COMMIT_TIMEOUT_S = 300
 
 
 def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> None:
@@ -157,44 +160,51 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
         return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started)
     rows = sum(g.expected_rows for g in manifest.groups)
     added_bytes = sum(f.size for f in outputs)
-    new_files = None
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        table = table.refresh()
+    table = table.refresh()
+    live = _live_inputs(table, inputs)
+    gone = sorted(inputs - live.keys())
+    if gone:
+        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
+                            f"rewrote or removed them), e.g. {gone[0]}; nothing committed, the next run retries")
+    new_files = output_data_files(table, plan, outputs)
+    removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
+    props = {
+        RUN_ID: plan.run_id, SPEC_HASH: plan.spec_hash, "lakesort.rows": str(rows),
+        "lakesort.input-files": str(len(inputs)), "lakesort.output-files": str(len(outputs)),
+        "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
+        "lakesort.base-snapshot-id": str(plan.snapshot_id),
+    }
+    planned = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
+    scans = ManifestScans({m.manifest_path for m in planned.manifests(table.io)} if planned else set())
+    deadline = time.monotonic() + COMMIT_TIMEOUT_S
+    attempt = 0
+    while True:
+        attempt += 1
+        if attempt > 1:
+            table = table.refresh()
         if table.spec().spec_id != plan.partition_spec_id:
             raise CommitRefused(f"{plan.table}: the partition spec changed since planning (now {table.spec().spec_id}, "
                                 f"planned {plan.partition_spec_id}); nothing committed, the next run rewrites into the new spec")
-        live = _live_inputs(table, inputs)
-        gone = sorted(inputs - live.keys())
-        if gone:
-            raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
-                                f"rewrote or removed them), e.g. {gone[0]}; nothing committed, the next run retries")
-        if new_files is None:
-            new_files = output_data_files(table, plan, outputs)
-        removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
-        props = {
-            RUN_ID: plan.run_id, SPEC_HASH: plan.spec_hash, "lakesort.rows": str(rows),
-            "lakesort.input-files": str(len(inputs)), "lakesort.output-files": str(len(outputs)),
-            "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
-            "lakesort.base-snapshot-id": str(plan.snapshot_id),
-        }
         try:
-            # The one step that changes the table: atomic in the catalog.
-            with table.transaction() as tx, _RewriteFiles.start(tx, table, props) as rewrite:
+            # The one step that changes the table: atomic in the catalog. Each attempt is built on the state
+            # just read; the inputs' DataFiles (equal by path) are the ones read once above.
+            with _one_shot(table).transaction() as tx, _RewriteFiles.start(tx, table, props, scans) as rewrite:
                 for path in sorted(inputs):
                     rewrite.delete_data_file(live[path])
                 for df in new_files:
                     rewrite.append_data_file(df)
             break
         except ValidationException as exc:
-            # An input was removed or got deletes between our check and the swap: never retried.
+            # An input was removed or got deletes since planning (the producer checks it against the new state).
             raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next run "
                                 "retries") from exc
         except CommitFailedException as exc:
-            if attempt == COMMIT_ATTEMPTS:
-                raise CommitRefused(f"{plan.table}: {attempt} commit attempts lost the race to other writers "
-                                    f"({exc}); nothing committed, the next run retries") from exc
-            log.warning("commit of run %s: the table moved on (attempt %d of %d): %s; retrying on the new state",
-                        plan.run_id, attempt, COMMIT_ATTEMPTS, exc)
+            if time.monotonic() > deadline:
+                raise CommitRefused(f"{plan.table}: {attempt} commit attempts in {COMMIT_TIMEOUT_S}s lost the race to "
+                                    f"other writers ({exc}); nothing committed, the next run retries") from exc
+            (log.warning if attempt % 10 == 1 else log.debug)(
+                "commit of run %s: the table moved on (attempt %d): %s; retrying at once on the new state",
+                plan.run_id, attempt, exc)
     try:
         snapshot = _snapshot_of_run(table.refresh(), plan.run_id)
     except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup
@@ -287,36 +297,104 @@ def _nan_bounded(metadata, mapping: dict[str, int]) -> set[int]:
     return out
 
 
-class _RewriteFiles:
-    """pyiceberg 0.12's overwrite, validated as Iceberg's RewriteFiles is.
+def _one_shot(table: Table) -> Table:
+    """The table with pyiceberg's own commit retries off (in memory only): `_commit` retries itself, at once
+    and on freshly read state, where pyiceberg would back off up to seconds and revalidate each time."""
+    from pyiceberg.table import Table as IcebergTable
 
-    pyiceberg validates an overwrite at the table's isolation level, `serializable` by default: any data
-    file another writer added since the base snapshot fails it, so under a streaming ingest every
-    compaction was thrown away. A rewrite changes no rows, so (as in Iceberg's Java `RewriteFiles`) it
-    only needs its inputs to still exist and no new delete files to apply to them.
+    properties = {**table.metadata.properties, "commit.retry.num-retries": "0"}
+    return IcebergTable(identifier=table._identifier, metadata=table.metadata.model_copy(update={"properties": properties}),
+                        metadata_location=table.metadata_location, io=table.io, catalog=table.catalog)
+
+
+class _RewriteFiles:
+    """pyiceberg 0.12's overwrite, validated and retried as Iceberg's RewriteFiles is.
+
+    - Validation: pyiceberg validates an overwrite at the table's isolation level, `serializable` by
+      default, so any data file another writer added since the base snapshot fails it, and under a
+      streaming ingest every compaction was thrown away. A rewrite changes no rows, so (as Java's
+      `RewriteFiles`) it needs only its inputs still live (`_validate_required_deletes`, against the state
+      the attempt is built on) and no delete file added since planning.
+    - Speed of a retry: pyiceberg reads every manifest of the table again on each attempt, so against an
+      ingest committing a manifest every few hundred milliseconds an attempt grows slower than the other
+      writer's cycle and never wins. Manifests are immutable: what each holds of the inputs is read once
+      per commit (`ManifestScans`) and later attempts read only the manifests that are new.
     """
 
     @staticmethod
-    def start(tx, table: Table, props: dict[str, str]):
+    def start(tx, table: Table, props: dict[str, str], scans: ManifestScans):
+        from pyiceberg.exceptions import ValidationException
+        from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
+        from pyiceberg.table.snapshots import Operation
         from pyiceberg.table.update.snapshot import _OverwriteFiles
 
         class RewriteFiles(_OverwriteFiles):
             def _validate_concurrency(self) -> None:
-                from pyiceberg.table.update.validate import (
-                    _validate_data_files_exist,
-                    _validate_no_new_deletes_for_data_files,
-                )
+                """Never reached: pyiceberg's own retries are off (`_one_shot`); each attempt is built anew."""
 
-                window = self._commit_window
-                if window is None or window.is_empty() or window.head is None or not self._deleted_data_files:
-                    return
-                table = self._transaction._table
-                _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
-                _validate_no_new_deletes_for_data_files(table, window.head, None, self._deleted_data_files, window.base)
+            def _head_manifests(self):
+                snapshot = self._transaction.table_metadata.snapshot_by_name(name=self._target_branch)
+                manifests = snapshot.manifests(io=self._io) if snapshot else []
+                for manifest in manifests:
+                    if manifest.content == ManifestContent.DELETES and scans.is_new(manifest):
+                        raise ValidationException(
+                            f"a delete file was committed since planning (manifest {manifest.manifest_path}); "
+                            "it may apply to the inputs")
+                return manifests
 
-        from pyiceberg.table.snapshots import Operation
+            def _existing_manifests(self):
+                out = []
+                for manifest in self._head_manifests():
+                    deleted, kept = scans.scan(manifest, self._deleted_data_files, self._io)
+                    if not deleted:
+                        out.append(manifest)
+                    elif kept:
+                        with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:
+                            for entry in kept:
+                                writer.add_entry(ManifestEntry.from_args(
+                                    status=ManifestEntryStatus.EXISTING, snapshot_id=entry.snapshot_id,
+                                    sequence_number=entry.sequence_number,
+                                    file_sequence_number=entry.file_sequence_number, data_file=entry.data_file))
+                        out.append(writer.to_manifest_file())
+                return out
+
+            def _deleted_entries(self):
+                entries = [
+                    ManifestEntry.from_args(status=ManifestEntryStatus.DELETED, snapshot_id=self._snapshot_id,
+                                            sequence_number=e.sequence_number,
+                                            file_sequence_number=e.file_sequence_number, data_file=e.data_file)
+                    for manifest in self._head_manifests()
+                    for e in scans.scan(manifest, self._deleted_data_files, self._io)[0]
+                ]
+                self._validate_required_deletes(entries)
+                return entries
 
         return RewriteFiles(operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=props)
+
+
+class ManifestScans:
+    """What each manifest holds of a rewrite's inputs, read once per commit (manifests never change)."""
+
+    def __init__(self, planned_manifests: set[str]) -> None:
+        self._seen: dict[str, tuple[list, list]] = {}
+        self._planned = planned_manifests  # the manifests of the snapshot planned against
+
+    def is_new(self, manifest) -> bool:
+        return manifest.manifest_path not in self._planned
+
+    def scan(self, manifest, deleted_files, io) -> tuple[list, list]:
+        """(entries of inputs, other live entries) of a data manifest; ([], []) for others."""
+        from pyiceberg.manifest import ManifestContent
+
+        key = manifest.manifest_path
+        if key not in self._seen:
+            found: list = []
+            kept: list = []
+            if manifest.content == ManifestContent.DATA:
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+                    (found if entry.data_file in deleted_files else kept).append(entry)
+            self._seen[key] = (found, kept if found else [])
+        return self._seen[key]
 
 
 def staging_root(table: Table) -> str:

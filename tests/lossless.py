@@ -6,6 +6,7 @@ The oracle never looks at what Spark read: it is pyiceberg's scan of the committ
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import math
 import struct
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
+T0 = dt.datetime(2024, 2, 27, 22, 0, 0)
 OWNER = {"name": "Test Team", "email": "test@example.com"}
 
 
@@ -37,6 +39,64 @@ def in_process_submit(spark, job):
         job.write_manifest(spark, plan, staged, str(manifest_path), 0.0)
 
     return submit
+
+
+def spec_for(name: str, **extra):
+    from layout.spec import parse_spec
+
+    doc = {"table": name, "owner": OWNER, "sort": {"keys": [{"column": "id"}]}, "target_file_size": "1MiB"}
+    doc.update(extra)
+    return parse_spec(doc, source="test")
+
+
+def run(name: str, **kw):
+    """Compact through the real pipeline (forced unless told), layout verification replaced by nothing."""
+    from layout.compact import compact
+
+    return compact(name, spec=kw.pop("spec", None) or spec_for(name), force=kw.pop("force", True),
+                   verify=lambda manifest: None, **kw)
+
+
+def rows_for(table, start: int, n: int) -> pa.Table:
+    """Rows for the table's current schema: values derived from the row number, every column filled."""
+    arrow = table.schema().as_arrow()
+    return pa.Table.from_pylist([_row(arrow, i) for i in range(start, start + n)], schema=arrow)
+
+
+def _value(t: pa.DataType, i: int, name: str, nullable: bool = True):
+    if i % 11 == 5 and name != "id" and nullable:
+        return None
+    if pa.types.is_boolean(t):
+        return i % 2 == 0
+    if pa.types.is_integer(t):
+        return i * 7 % 1000 if name != "id" else i
+    if pa.types.is_floating(t):
+        return list(floats(i + 1))[i]
+    if pa.types.is_decimal(t):
+        return Decimal(i * 37 - 500).scaleb(-t.scale)
+    if pa.types.is_date(t):
+        return dt.date(2024, 1, 1) + dt.timedelta(days=i * 3)
+    if pa.types.is_timestamp(t):
+        value = T0 + dt.timedelta(hours=i * 5, microseconds=i)
+        return value.replace(tzinfo=dt.UTC) if t.tz else value
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return f"{name}-{i}-" + "é" * (i % 3) + "x" * (i % 20)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return bytes([i % 256, 0, 255]) * (i % 4)
+    if pa.types.is_struct(t):
+        return {f.name: _value(f.type, i + k, f.name, f.nullable) for k, f in enumerate(t)}
+    if pa.types.is_map(t):
+        return [(f"k{j}", _value(t.item_type, i + j, "v", t.item_field.nullable)) for j in range(i % 3)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_value(t.value_type, i + j, "e", t.value_field.nullable) for j in range(i % 4)] if i % 5 else None
+    raise AssertionError(f"no test value for {t}")
+
+
+def _row(arrow: pa.Schema, i: int) -> dict:
+    out = {}
+    for f in arrow:
+        out[f.name] = _value(f.type, i, f.name, f.nullable)
+    return out
 
 
 def _canonical(value: Any) -> Any:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lossless import OWNER, assert_same, by_field_id, floats, in_process_submit, load_job
+from lossless import OWNER, assert_same, by_field_id, in_process_submit, load_job, rows_for, run, spec_for
 from pyiceberg.partitioning import PartitionField, PartitionFieldValue, PartitionKey, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import (
@@ -56,10 +55,8 @@ from pyiceberg.types import (
 import layout.commit
 import layout.compact
 from layout.cleanup import cleanup
-from layout.compact import compact
 from layout.errors import UsageError
 from layout.rewrite import RUN_ID
-from layout.spec import parse_spec
 
 pytestmark = pytest.mark.spark
 
@@ -69,59 +66,6 @@ T0 = dt.datetime(2024, 2, 27, 22, 0, 0)
 @pytest.fixture
 def job_here(spark, monkeypatch):
     monkeypatch.setattr(layout.compact, "submit", in_process_submit(spark, load_job()))
-
-
-def spec_for(name: str, **extra):
-    doc = {"table": name, "owner": OWNER, "sort": {"keys": [{"column": "id"}]}, "target_file_size": "1MiB"}
-    doc.update(extra)
-    return parse_spec(doc, source="test")
-
-
-def run(name: str, **kw):
-    return compact(name, spec=kw.pop("spec", None) or spec_for(name), force=kw.pop("force", True),
-                   verify=lambda manifest: None, **kw)
-
-
-def rows_for(table, start: int, n: int) -> pa.Table:
-    """Rows for the table's current schema: values derived from the row number, every column filled."""
-    arrow = table.schema().as_arrow()
-    return pa.Table.from_pylist([_row(arrow, i) for i in range(start, start + n)], schema=arrow)
-
-
-def _value(t: pa.DataType, i: int, name: str, nullable: bool = True):
-    if i % 11 == 5 and name != "id" and nullable:
-        return None
-    if pa.types.is_boolean(t):
-        return i % 2 == 0
-    if pa.types.is_integer(t):
-        return i * 7 % 1000 if name != "id" else i
-    if pa.types.is_floating(t):
-        return list(floats(i + 1))[i]
-    if pa.types.is_decimal(t):
-        return Decimal(i * 37 - 500).scaleb(-t.scale)
-    if pa.types.is_date(t):
-        return dt.date(2024, 1, 1) + dt.timedelta(days=i * 3)
-    if pa.types.is_timestamp(t):
-        value = T0 + dt.timedelta(hours=i * 5, microseconds=i)
-        return value.replace(tzinfo=dt.UTC) if t.tz else value
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return f"{name}-{i}-" + "é" * (i % 3) + "x" * (i % 20)
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return bytes([i % 256, 0, 255]) * (i % 4)
-    if pa.types.is_struct(t):
-        return {f.name: _value(f.type, i + k, f.name, f.nullable) for k, f in enumerate(t)}
-    if pa.types.is_map(t):
-        return [(f"k{j}", _value(t.item_type, i + j, "v", t.item_field.nullable)) for j in range(i % 3)]
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_value(t.value_type, i + j, "e", t.value_field.nullable) for j in range(i % 4)] if i % 5 else None
-    raise AssertionError(f"no test value for {t}")
-
-
-def _row(arrow: pa.Schema, i: int) -> dict:
-    out = {}
-    for f in arrow:
-        out[f.name] = _value(f.type, i, f.name, f.nullable)
-    return out
 
 
 def _without_ids(field: pa.Field) -> pa.Field:
