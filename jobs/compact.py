@@ -218,22 +218,22 @@ def compact_groups(spark, plan, groups):
         F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
     part_rows = {(r[GROUP], r[PART]): (r[PART_KEY], r["rows"]) for r in df.groupBy(GROUP, PART).agg(
         F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows")).collect()}
-    # Output files: each (group, partition) gets its own partition ids (one, or one per key-range bucket
-    # when it needs several files, by its share of the group's rows); range-partitioning on the id keeps
-    # an id whole and neighbouring ids together, so a file never mixes partitions and a partition's files
-    # hold disjoint, ordered key ranges.
+    # Output files: each (group, partition) gets its own file ids (one, or one per key-range bucket when it
+    # needs several, by its share of the group's rows; buckets by the rank of the whole sort key, so equal
+    # keys share a file). Every file id goes to a task of its own: a hash partitioning on a key chosen per
+    # id so that Spark's own hash puts id i in task i (`_exact_keys`). (A range partitioning on the ids lets
+    # the sampled bounds put several ids into one task; on the ids and the sort keys it splits partitions
+    # at arbitrary row quantiles into extra files.)
     wanted = {g.group_id: max(1, g.output_files) for g in groups}
     base_id, files_of, offset = {}, {}, 0
     for (gid, part), (_, rows) in sorted(part_rows.items()):
-        total = expected[gid][0] or 1
-        n = max(1, round(wanted[gid] * rows / total))
-        base_id[(gid, part)], files_of[(gid, part)] = offset, n
+        n = max(1, round(wanted[gid] * rows / (expected[gid][0] or 1)))
+        base_id[f"{gid}/{part}"], files_of[f"{gid}/{part}"] = offset, n
         offset += n
-    if offset == 0:
-        offset = 1
+    offset = max(1, offset)
     pair = F.concat_ws("/", F.col(GROUP).cast("string"), F.col(PART))
-    starts = F.create_map(*[x for (gid, part), v in base_id.items() for x in (F.lit(f"{gid}/{part}"), F.lit(v))])
-    counts_map = F.create_map(*[x for (gid, part), v in files_of.items() for x in (F.lit(f"{gid}/{part}"), F.lit(v))])
+    starts = F.create_map(*[x for key, v in base_id.items() for x in (F.lit(key), F.lit(v))])
+    counts = F.create_map(*[x for key, v in files_of.items() for x in (F.lit(key), F.lit(v))])
     if plan.strategy == "zorder":
         df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
         order = [F.col("__lakesort_z")]
@@ -241,11 +241,13 @@ def compact_groups(spark, plan, groups):
         order = [sort_column(k) for k in plan.sort_keys]
     if any(v > 1 for v in files_of.values()):
         rank = F.percent_rank().over(Window.partitionBy(GROUP, PART).orderBy(*order))
-        bucket = F.least(F.floor(rank * counts_map[pair]), counts_map[pair] - 1)
+        bucket = F.least(F.floor(rank * counts[pair]), counts[pair] - 1)
     else:
         bucket = F.lit(0)
-    df = df.withColumn("__lakesort_file", starts[pair] + bucket)
-    df = (df.repartitionByRange(offset, "__lakesort_file").sortWithinPartitions(GROUP, PART, *order)
+    keys = _exact_keys(spark, offset)
+    key_of = F.create_map(*[x for i, k in enumerate(keys) for x in (F.lit(i), F.lit(k))])
+    df = df.withColumn("__lakesort_file", key_of[(starts[pair] + bucket).cast("int")].cast("int"))
+    df = (df.repartition(offset, "__lakesort_file").sortWithinPartitions(GROUP, PART, *order)
           .drop("__lakesort_file", "__lakesort_z", PART_KEY))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
@@ -272,6 +274,20 @@ def compact_groups(spark, plan, groups):
                  read.get(g.group_id, 0), len(g.inputs), rows, len(outputs))
     log.info("%d group(s), %d rows in %.1fs", len(groups), sum(read.values()), seconds)
     return staged
+
+
+def _exact_keys(spark, n: int) -> list[int]:
+    """For each task i < n, an int key that Spark's hash partitioning sends to task i: the smallest k with
+    pmod(hash(k), n) == i, found with Spark's own `hash` (the Murmur3 HashPartitioning uses)."""
+    from pyspark.sql import functions as F
+
+    span = 64 * n
+    while True:
+        found = dict(spark.range(span).select(F.col("id").cast("int").alias("k"))
+                     .select(F.expr(f"pmod(hash(k), {n})").alias("p"), "k").groupBy("p").agg(F.min("k")).collect())
+        if len(found) == n:
+            return [found[i] for i in range(n)]
+        span *= 4
 
 
 def sort_column(key):

@@ -242,9 +242,10 @@ def _field(column: str) -> pc.Expression:
 
 
 def _isin(field: pc.Expression, literals: frozenset[Any]) -> pc.Expression:
-    """Membership; decimals compare one by one, because `is_in` casts the column to the literals' type
-    and fails when a literal is finer than the column (1.005 on DECIMAL(10, 2) simply never matches)."""
-    if any(isinstance(v, Decimal) for v in literals):
+    """Membership; decimals and floats compare one by one with `=`: `is_in` casts the column to the
+    literals' type and fails when a literal is finer than the column (1.005 on DECIMAL(10, 2) simply never
+    matches), and it tells -0.0 from 0.0, which `=` (like Spark and DuckDB) does not."""
+    if any(isinstance(v, Decimal | float) for v in literals):
         out = None
         for v in sorted(literals, key=str):
             term = field == pc.scalar(v)

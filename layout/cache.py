@@ -151,7 +151,8 @@ class CacheStats:
 
     Every lookup (`get`, and each pass of `get_or_load`) is a hit or a miss. A `get_or_load` miss either
     runs `load` (`loads`) or waits for another thread's load of the same item (`coalesced`).
-    `evictions` are items dropped for the byte bound, `expirations` for the expiry interval,
+    `evictions` are items dropped for the byte bound (the least recently used, or an item replaced by a
+    value over `max_entry_bytes`), `expirations` for the expiry interval,
     `invalidations` because their file changed or `invalidate`/`clear` was called; `rejected` counts
     values over `max_entry_bytes` that were not kept. `bytes` and `entries` describe what is held now.
     """
@@ -240,7 +241,10 @@ class MetadataCache:
             return default if entry is None else entry.value
 
     def put(self, fs_id: str, key: FileKey, item: Hashable, value: Any, size: int) -> bool:
-        """Keep `value` (estimated at `size` bytes); False if it was not kept (disabled or too big)."""
+        """Keep `value` (estimated at `size` bytes); False if it was not kept (disabled or too big).
+
+        The item's previous value goes either way: a value too big to keep is not replaced by a stale one.
+        """
         _check_size(size)
         with self._lock:
             return self._store_locked(fs_id, key, item, value, size)
@@ -356,11 +360,15 @@ class MetadataCache:
         if file is not None and file.key != key:
             self._drop_file_locked(fs_id, key.path)
             file = None
+        old = file.items.get(item) if file is not None else None
+        if old is not None:
+            # Replaced, whether or not the new value is kept: the old one must not be served again, and it
+            # may be the same object grown past its accounted size (a ParquetFile that read page indexes).
+            self._remove_locked(old)  # may drop the file and tier if it was their last item
         if size > self._max_entry:
             self._rejected += 1
+            self._evictions += old is not None
             return False
-        if file is not None and (old := file.items.get(item)) is not None:
-            self._remove_locked(old)  # may drop the file and tier if it was their last item
         files = self._tiers.setdefault(fs_id, {})
         file = files.get(key.path)
         if file is None:

@@ -6,6 +6,10 @@ search when ordered) into row selections intersected across the columns of an AN
 OR. A plan is a value: planning produces it, `layout.scan` reads it. Pruning is sound: the selection
 holds every matching row; `to_arrow()` then filters exactly.
 
+Through the metadata cache (the default), a file's footer and each column chunk's page structures (the
+search structure over its column index, its pages' first rows and byte sums) are built once per file
+version; a warm plan then costs O(log pages) per searched chunk on an ordered column index.
+
 Counts: `*_total` are over the whole source, `*_selected` what survives; pages and bytes count the
 column chunks of the projected and predicate columns (a chunk without an offset index counts as one
 page, read whole), bytes as compressed page sizes plus the dictionary page a reader also fetches.
@@ -16,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,7 +30,16 @@ from layout.errors import UsageError
 from layout.parquet import ColumnType, ParquetFile
 from layout.predicate import AlwaysTrue, Expr, rewrite_not
 from layout.predicate import columns as expr_columns
-from layout.pruning import BloomEvaluator, ColumnStats, PageSelector, StatsEvaluator, Truth
+from layout.pruning import (
+    BloomEvaluator,
+    ChunkPages,
+    ChunkStructures,
+    ColumnStats,
+    PageSelector,
+    StatsEvaluator,
+    Truth,
+    chunk_pages,
+)
 from layout.selection import RowSelection
 from layout.sql import parse_where
 
@@ -37,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # Decoded metadata takes several times its encoded size in Python objects; the cache bounds by this.
 DECODED_SIZE_FACTOR = 8
+# What one cached item costs the cache beyond its value (entry, dict and LRU slots, key tuple).
+CACHE_ITEM_OVERHEAD = 512
 
 _KINDS = {
     "bool": Kind.BOOLEAN, "int": Kind.INTEGER, "float": Kind.FLOAT, "double": Kind.FLOAT,
@@ -176,7 +191,8 @@ def plan(
     comparisons = 0
     for entry in files:
         facts = first_facts if entry is files[0] else _open(entry, the_cache)
-        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, selected_paths, tally)
+        chunks = ChunkStructures(facts.pf) if the_cache is None else _CachedChunks(facts, the_cache)
+        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, selected_paths, tally, chunks)
         comparisons += n
         if planned is not None:
             file_plans.append(planned)
@@ -304,6 +320,28 @@ def _open(entry: _Entry, cache: MetadataCache | None) -> _FileFacts:
     return cache.get_or_load(fs_id, key, "parquet", load)
 
 
+class _CachedChunks(ChunkStructures):
+    """Page structures of one file's chunks through the metadata cache, next to the file's footer.
+
+    Each is an item of its own, `("page_search", rg, col)` or `("chunk_pages", rg, col)`, under the file's
+    `FileKey`: built once per file version (a rewritten file has a new key, so it never gets the old
+    structures), sized by what it keeps alive (column-index bounds included, though the footer's entry
+    counts them too: over rather than under the byte budget), evicted like any other item. A warm
+    plan's lookup is a few dictionary operations.
+    """
+
+    def __init__(self, facts: _FileFacts, cache: MetadataCache) -> None:
+        super().__init__(facts.pf)
+        self.facts, self.cache = facts, cache
+
+    def _load(self, item: Hashable, build: Callable[[], Any]) -> Any:
+        def load() -> tuple[Any, int]:
+            value = build()
+            return value, CACHE_ITEM_OVERHEAD + (value.nbytes if value is not None else 0)
+
+        return self.cache.get_or_load(self.facts.fs_id, self.facts.key, item, load)
+
+
 def _recache(facts: _FileFacts, cache: MetadataCache | None) -> None:
     """Page indexes read while planning live in the ParquetFile: re-size its cache entry when it grew."""
     if cache is not None and facts.pf.bytes_read != facts.accounted:
@@ -313,7 +351,7 @@ def _recache(facts: _FileFacts, cache: MetadataCache | None) -> None:
 
 def _plan_file(
     facts: _FileFacts, entry: _Entry, expr: Expr, predicate_columns: list[str], needed: list[str],
-    selected_paths: set[str] | None, tally: _Tally,
+    selected_paths: set[str] | None, tally: _Tally, chunks: ChunkStructures,
 ) -> tuple[FilePlan | None, int]:
     pf = facts.pf
     tally["files_total"] += 1
@@ -346,7 +384,7 @@ def _plan_file(
         if truth is Truth.ALL:
             selection = RowSelection.all(num_rows)
         else:
-            selector = PageSelector(pf, rg, num_rows)
+            selector = PageSelector(pf, rg, num_rows, chunks)
             selection = selector.select(expr)
             comparisons += selector.comparisons
         if not selection:
@@ -357,7 +395,7 @@ def _plan_file(
             if selection.row_count == num_rows:  # everything: the totals, no page arithmetic
                 pages, nbytes = facts.totals(rg, c)
             else:
-                pages, nbytes = selected_pages(pf, rg, c, selection)
+                pages, nbytes = _fetched(chunks.pages(rg, c), pf, rg, c, selection)
             tally["pages_selected"] += pages
             tally["bytes_selected"] += nbytes
         planned.append(RowGroupPlan(rg, num_rows, selection, truth is Truth.ALL))
@@ -376,20 +414,16 @@ def _merge(stats: list[ColumnStats | None]) -> ColumnStats | None:
     return out
 
 
-
 def selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) -> tuple[int, int]:
     """Pages of one chunk a reader fetches for `selection`, and their bytes (dictionary page included)."""
-    md = pf.row_groups[rg].columns[col].meta_data
-    oi = pf.offset_index(rg, col)
-    num_rows = pf.row_groups[rg].num_rows
-    if oi is None or not oi.page_locations or pf.columns[col].max_repetition_level > 0:
-        return 1, md.total_compressed_size
-    locations = oi.page_locations
-    chosen = selection.scan_ranges([p.first_row_index for p in locations], num_rows)
-    nbytes = sum(locations[i].compressed_page_size for i in chosen)
-    if md.dictionary_page_offset is not None and md.dictionary_page_offset < locations[0].offset:
-        nbytes += locations[0].offset - md.dictionary_page_offset
-    return len(chosen), nbytes
+    return _fetched(chunk_pages(pf, rg, col), pf, rg, col, selection)
+
+
+def _fetched(pages: ChunkPages | None, pf: ParquetFile, rg: int, col: int,
+             selection: RowSelection) -> tuple[int, int]:
+    if pages is None:  # no offset index, or a repeated column: the whole chunk as one page
+        return 1, pf.row_groups[rg].columns[col].meta_data.total_compressed_size
+    return pages.fetched(selection)
 
 
 def needed_columns(plan: Plan, pf: ParquetFile) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -505,18 +504,15 @@ def test_cli_spec_for_the_named_table_is_used(other_spec):
 
 
 def test_cli_compact_with_a_mismatched_spec_stops_before_any_spark_work(tmp_path, other_spec):
-    """The real command: exit 2 in about Python's start-up time, nothing staged, no work directory."""
+    """The real command: exit 2, nothing staged, no work directory (so no spark-submit ran)."""
     lakesort = Path(sys.executable).with_name("lakesort")
-    if not lakesort.exists():
-        pytest.skip("the `lakesort` console script is not installed beside this Python")
+    assert lakesort.is_file(), "the `lakesort` console script is not installed beside this Python (`make setup`)"
     work = tmp_path / "cwd"
     work.mkdir()
     runs = tmp_path / "runs"
     env = {**os.environ, "HOME": str(work), "LAKESORT_SPARK_MASTER": "local[1]", "LAKESORT_WORK_DIR": str(runs)}
-    started = time.perf_counter()
     proc = subprocess.run([str(lakesort), "compact", "demo.b", "--spec", str(other_spec)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
-    seconds = time.perf_counter() - started
     assert proc.returncode == EXIT_USAGE, proc.stderr
     assert "is for table demo.a, not demo.b" in proc.stderr
     assert proc.stderr.startswith("lakesort compact: error: --spec "), proc.stderr  # nothing logged before
@@ -524,7 +520,6 @@ def test_cli_compact_with_a_mismatched_spec_stops_before_any_spark_work(tmp_path
     # none here, so there was no spark-submit; and nothing else was written either.
     assert not runs.exists()
     assert list(work.iterdir()) == []
-    assert seconds < 15, f"took {seconds:.1f}s: more than the CLI's start-up"
 
 
 # ---- Spark: what the name rules rest on --------------------------------------------------------------

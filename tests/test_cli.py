@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -118,3 +119,38 @@ def test_inspect_directory_summary(sorted_file, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 files, 5002 rows" in out
     assert "ASCENDING 2" in out  # `k` is ascending in both row groups of sorted.parquet
+
+
+def test_plan_text_reports_the_counts(sorted_file, capsys):
+    """The text output of `lakesort plan`: a header naming the source, predicate and time, then one line per
+    level with total, selected and skipped share, the same numbers as the JSON output."""
+    assert main(["plan", str(sorted_file), "--where", "k = 345"]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert main(["plan", str(sorted_file), "--where", "k = 345", "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    header, columns, *lines = text.splitlines()
+    assert re.fullmatch(rf"plan for {re.escape(str(sorted_file))} where k = 345 \(\d+\.\d ms\)", header), (
+        header
+    )
+    assert columns.split() == ["level", "total", "selected", "skipped"]
+    table = {}
+    for line in lines:
+        *label, total, selected, skipped = line.split()
+        table[" ".join(label)] = (int(total), int(selected), skipped)
+    levels = {
+        "files": "files",
+        "row groups": "row_groups",
+        "pages": "pages",
+        "rows": "rows",
+        "bytes": "bytes",
+    }
+    assert list(table) == list(levels)
+    for label, key in levels.items():
+        total, selected = doc[f"{key}_total"], doc[f"{key}_selected"]
+        assert table[label] == (total, selected, f"{100 * (1 - selected / total):.1f}%"), label
+    # Known without the JSON: one file; `k` ascending over two row groups of 2,500, so 345 is in the first
+    # only, in one page of each of the three columns.
+    assert table["files"] == (1, 1, "0.0%") and table["row groups"] == (2, 1, "50.0%")
+    assert table["rows"][0] == 5_000 and 345 < table["rows"][1] < 2_500
+    assert table["pages"][1] == 3 < table["pages"][0]
+    assert 0 < table["bytes"][1] < table["bytes"][0]

@@ -295,8 +295,7 @@ def _spark_fingerprint(df, columns: list[str]) -> Fingerprint:
 def _tpchgen() -> str:
     exe = Path(sys.executable).with_name("tpchgen-cli")
     found = str(exe) if exe.is_file() else shutil.which("tpchgen-cli")
-    if found is None:
-        pytest.skip("tpchgen-cli is not installed (dev dependency group)")
+    assert found is not None, "tpchgen-cli is not installed: it is in uv.lock's dev group (`make setup`)"
     return found
 
 

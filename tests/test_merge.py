@@ -234,6 +234,68 @@ def _textbook_heap_comparisons(k: int, per: int) -> int:
     return comparisons
 
 
+class _Key:
+    """A normalized key that counts the comparisons made with it, in counters the test owns: `less` for
+    `<`, `<=`, `>`, `>=` (each three-way comparison of the tree starts with exactly one), `equal` for `==`
+    (the tie-break after a `<` that was false). Above every value: the merge's END and NULL markers."""
+
+    less = equal = 0
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        _Key.less += 1
+        return self.v < other.v if type(other) is _Key else True
+
+    def __le__(self, other):
+        _Key.less += 1
+        return self.v <= other.v if type(other) is _Key else True
+
+    def __gt__(self, other):
+        _Key.less += 1
+        return self.v > other.v if type(other) is _Key else False
+
+    def __ge__(self, other):
+        _Key.less += 1
+        return self.v >= other.v if type(other) is _Key else False
+
+    def __eq__(self, other):
+        _Key.equal += 1
+        return type(other) is _Key and self.v == other.v
+
+    __hash__ = None
+
+
+class _CountingKeySpec(merge_module.KeySpec):
+    """The merge's own key normalization (and sortedness check), each key then wrapped in a `_Key`."""
+
+    def normalize(self, batch, stream, offset):
+        keys = super().normalize(batch, stream, offset)
+        return [_Key(v) for v in (keys.tolist() if hasattr(keys, "tolist") else list(keys))]
+
+
+@pytest.mark.parametrize("k", [2, 4, 5, 8, 16, 37, 64])
+def test_comparisons_counted_outside_the_code_at_most_log2_k_per_row(k, monkeypatch):
+    """The loser tree's O(log k) per row, without trusting `MergeResult.comparisons`: the keys count the
+    comparisons made with them. Interleaved streams (the winner changes at every row): each row replays one
+    leaf-to-root path, at most ceil(log2 k) three-way comparisons; setup is k - 1 to build the tree and one
+    sortedness check per batch after a stream's first. Comparisons the markers (END, NULL) make on their own
+    side are not seen; on these inputs they only happen once a stream ran out."""
+    per, batch = 300, 50
+    monkeypatch.setattr(merge_module, "KeySpec", _CountingKeySpec)
+    _Key.less = _Key.equal = 0
+    result = merge_sorted(_interleaved(k, per, batch), "k", block_merge=False)
+    out = _collect(result, pa.schema([("k", pa.int64())]))
+    rows = k * per
+    assert out.column("k").to_pylist() == list(range(rows))
+    depth = math.ceil(math.log2(k))
+    setup = (k - 1) + k * (math.ceil(per / batch) - 1)
+    assert rows * (depth - 1) <= _Key.less <= rows * depth + setup, (_Key.less, rows, depth)
+    assert _Key.equal <= _Key.less, "a tie-break only after a `<` that was false"
+
+
 @pytest.mark.parametrize("k", [2, 4, 5, 8, 16, 37, 64])
 def test_comparisons_per_row_at_most_log2_k(k):
     per = 300

@@ -1,24 +1,39 @@
 """Pruning metrics: probes measured before and after a compaction made by the pipeline, recorded in Iceberg.
 
 The compaction runs the job's own functions on the shared in-process Spark session (as the compaction
-tests' `in_process_job`); measuring, recording and the checks are the real code. The ideal and the
-matching row counts are checked against brute force (pyiceberg reading the whole snapshot), and a
-property test checks the ideal against the selection on random files and predicates.
+tests' `in_process_job`); measuring, recording and the checks are the real code.
+
+The ideal (pages and bytes holding a matching row) and the matching rows are checked exactly against a
+brute force that shares no code with lakesort (`BruteForce`): every row of every data file read by
+pyarrow, the predicate evaluated in plain Python, and rows mapped to pages by walking each column
+chunk's page headers (decoded with thriftpy2: pyarrow exposes no page locations). On the property test's
+files the page row boundaries are also known by construction (pyarrow's `max_rows_per_page`), which the
+walk must reproduce.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import io
+import itertools
 import json
+import random
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+import thriftpy2
+from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from test_compaction import _build_demo, _isolate, _load_job, demo_spec
+from thriftpy2.protocol import TCompactProtocol
 
 import layout.compact
 from layout import metrics_store, pipeline
@@ -75,6 +90,184 @@ def catalog(compacted, monkeypatch):
     return load_catalog()
 
 
+# ---- the brute-force oracle: no lakesort code ---------------------------------------------------------
+
+# The page header fields the oracle needs (parquet.thrift's field ids; thriftpy2 skips the others).
+_PAGE_HEADER_IDL = """
+struct DataPageHeader { 1: optional i32 num_values }
+struct DataPageHeaderV2 { 1: optional i32 num_values  2: optional i32 num_nulls  3: optional i32 num_rows }
+struct PageHeader {
+  1: optional i32 type
+  2: optional i32 uncompressed_page_size
+  3: optional i32 compressed_page_size
+  5: optional DataPageHeader data_page_header
+  8: optional DataPageHeaderV2 data_page_header_v2
+}
+"""
+_THRIFT = thriftpy2.load_fp(io.StringIO(_PAGE_HEADER_IDL), module_name="test_metrics_page_header_thrift")
+DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 2, 3
+
+
+class _Cursor:
+    """A thriftpy2 transport over bytes that tells how far it has read."""
+
+    def __init__(self, data: bytes, pos: int) -> None:
+        self.data, self.pos = data, pos
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.pos:self.pos + n]
+        assert len(out) == n, "a page header runs past the end of the file"
+        self.pos += n
+        return out
+
+
+def walk_pages(data: bytes, chunk: pq.ColumnChunkMetaData) -> tuple[int, list[tuple[int, int]]]:
+    """(dictionary page bytes, [(rows, bytes) per data page]) of one flat column chunk, from its page
+    headers; a page's bytes include its header (as the offset index's `compressed_page_size`)."""
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    end = start + chunk.total_compressed_size
+    cursor, dictionary, pages = _Cursor(data, start), 0, []
+    while cursor.pos < end:
+        at = cursor.pos
+        header = _THRIFT.PageHeader()
+        header.read(TCompactProtocol(cursor))
+        size = cursor.pos - at + header.compressed_page_size
+        if header.type == DICTIONARY_PAGE:
+            assert not pages, "a dictionary page after a data page"
+            dictionary += size
+        elif header.type == DATA_PAGE:
+            pages.append((header.data_page_header.num_values, size))  # flat column: values are rows
+        elif header.type == DATA_PAGE_V2:
+            pages.append((header.data_page_header_v2.num_rows, size))
+        else:
+            raise AssertionError(f"unexpected page type {header.type} at byte {at}")
+        cursor.pos = at + size
+    assert cursor.pos == end, "the pages do not add up to the chunk's total_compressed_size"
+    return dictionary, pages
+
+
+class BruteForce:
+    """What the ideal reader fetches, found without lakesort: every row of every file read by pyarrow,
+    the predicate evaluated in Python per row, rows mapped to pages by the chunks' page headers.
+
+    Counting follows `layout.plan`'s documented rules: the pages of the predicate and projected columns
+    (all columns when the projection is None), bytes as page sizes plus the dictionary page a reader also
+    fetches; a chunk without an offset index (or of a repeated column) is one page, read whole.
+    `page_rows`: the rows per page the files were written with, which the page headers must show.
+    """
+
+    def __init__(self, page_rows: int | None = None) -> None:
+        self.page_rows = page_rows
+        self._files: dict[str, tuple[bytes, pq.FileMetaData]] = {}
+        self._values: dict[tuple[str, tuple[str, ...]], list[dict[str, Any]]] = {}
+        self._pages: dict[tuple[str, int, int], tuple[int, list[tuple[int, int]]]] = {}
+
+    def _file(self, path: str) -> tuple[bytes, pq.FileMetaData]:
+        if path not in self._files:
+            self._files[path] = (Path(path).read_bytes(), pq.ParquetFile(path).metadata)
+        return self._files[path]
+
+    def _rows(self, path: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+        if (path, columns) not in self._values:  # whole columns, every row group
+            self._values[path, columns] = pq.ParquetFile(path).read(columns=list(columns)).to_pylist()
+        return self._values[path, columns]
+
+    def chunk(self, path: str, rg: int, col: int) -> tuple[int, list[tuple[int, int]]] | None:
+        """(dictionary bytes, [(rows, bytes) per data page]); None: read whole (no offset index, repeated)."""
+        data, meta = self._file(path)
+        chunk = meta.row_group(rg).column(col)
+        if not chunk.has_offset_index or meta.schema.column(col).max_repetition_level > 0:
+            return None
+        if (path, rg, col) not in self._pages:
+            dictionary, pages = walk_pages(data, chunk)
+            num_rows = meta.row_group(rg).num_rows
+            rows = [n for n, _ in pages]
+            assert sum(rows) == num_rows, f"{path} rg {rg} col {col}: pages hold {sum(rows)} of {num_rows} rows"
+            if self.page_rows is not None:
+                by_construction = [min(self.page_rows, num_rows - k) for k in range(0, num_rows, self.page_rows)]
+                assert rows == by_construction, f"{path} rg {rg} col {col}: pages of {rows} rows"
+            self._pages[path, rg, col] = (dictionary, pages)
+        return self._pages[path, rg, col]
+
+    def _needed(self, meta: pq.FileMetaData, predicate_columns: Sequence[str],
+                projection: Sequence[str] | None) -> list[int]:
+        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        wanted = set(predicate_columns) | set(names if projection is None else projection)
+        return [i for i, name in enumerate(names) if name in wanted]
+
+    def ideal(self, paths: Sequence[str], predicate_columns: Sequence[str],
+              match: Callable[[dict[str, Any]], bool | None],
+              projection: Sequence[str] | None) -> tuple[int, int, int]:
+        """(pages, bytes, rows): the pages holding a row where `match` is True, their bytes, the rows."""
+        pages = nbytes = rows = 0
+        for path in paths:
+            _, meta = self._file(path)
+            values = self._rows(path, tuple(sorted(set(predicate_columns))))
+            needed = self._needed(meta, predicate_columns, projection)
+            first = 0
+            for rg in range(meta.num_row_groups):
+                num_rows = meta.row_group(rg).num_rows
+                hits = [r for r in range(num_rows) if match(values[first + r]) is True]
+                first += num_rows
+                if not hits:
+                    continue
+                rows += len(hits)
+                for col in needed:
+                    walked = self.chunk(path, rg, col)
+                    if walked is None:
+                        pages, nbytes = pages + 1, nbytes + meta.row_group(rg).column(col).total_compressed_size
+                        continue
+                    dictionary, data_pages = walked
+                    ends = list(itertools.accumulate(n for n, _ in data_pages))
+                    holding = {bisect.bisect_right(ends, r) for r in hits}  # pages with a matching row
+                    pages += len(holding)
+                    nbytes += dictionary + sum(data_pages[p][1] for p in holding)
+            assert first == len(values) == meta.num_rows, path
+        return pages, nbytes, rows
+
+    def totals(self, paths: Sequence[str], predicate_columns: Sequence[str],
+               projection: Sequence[str] | None) -> tuple[int, int]:
+        """(pages, bytes) of the counted columns over whole files."""
+        pages = nbytes = 0
+        for path in paths:
+            _, meta = self._file(path)
+            for rg in range(meta.num_row_groups):
+                for col in self._needed(meta, predicate_columns, projection):
+                    walked = self.chunk(path, rg, col)
+                    pages += 1 if walked is None else len(walked[1])
+                    nbytes += meta.row_group(rg).column(col).total_compressed_size
+        return pages, nbytes
+
+
+def _literal(text: str) -> Any:
+    """A literal of the standard probes' SQL: DATE '...', an integer or a decimal."""
+    if m := re.fullmatch(r"DATE '(\d{4}-\d{2}-\d{2})'", text):
+        return dt.date.fromisoformat(m.group(1))
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d+", text):
+        return Decimal(text)
+    raise AssertionError(f"the oracle does not read the literal {text!r}")
+
+
+def probe_oracle(where: str) -> tuple[list[str], Callable[[dict[str, Any]], bool | None]]:
+    """The column and a Python predicate for `col = lit` and `col BETWEEN lo AND hi` (the probes here)."""
+    if m := re.fullmatch(r"(\w+) = (.+)", where):
+        column, value = m.group(1), _literal(m.group(2))
+        return [column], lambda row: None if row[column] is None else row[column] == value
+    if m := re.fullmatch(r"(\w+) BETWEEN (.+) AND (.+)", where):
+        column, lo, hi = m.group(1), _literal(m.group(2)), _literal(m.group(3))
+        return [column], lambda row: None if row[column] is None else lo <= row[column] <= hi
+    raise AssertionError(f"the oracle does not read the probe {where!r}")
+
+
+def snapshot_paths(table, snapshot_id: int) -> list[str]:
+    """The data files of a snapshot, by pyiceberg (which applies no delete files here: there are none)."""
+    tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+    assert all(not t.delete_files for t in tasks)
+    return [t.file.file_path.removeprefix("file://") for t in tasks]
+
+
 def _rows(catalog, run_id: str) -> list[dict]:
     return [r for r in read_metrics(catalog, "demo.lineitem").to_pylist() if r["run_id"] == run_id]
 
@@ -107,18 +300,39 @@ def test_sort_key_probes_read_fewer_bytes_after_compaction(compacted, catalog):
 
 
 def test_ideal_is_never_larger_than_selected_and_matches_brute_force(compacted, catalog):
-    _, _, _, prepared = compacted
+    """Every recorded probe, before and after, and a probe off the sort key (whose pages the column index
+    cannot pick exactly, so the ideal is below the selection): the ideal pages, bytes and matching rows
+    equal the brute force's."""
+    _, _, result, prepared = compacted
     table = load_table("demo.lineitem")
-    for row in _rows(catalog, prepared.run_id):
+    brute = BruteForce()
+    rows = _rows(catalog, prepared.run_id)
+    assert len(rows) == 14
+    snapshots = {r["snapshot_id"] for r in rows}
+    assert len(snapshots) == 2
+    off_key = Probe("off_key", "l_suppkey BETWEEN 10 AND 12")
+    rows += [measure_probe("demo.lineitem", off_key, snapshot_id=s, run_id="t", phase="on-demand").to_row()
+             for s in sorted(snapshots)]
+    for row in rows:
         assert row["bytes_ideal"] <= row["bytes_selected"] <= row["bytes_total"], row["probe"]
         assert row["pages_ideal"] <= row["pages_selected"] <= row["pages_total"], row["probe"]
         assert 0.0 <= row["efficiency"] <= 1.0
         assert row["rows_matching"] <= row["rows_selected"] <= row["rows_total"]
-        if row["probe"] == "ship_week":  # brute force: the whole snapshot, filtered by pyarrow
+        columns, match = probe_oracle(row["predicate"])
+        projection = row["columns"].split(",") if row["columns"] else None
+        paths = snapshot_paths(table, row["snapshot_id"])
+        pages, nbytes, matching = brute.ideal(paths, columns, match, projection)
+        where = f"{row['phase']} {row['probe']} ({row['predicate']}) on snapshot {row['snapshot_id']}"
+        assert (row["pages_ideal"], row["bytes_ideal"], row["rows_matching"]) == (pages, nbytes, matching), where
+        assert row["efficiency"] == pytest.approx(nbytes / row["bytes_selected"] if row["bytes_selected"] else 1.0)
+        assert (row["pages_total"], row["bytes_total"]) == brute.totals(paths, columns, projection), where
+        if row["probe"] == "ship_week":  # and the rows by pyiceberg's own reader, filtered by pyarrow
             data = table.scan(snapshot_id=row["snapshot_id"]).to_arrow()
             lo, hi = pa.scalar(dt.date(1995, 3, 6)), pa.scalar(dt.date(1995, 3, 12))
             mask = pc.and_(pc.greater_equal(data["l_shipdate"], lo), pc.less_equal(data["l_shipdate"], hi))
             assert row["rows_matching"] == pc.sum(mask).as_py() > 0
+    after = next(r for r in rows if r["probe"] == "off_key" and r["snapshot_id"] == result.snapshot_id)
+    assert 0 < after["pages_ideal"] < after["pages_selected"], "the off-key probe must leave slack to measure"
 
 
 def test_metrics_rows_read_back_through_pyiceberg_and_duckdb(compacted, catalog):
@@ -188,22 +402,63 @@ def test_sql_literals_for_standard_probes():
     assert _sql_literal(float("nan")) is None and _sql_literal(True) is None and _sql_literal(b"x") is None
 
 
-# ---- property: on any files and predicate, ideal <= selected and the matching rows are exact ----------
+# ---- property: on any files and predicate, the ideal and the matching rows are exact ---------------
+
+# (SQL, predicate columns, the predicate in Python) from (lo, hi, s): NULL compares as unknown (None).
+PREDICATES: dict[str, Callable[[int, int, str], tuple[str, list[str], Callable[[dict], bool | None]]]] = {
+    "between": lambda lo, hi, s: (
+        f"k BETWEEN {lo} AND {hi}", ["k"],
+        lambda r: None if r["k"] is None else lo <= r["k"] <= hi),
+    "not_between": lambda lo, hi, s: (
+        f"NOT (k BETWEEN {lo} AND {hi})", ["k"],
+        lambda r: None if r["k"] is None else not lo <= r["k"] <= hi),
+    "in": lambda lo, hi, s: (
+        f"k IN ({lo}, {hi}, {lo + 7})", ["k"],
+        lambda r: None if r["k"] is None else r["k"] in (lo, hi, lo + 7)),
+    "or_string": lambda lo, hi, s: (
+        f"k BETWEEN {lo} AND {hi} OR s = '{s}'", ["k", "s"],
+        lambda r: (r["k"] is not None and lo <= r["k"] <= hi) or r["s"] == s),
+    "is_null": lambda lo, hi, s: ("k IS NULL", ["k"], lambda r: r["k"] is None),
+}
+STRINGS = ("a", "bb", "c" * 30, "d" * 200)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(values=st.lists(st.integers(-50, 50) | st.none(), min_size=1, max_size=400),
-       lo=st.integers(-60, 60), width=st.integers(0, 40), sort=st.booleans())
-def test_ideal_bounds_selection_on_random_files(tmp_path_factory, values, lo, width, sort):
+@given(num_rows=st.integers(1, 400), seed=st.integers(0, 2**32 - 1), null_fraction=st.sampled_from([0, 0.1, 0.5]),
+       lo=st.integers(-60, 60), width=st.integers(0, 40), sort=st.booleans(),
+       strings=st.lists(st.sampled_from(STRINGS), min_size=1, max_size=8), shape=st.sampled_from(sorted(PREDICATES)),
+       projection=st.sampled_from([None, ("v",), ("s",), ("k",)]), n_files=st.integers(1, 2),
+       row_group_size=st.integers(1, 150) | st.just(1000), page_rows=st.integers(1, 6) | st.integers(1, 40),
+       dictionary=st.sampled_from([True, False, ["s"]]), page_version=st.sampled_from(["1.0", "2.0"]))
+def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_fraction, lo, width, sort, strings,
+                                        shape, projection, n_files, row_group_size, page_rows, dictionary,
+                                        page_version):
     directory = tmp_path_factory.mktemp("prop")
-    data = pa.table({"k": pa.array(sorted(values, key=lambda v: (v is None, v or 0)) if sort else values,
-                                   pa.int64()),
-                     "v": pa.array(range(len(values)), pa.int64())})
-    pq.write_table(data, directory / "a.parquet", row_group_size=64, data_page_size=1,
-                   write_page_index=True, write_batch_size=16)
-    where = f"k BETWEEN {lo} AND {lo + width}"
-    m = measure_probe(str(directory), Probe("p", where), run_id="t", phase="on-demand")
-    truth = sum(1 for v in values if v is not None and lo <= v <= lo + width)
-    assert m.rows_matching == truth
+    rng = random.Random(seed)
+    values = [None if rng.random() < null_fraction else rng.randint(-50, 50) for _ in range(num_rows)]
+    keys = sorted(values, key=lambda v: (v is None, v or 0)) if sort else values
+    data = pa.table({"k": pa.array(keys, pa.int64()),
+                     "v": pa.array(range(len(values)), pa.int64()),
+                     "s": pa.array([strings[i % len(strings)] for i in range(len(values))], pa.string())})
+    # Page row boundaries known by construction: at most `page_rows` rows a page, pages far below 1 MiB.
+    bounds = [round(f * len(values) / n_files) for f in range(n_files + 1)]
+    paths = []
+    for f in range(n_files):
+        path = str(directory / f"part-{f}.parquet")
+        pq.write_table(data.slice(bounds[f], bounds[f + 1] - bounds[f]), path, row_group_size=row_group_size,
+                       max_rows_per_page=page_rows, data_page_size=1 << 20, write_page_index=True,
+                       use_dictionary=dictionary, data_page_version=page_version)
+        paths.append(path)
+    where, columns, match = PREDICATES[shape](lo, lo + width, strings[0])
+    m = measure_probe(str(directory), Probe("p", where, projection), run_id="t", phase="on-demand")
+
+    brute = BruteForce(page_rows)
+    pages, nbytes, matching = brute.ideal(paths, columns, match, projection)
+    assert m.rows_matching == matching, where
+    assert (m.pages_ideal, m.bytes_ideal) == (pages, nbytes), f"{where}, columns {projection}"
+    assert m.efficiency == (nbytes / m.bytes_selected if m.bytes_selected else 1.0)
+    assert (m.pages_total, m.bytes_total) == brute.totals(paths, columns, projection)
     assert m.bytes_ideal <= m.bytes_selected and m.pages_ideal <= m.pages_selected
-    assert (m.bytes_ideal == 0) == (truth == 0)
+    assert (m.bytes_ideal == 0) == (matching == 0)
+    event("ideal < selected" if m.pages_ideal < m.pages_selected else "ideal = selected")
+    target(m.pages_selected - m.pages_ideal)  # steer towards selected pages without a match

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +72,91 @@ def test_binary_search_touches_log_n_entries():
     linear = UnorderedSearch(bounds)
     assert linear.between(Interval.point(123_456)) == [12_345]
     assert linear.comparisons >= n
+
+
+class _Counted:
+    """A bound that counts every comparison made with it (`<`, `<=`, `>`, `>=`, `==`) in a counter the test
+    owns: an upper bound on the search's work that does not rest on `PageSearch.comparisons`."""
+
+    calls = 0
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    @staticmethod
+    def _value(other):
+        return other.v if isinstance(other, _Counted) else other
+
+    def __lt__(self, other):
+        _Counted.calls += 1
+        return self.v < self._value(other)
+
+    def __le__(self, other):
+        _Counted.calls += 1
+        return self.v <= self._value(other)
+
+    def __gt__(self, other):
+        _Counted.calls += 1
+        return self.v > self._value(other)
+
+    def __ge__(self, other):
+        _Counted.calls += 1
+        return self.v >= self._value(other)
+
+    def __eq__(self, other):
+        _Counted.calls += 1
+        return self.v == self._value(other)
+
+    __hash__ = None
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_binary_search_comparisons_counted_outside_the_code(descending):
+    """Every probe of a binary search tests one bound against one end of the interval: at most two comparisons
+    (`<` or `>`, then `==` for the end's inclusiveness). Two searches per lookup: at most 4 * ceil(log2(n + 1))
+    comparisons, counted by the bounds themselves; a linear scan over the same bounds makes at least n."""
+    n = 100_000
+    mins, maxs = list(range(0, 10 * n, 10)), list(range(9, 10 * n, 10))
+    if descending:
+        mins, maxs = mins[::-1], maxs[::-1]
+    bounds = PageBounds(
+        [False] * n, [_Counted(v) for v in mins], [_Counted(v) for v in maxs], [0] * n, exact=True
+    )
+    order = "DESCENDING" if descending else "ASCENDING"
+    bound = 4 * math.ceil(math.log2(n + 1))
+    search = page_search(order, bounds)  # built once (an O(n) pass over the index); searched many times
+    rng = random.Random(14)
+    lookups = [
+        Interval.point(123_456),
+        Interval(None, True, 5, False),
+        Interval(10 * n - 3, True, None, True),
+        Interval(-5, True, -1, True),
+        Interval(10 * n, False, None, True),
+    ]
+    lookups += [
+        Interval(lo, rng.random() < 0.5, lo + rng.randrange(0, 500), rng.random() < 0.5)
+        for lo in (rng.randrange(-20, 10 * n + 20) for _ in range(40))
+    ]
+    for interval in lookups:
+        # Page i holds [10 i, 10 i + 9] (ascending): only pages near lo // 10 .. hi // 10 can match.
+        first = 0 if interval.lo is None else max(0, interval.lo // 10 - 1)
+        last = n - 1 if interval.hi is None else min(n - 1, interval.hi // 10 + 1)
+        pages = [
+            i
+            for i in range(first, last + 1)
+            if not (interval.above_hi(10 * i) or interval.below_lo(10 * i + 9))
+        ]
+        expected = sorted(n - 1 - i for i in pages) if descending else pages
+        _Counted.calls = 0
+        found = search.between(interval)
+        assert found == expected, interval
+        assert 0 < _Counted.calls <= bound, f"{interval}: {_Counted.calls} comparisons, bound {bound}"
+    _Counted.calls = 0
+    assert UnorderedSearch(bounds).between(Interval.point(123_456)) == (
+        [n - 1 - 12_345] if descending else [12_345]
+    )
+    assert _Counted.calls >= n, "the control: the counter sees a linear scan's work"
 
 
 def test_should_skip_pages_outside_a_range():

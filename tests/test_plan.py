@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+import layout.plan as lp
 from layout.bind import bind, schema_kinds, to_arrow_filter
 from layout.cache import MetadataCache
 from layout.errors import UsageError
@@ -26,8 +27,6 @@ from layout.parquet import BoundaryOrder, ParquetFile
 from layout.predicate import And, Eq, Expr, Gt, GtEq, In, IsNaN, IsNull, Lt, Not, NotEq, NotIn, NotNull, Or
 from layout.selection import RowSelection
 from layout.sql import parse_where
-
-lp = pytest.importorskip("layout.plan")
 
 N = 1000
 PAGE_ROWS = 100
@@ -408,13 +407,6 @@ def test_cli_plan_json(sorted_file, capsys):
     (item,) = doc["selection"]
     assert Path(item["path"]).name == sorted_file.name
     assert item["row_group"] == 0 and item["ranges"] == [[300, 400]]
-
-
-def test_cli_plan_text(sorted_file, capsys):
-    from layout.cli import main
-
-    assert main(["plan", str(sorted_file), "--where", "k = 345"]) == 0
-    assert capsys.readouterr().out.strip(), "the text output says something"
 
 
 @pytest.mark.parametrize(("where", "mentions"), [("nosuch = 1", "nosuch"), ("k = = 1", "k = = 1")])

@@ -145,3 +145,56 @@ def test_failed_spark_job_abandons_the_run(events, iceberg_catalog, tmp_path):
     assert not (tmp_path / "work" / "t.events" / "lease.json").exists()
     (record,) = read_runs(iceberg_catalog, "t.events").to_pylist()
     assert record["status"] == "failed" and record["error"].startswith("spark: job(s) 0 failed")
+
+
+def test_the_dags_submit_command(events, monkeypatch):
+    """What the nightly DAG's `compact` task runs, read from the DAG itself: the DagBag's SparkSubmitOperator,
+    unmapped with what the DAG's own `spark_jobs` task returns for a planned run of t.events, and the
+    spark-submit command its hook builds: our job script, the run's plan, manifest and groups, its name, the
+    layout zip and the Spark conf."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from layout.rewrite import RewritePlan
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    bag = DagBag(dag_folder=common.DAGS_DIR)
+    assert bag.import_errors == {}
+    dag = bag.dags["lakesort_nightly"]
+    compact, spark_jobs = dag.get_task("compact"), dag.get_task("spark_jobs")
+    assert compact.operator_class is SparkSubmitOperator
+    # The mapped kwargs are exactly the `spark_jobs` task's return value, one dict per Spark application.
+    assert compact.expand_input.value.operator is spark_jobs and compact.expand_input.value.key == "return_value"
+
+    run = common.prepare_table({"table": "t.events", "trigger": "nightly"}, {"dag": dag, "run_id": "r1"})
+    assert run["status"] == "planned"
+    (kwargs,) = spark_jobs.python_callable([run])
+    task = compact.unmap(kwargs)
+    assert isinstance(task, SparkSubmitOperator) and task.task_id == "compact"
+    assert (task._conn_id, task.pool, task.retries) == ("spark_default", "lakesort", 2)
+
+    application = Path(task.application)
+    assert application.is_file() and application.parts[-2:] == ("jobs", "compact.py")
+    assert application.resolve() == (common.DAGS_DIR.parent / "jobs" / "compact.py").resolve()
+    args = dict(zip(task.application_args[::2], task.application_args[1::2], strict=True))
+    assert list(args) == ["--plan", "--manifest", "--groups"]
+    plan = RewritePlan.from_json(Path(args["--plan"]).read_text())
+    assert plan.table == "t.events" and plan.groups
+    assert args["--groups"] == ",".join(str(g.group_id) for g in plan.groups)
+    assert Path(args["--manifest"]).parent == Path(args["--plan"]).parent == Path(run["work_dir"])
+    assert not Path(args["--manifest"]).exists(), "the job writes the manifest"
+    assert task.name == f"lakesort-compact t.events {plan.run_id} job 0"
+    assert task.conf["spark.sql.session.timeZone"] == "UTC"
+    assert task.py_files == run["py_files"] and Path(task.py_files).name == "layout.zip"
+    assert Path(task.py_files).is_file()
+    python = task.env_vars["PYSPARK_PYTHON"]
+    assert python == task.env_vars["PYSPARK_DRIVER_PYTHON"] and Path(python).exists()
+
+    hook = task._get_hook()
+    cmd = hook._build_spark_submit_command(task.application)
+    assert hook._env == task.env_vars  # local and client mode: the spark-submit process's environment
+    assert cmd[:3] == ["spark-submit", "--master", "local[2]"]
+    assert cmd[cmd.index("--name") + 1] == task.name
+    assert cmd[cmd.index("--py-files") + 1] == task.py_files
+    assert "spark.sql.session.timeZone=UTC" in cmd
+    assert cmd[-7:] == [task.application, *task.application_args]

@@ -120,8 +120,8 @@ def test_nightly_compacts_the_good_table(nightly, lake):
     assert sorted(events[0][1]["partitions"]) == sorted(after)
 
     assert not list((lake.root / "work").glob("*/lease.json"))  # every lease released
-    if (lake.root / "reports" / "index.html").exists():  # layout.report may still be on its way
-        assert "lakesort report" in run.output
+    assert (lake.root / "reports" / "index.html").is_file(), "the report task wrote no reports/index.html"
+    assert f"lakesort report: {(lake.root / 'reports' / 'index.html').resolve()}" in run.output
 
 
 def test_a_broken_table_fails_alone(nightly, lake):

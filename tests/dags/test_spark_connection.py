@@ -65,19 +65,3 @@ def test_uri_form_without_port_loses_the_scheme(monkeypatch):
     # ... while the JSON form keeps it (spark-submit then uses the standalone default port 7077).
     assert resolve(monkeypatch, {"conn_type": "spark", "host": "spark://spark-master"})["master"] == "spark://spark-master"
 
-
-def test_the_dags_submit_command(monkeypatch):
-    """What the `compact` tasks run: the connection's master, our app name, py-files and Spark conf."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    hook = SparkSubmitHook(conn_id="spark_default", name="lakesort-compact demo.lineitem r1 job 0",
-                           py_files="/data/lakesort-work/r1/layout.zip", conf={"spark.sql.session.timeZone": "UTC"},
-                           application_args=["--plan", "/data/lakesort-work/r1/plan.json"], env_vars={"PYSPARK_PYTHON": "/py"})
-    cmd = hook._build_spark_submit_command("jobs/compact.py")
-    assert cmd[:3] == ["spark-submit", "--master", "local[2]"]
-    assert "--name" in cmd and cmd[cmd.index("--name") + 1] == "lakesort-compact demo.lineitem r1 job 0"
-    assert cmd[cmd.index("--py-files") + 1] == "/data/lakesort-work/r1/layout.zip"
-    assert "spark.sql.session.timeZone=UTC" in cmd
-    assert cmd[-3:] == ["jobs/compact.py", "--plan", "/data/lakesort-work/r1/plan.json"]
-    assert hook._env == {"PYSPARK_PYTHON": "/py"}  # local and client mode: the spark-submit process's env
