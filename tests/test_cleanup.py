@@ -275,7 +275,9 @@ def test_cleanup_racing_a_committing_writer_loses_nothing(staged, tmp_path):
     assert writer.returncode == 0, err[-3000:]
     writer_waits = int(err.strip().splitlines()[-1])
     final = cleanup(table, grace_hours=0)
-    assert runs >= 3 and busy >= 1 and writer_waits >= 1, (runs, busy, writer_waits)  # they did interleave
+    # They did interleave: cleanup ran several times, and at least one side found the other holding the
+    # lease (which side depends on the scheduler, so neither alone is asserted).
+    assert runs >= 3 and busy + writer_waits >= 1, (runs, busy, writer_waits)
     history = json.loads(out.read_text())
     assert len(history) == 12
     after = _history(table)
