@@ -122,17 +122,10 @@ def by_field_id(table, snapshot_id: int | None = None) -> dict[int, list[Any]]:
     data = scan.to_arrow()
     schema = table.schema() if snapshot_id is None else table.schemas()[table.snapshot_by_id(snapshot_id).schema_id]
     ids = [schema.find_field(name).field_id for name in data.column_names]
-    columns = [[_canonical(v) for v in _pylist(data.column(i))] for i in range(data.num_columns)]
+    # to_pylist keeps NaN payloads and -0.0 as Python floats: `_canonical` compares their bits.
+    columns = [[_canonical(v) for v in data.column(i).to_pylist()] for i in range(data.num_columns)]
     rows = sorted(zip(*columns), key=repr) if columns else []
     return {fid: [r[i] for r in rows] for i, fid in enumerate(ids)}
-
-
-def _pylist(column: pa.ChunkedArray) -> list[Any]:
-    t = column.type
-    if pa.types.is_floating(t):
-        # to_pylist keeps NaN payloads and -0.0 as Python floats: compared by bits above.
-        return column.to_pylist()
-    return column.to_pylist()
 
 
 def assert_same(before: dict[int, list[Any]], after: dict[int, list[Any]]) -> None:
