@@ -161,7 +161,9 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     rows = sum(g.expected_rows for g in manifest.groups)
     added_bytes = sum(f.size for f in outputs)
     table = table.refresh()
-    live = _live_inputs(table, inputs)
+    planned = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
+    scans = ManifestScans(inputs, {m.manifest_path for m in planned.manifests(table.io)} if planned else set())
+    live = scans.live(table)
     gone = sorted(inputs - live.keys())
     if gone:
         raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
@@ -174,8 +176,6 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
         "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
         "lakesort.base-snapshot-id": str(plan.snapshot_id),
     }
-    planned = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
-    scans = ManifestScans({m.manifest_path for m in planned.manifests(table.io)} if planned else set())
     deadline = time.monotonic() + COMMIT_TIMEOUT_S
     attempt = 0
     while True:
@@ -226,47 +226,27 @@ def _snapshot_of_run(table: Table, run_id: str):
 
 def _live_inputs(table: Table, inputs: set[str]) -> dict:
     """The live DataFiles of the current snapshot among `inputs`, from the manifests (no scan planning)."""
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return {}
-    out = {}
-    for manifest in snapshot.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.data_file.file_path in inputs:
-                out[entry.data_file.file_path] = entry.data_file
-    return out
+    return ManifestScans(inputs, set()).live(table)
 
 
 def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
     """DataFiles of the staged outputs: statistics from their footers as pyiceberg computes them, partition
     values from the job (the plan's spec), never inferred from footer min/max."""
     import pyarrow.parquet as pq
-    from pyiceberg.io.pyarrow import (
-        compute_statistics_plan,
-        data_file_statistics_from_parquet_metadata,
-        parquet_path_to_id_mapping,
-    )
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
     from layout import partitioning
+    from layout.proof import footer_statistics
 
     schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
-    stats_plan = compute_statistics_plan(schema, table.metadata.properties)
-    mapping = parquet_path_to_id_mapping(schema)
     order_id = table.sort_order().order_id
     files = []
     for f in outputs:
         input_file = table.io.new_input(f.path)
         with input_file.open() as stream:
             metadata = pq.read_metadata(stream)
-        stats = data_file_statistics_from_parquet_metadata(parquet_metadata=metadata, stats_columns=stats_plan,
-                                                           parquet_column_mapping=mapping)
-        serialized = stats.to_serialized_dict()
-        for field_id in _nan_bounded(metadata, mapping):
-            # parquet-mr may record NaN as a row group's min or max; pyiceberg would then keep the other
-            # row groups' bounds, which can exclude real values: no bound is sound, a wrong one is not.
-            serialized["lower_bounds"].pop(field_id, None)
-            serialized["upper_bounds"].pop(field_id, None)
+        # The statistics the proof checked (NaN-tainted float bounds left out, never committed wrong).
+        serialized = footer_statistics(metadata, schema, table.metadata.properties)
         data_file = DataFile.from_args(
             content=DataFileContent.DATA, file_path=f.path, file_format=FileFormat.PARQUET,
             partition=partitioning.decode(f.partition_key, spec, schema), file_size_in_bytes=len(input_file),
@@ -276,25 +256,6 @@ def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
         data_file.spec_id = spec.spec_id
         files.append(data_file)
     return files
-
-
-def _nan_bounded(metadata, mapping: dict[str, int]) -> set[int]:
-    """Field ids of float/double columns whose footer statistics hold a NaN min or max in any row group."""
-    import math
-
-    out = set()
-    for r in range(metadata.num_row_groups):
-        group = metadata.row_group(r)
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            stats = chunk.statistics
-            if chunk.physical_type not in ("FLOAT", "DOUBLE") or stats is None or not stats.has_min_max:
-                continue
-            if math.isnan(stats.min) or math.isnan(stats.max):
-                field_id = mapping.get(chunk.path_in_schema)
-                if field_id is not None:
-                    out.add(field_id)
-    return out
 
 
 def _one_shot(table: Table) -> Table:
@@ -345,7 +306,7 @@ class _RewriteFiles:
             def _existing_manifests(self):
                 out = []
                 for manifest in self._head_manifests():
-                    deleted, kept = scans.scan(manifest, self._deleted_data_files, self._io)
+                    deleted, kept = scans.scan(manifest, self._io)
                     if not deleted:
                         out.append(manifest)
                     elif kept:
@@ -364,7 +325,7 @@ class _RewriteFiles:
                                             sequence_number=e.sequence_number,
                                             file_sequence_number=e.file_sequence_number, data_file=e.data_file)
                     for manifest in self._head_manifests()
-                    for e in scans.scan(manifest, self._deleted_data_files, self._io)[0]
+                    for e in scans.scan(manifest, self._io)[0]
                 ]
                 self._validate_required_deletes(entries)
                 return entries
@@ -373,16 +334,18 @@ class _RewriteFiles:
 
 
 class ManifestScans:
-    """What each manifest holds of a rewrite's inputs, read once per commit (manifests never change)."""
+    """What each manifest holds of a rewrite's inputs, read once per commit (manifests never change): the
+    input check and every commit attempt share the reads."""
 
-    def __init__(self, planned_manifests: set[str]) -> None:
+    def __init__(self, inputs: set[str], planned_manifests: set[str]) -> None:
+        self._inputs = inputs  # data file paths, as the manifests record them
         self._seen: dict[str, tuple[list, list]] = {}
         self._planned = planned_manifests  # the manifests of the snapshot planned against
 
     def is_new(self, manifest) -> bool:
         return manifest.manifest_path not in self._planned
 
-    def scan(self, manifest, deleted_files, io) -> tuple[list, list]:
+    def scan(self, manifest, io) -> tuple[list, list]:
         """(entries of inputs, other live entries) of a data manifest; ([], []) for others."""
         from pyiceberg.manifest import ManifestContent
 
@@ -392,9 +355,15 @@ class ManifestScans:
             kept: list = []
             if manifest.content == ManifestContent.DATA:
                 for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
-                    (found if entry.data_file in deleted_files else kept).append(entry)
+                    (found if entry.data_file.file_path in self._inputs else kept).append(entry)
             self._seen[key] = (found, kept if found else [])
         return self._seen[key]
+
+    def live(self, table: Table) -> dict:
+        """The inputs live in the table's current snapshot: path -> DataFile."""
+        snapshot = table.current_snapshot()
+        manifests = snapshot.manifests(table.io) if snapshot is not None else []
+        return {e.data_file.file_path: e.data_file for m in manifests for e in self.scan(m, table.io)[0]}
 
 
 def staging_root(table: Table) -> str:

@@ -55,8 +55,6 @@ _MEANING = {
     "field id": "readers resolve columns by field id and pyiceberg maps footer statistics by name: "
                 "the output file's columns must carry the table schema's ids",
     "footer": "the output file's statistics cannot be read as Iceberg's",
-    "NaN bound": "a row group's max is NaN (parquet-mr writes that): pyiceberg would commit an upper "
-                 "bound that misses that row group's values",
     "input": "the input is not a plain data file",
     "merged rows": "the merged output has more rows than its input",
     "merged count": "a merged output row is an input row: it cannot have more of this than the input",
@@ -303,24 +301,42 @@ def _id_problems(path: str, metadata: Any, expected: Mapping[str, int]) -> list[
     return problems
 
 
-def _nan_statistics(path: str, metadata: Any, expected: Mapping[str, int], leaves: Sequence[_Leaf],
-                    upper: Mapping[int, bytes]) -> list[Difference]:
-    """parquet-mr (Spark) writes NaN as a row group's max when it holds a NaN, hiding its real max.
-    pyiceberg's max() then keeps either NaN (harmless: an unknown bound) or the max of later row groups
-    only: a finite bound that may miss values, which it would commit. Refuse that case."""
-    floats = {leaf.field_id: leaf for leaf in leaves if _is_float(leaf)}
-    found: dict[int, str] = {}
+def nan_tainted(metadata: Any, mapping: Mapping[str, int]) -> set[int]:
+    """Field ids of float/double columns with a NaN min or max in any row group's footer statistics.
+
+    parquet-mr (Spark) writes NaN as a row group's max when it holds a NaN, hiding its real max, and
+    pyiceberg's max() then keeps either NaN or only the later row groups' max: a finite bound that may
+    miss values. No bound is sound; that one is not."""
+    found = set()
     for r in range(metadata.num_row_groups):
+        group = metadata.row_group(r)
         for c in range(metadata.num_columns):
-            column = metadata.row_group(r).column(c)
-            leaf, stats = floats.get(expected.get(column.path_in_schema, -1)), column.statistics
-            if leaf is None or stats is None or not stats.has_min_max:
+            column, field_id = group.column(c), None
+            stats = column.statistics
+            if column.physical_type not in ("FLOAT", "DOUBLE") or stats is None or not stats.has_min_max:
                 continue
-            if math.isnan(stats.max) and not math.isnan(stats.min) and _decode(
-                    leaf.type, upper.get(leaf.field_id)) is not None:
-                found[leaf.field_id] = leaf.name
-    return [Difference(fid, name, "footer", "no NaN max", "a NaN max in a row group", _MEANING["NaN bound"],
-                       path) for fid, name in found.items()]
+            if math.isnan(stats.min) or math.isnan(stats.max):
+                field_id = mapping.get(column.path_in_schema)
+            if field_id is not None:
+                found.add(field_id)
+    return found
+
+
+def footer_statistics(metadata: Any, schema: Schema, properties: Mapping[str, str]) -> dict[str, Any]:
+    """A Parquet footer as the Iceberg statistics of a DataFile, serialized: pyiceberg's own computation,
+    without the bounds of columns whose footer holds NaN bounds (`nan_tainted`). The commit builds its
+    DataFiles with this, and the proof compares the same figures."""
+    from pyiceberg.io import pyarrow as pyio
+
+    mapping = pyio.parquet_path_to_id_mapping(schema)
+    stats = pyio.data_file_statistics_from_parquet_metadata(
+        parquet_metadata=metadata, stats_columns=pyio.compute_statistics_plan(schema, properties),
+        parquet_column_mapping=mapping,
+    ).to_serialized_dict()
+    for field_id in nan_tainted(metadata, mapping):
+        stats["lower_bounds"].pop(field_id, None)
+        stats["upper_bounds"].pop(field_id, None)
+    return stats
 
 
 def output_stats(paths: Iterable[str], table_metadata: TableMetadata, io: FileIO) -> GroupStats:
@@ -341,14 +357,10 @@ def output_stats(paths: Iterable[str], table_metadata: TableMetadata, io: FileIO
         problems = _id_problems(path, metadata, expected)
         if not problems:
             try:
-                stats = pyio.data_file_statistics_from_parquet_metadata(
-                    parquet_metadata=metadata, stats_columns=plan, parquet_column_mapping=expected,
-                ).to_serialized_dict()
+                stats = footer_statistics(metadata, schema, props)
             except (ValueError, KeyError) as exc:  # e.g. INT96 timestamps, a mismatched physical type
                 problems = [Difference(None, "", "footer", "Iceberg statistics", str(exc),
                                        _MEANING["footer"], path)]
-        if not problems:
-            problems = _nan_statistics(path, metadata, expected, leaves, stats["upper_bounds"])
         if problems:
             issues += problems
             files.append(_File(metadata.num_rows, unreadable=True))
