@@ -125,7 +125,7 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
                 for key, rows in parts:
                     n = rows.num_rows
                     arrays = [rows.column(f.name).cast(f.type) for f in columns]
-                    arrays += [pa.array([row["group_id"]] * n, pa.int32()),
-                               pa.array([partitioning.key_dir(key)] * n, pa.string()),
-                               pa.array([key] * n, pa.string())]
+                    arrays += [pa.repeat(pa.scalar(row["group_id"], pa.int32()), n),
+                               pa.repeat(pa.scalar(partitioning.key_dir(key), pa.string()), n),
+                               pa.repeat(pa.scalar(key, pa.string()), n)]
                     yield pa.RecordBatch.from_arrays(arrays, schema=target)
