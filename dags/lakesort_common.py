@@ -1,7 +1,7 @@
 """What the lakesort DAGs share: configuration, the per-table task bodies and the task graph of a compaction.
 
 The DAG files (lakesort_nightly.py, lakesort_backfill.py, lakesort_report.py) only pick which tables and
-which options; the steps are `layout.pipeline`'s (see its docstring and DESIGN.md, "A nightly run"):
+which options; the steps are `layout.compaction.steps`'s (see its docstring and DESIGN.md, "A nightly run"):
 
     prepare (one task per table, mapped)      plan; nothing to do or dry run: record the run, stop here
     planned                                   the tables that have Spark work (a failed prepare drops out)
@@ -93,7 +93,7 @@ def task_env() -> None:
 
 
 def find_spec(table: str):
-    from layout.compact import find_spec as _find
+    from layout.compaction.driver import find_spec as _find
 
     task_env()
     return _find(table, tables_dir())
@@ -103,7 +103,7 @@ def find_spec(table: str):
 
 
 class TableBusy(Exception):
-    """Another run holds the table's lease: `layout.lease.TableBusy`, raised again as this class because
+    """Another run holds the table's lease: `layout.compaction.lease.TableBusy`, raised again as this class because
     the DAG files import no `layout` when they are parsed."""
 
 
@@ -113,21 +113,20 @@ def _owner(context) -> dict[str, str]:
 
 
 def _lease_owner(owner: dict[str, Any]):
-    """The DAG run's owner record (a dict: it travels through XCom) as a `layout.lease.LeaseOwner`."""
-    from layout.lease import LeaseOwner
+    """The DAG run's owner record (a dict: it travels through XCom) as a `layout.compaction.lease.LeaseOwner`."""
+    from layout.compaction.lease import LeaseOwner
 
     return LeaseOwner.model_validate({"kind": "dag", **owner})
 
 
 def acquire_lease(table: str, owner: dict[str, str]) -> None:
-    """Take the table's lease (`layout.lease`, shared with the CLI), so a nightly and a backfill run
+    """Take the table's lease (`layout.compaction.lease`, shared with the CLI), so a nightly and a backfill run
     (different DAGs: max_active_runs cannot see each other) never work on one table at once.
 
     The same DAG run takes it again (a retried task). A lease older than LAKESORT_LEASE_TTL_HOURS is a
     dead run's and is broken. The work root must be shared by every worker, as the run files already are.
     """
-    from layout import lease
-
+    from layout.compaction import lease
     try:
         lease.acquire_lease(table, _lease_owner(owner), ttl=LEASE_TTL)
     except lease.TableBusy as exc:
@@ -135,7 +134,7 @@ def acquire_lease(table: str, owner: dict[str, str]) -> None:
 
 
 def release_lease(table: str, owner: dict[str, str]) -> None:
-    from layout.lease import release_lease as release
+    from layout.compaction.lease import release_lease as release
 
     release(table, _lease_owner(owner))
 
@@ -143,7 +142,7 @@ def release_lease(table: str, owner: dict[str, str]) -> None:
 def sweep_leases(owner: dict[str, str]) -> int:
     """Release every lease this DAG run still holds (the last task's job: a table whose tasks stopped
     early, for example upstream_failed, released nothing)."""
-    from layout.lease import sweep_leases as sweep
+    from layout.compaction.lease import sweep_leases as sweep
 
     return sweep(_lease_owner(owner))
 
@@ -236,8 +235,8 @@ def _plan_view(prepared) -> dict[str, Any]:
 
 def prepare_table(item: dict[str, Any], context) -> dict[str, Any]:
     """Plan one table (and take its lease); stop here when there is nothing to do or for a dry run."""
-    from layout import pipeline
-    from layout.compact import layout_zip
+    from layout.compaction import steps as pipeline
+    from layout.compaction.driver import layout_zip
 
     table = item["table"]
     context["lakesort_table"] = table  # the map index's label in the UI
@@ -294,8 +293,8 @@ def spark_job_kwargs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The SparkSubmitOperator arguments of every job of every planned run."""
     import shutil
 
-    from layout import pipeline
-    from layout.compact import JOB
+    from layout.compaction import steps as pipeline
+    from layout.compaction.driver import JOB
 
     application = os.environ.get("LAKESORT_SPARK_APPLICATION") or str(JOB)
     # Executors run the driver's interpreter unless told otherwise (a cluster: the image's Python).
@@ -326,8 +325,7 @@ def verify_run(run: dict[str, Any], context) -> dict[str, Any]:
     """Abandon the run if one of its Spark jobs failed, else verify the staged output."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from layout import pipeline
-
+    from layout.compaction import steps as pipeline
     table = run["table"]
     context["lakesort_table"] = table
     prepared = pipeline.PreparedRun.load(run["work_dir"])
@@ -351,8 +349,7 @@ def asset_uri(catalog: str | None, table: str) -> str:
 
 def commit_run(run: dict[str, Any], context) -> dict[str, Any]:
     """Commit the verified output; emit the "table compacted" asset event."""
-    from layout import pipeline
-
+    from layout.compaction import steps as pipeline
     table = run["table"]
     context["lakesort_table"] = table
     prepared = pipeline.PreparedRun.load(run["work_dir"])
@@ -375,8 +372,7 @@ def commit_run(run: dict[str, Any], context) -> dict[str, Any]:
 
 def measure_run(run: dict[str, Any], context) -> dict[str, Any]:
     """The probes on the snapshot before and after the commit (rows in lakesort.pruning_metrics)."""
-    from layout import pipeline
-
+    from layout.compaction import steps as pipeline
     table = run["table"]
     context["lakesort_table"] = table
     try:
@@ -393,7 +389,7 @@ def measure_run(run: dict[str, Any], context) -> dict[str, Any]:
 
 def measure_current(table: str, context) -> dict[str, Any]:
     """`lakesort_report`: the probes on the table's current snapshot."""
-    from layout.metrics import measure
+    from layout.metrics.measure import measure
 
     context["lakesort_table"] = table
     rows = measure(table, spec=find_spec(table))
@@ -408,9 +404,9 @@ def write_report() -> str | None:
     """Rebuild the HTML reports ($LAKESORT_REPORT_DIR); the report module may not be there yet."""
     task_env()
     try:
-        from layout.report import write_reports
+        from layout.report.render import write_reports
     except ImportError as exc:
-        log.warning("no report written: layout.report.write_reports is not available (%s)", exc)
+        log.warning("no report written: layout.report.render.write_reports is not available (%s)", exc)
         return None
     index = write_reports()
     log.info("lakesort report: %s", Path(index).resolve())

@@ -1,7 +1,7 @@
 """Sort-and-compact job: `spark-submit jobs/compact.py --plan PLAN.json --manifest MANIFEST.json`.
 
 For each group of the rewrite plan: read exactly the planned input files as Iceberg defines their rows
-(pyiceberg's reader in the executors, `layout.iceberg_input`: field ids, name mapping, promotions; every
+(pyiceberg's reader in the executors, `layout.compaction.inputs`: field ids, name mapping, promotions; every
 file's row count checked against its manifest), tag each row with the partition of the table's current
 spec, apply the merge rule for keyed tables, sort (linear: range-partition on the sort keys, then sort
 within partitions, so output files hold disjoint ordered key ranges; zorder: the same on interleaved key
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from layout.fingerprint import SPARK_CONF as FINGERPRINT_CONF
+from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.manifest import StagedGroup
 
 log = logging.getLogger("lakesort.compact")
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from layout.rewrite import RewritePlan
+    from layout.compaction.planner import RewritePlan
 
     plan = RewritePlan.from_json(Path(args.plan).read_text())
     wanted = {int(g) for g in args.groups.split(",")} if args.groups else None
@@ -84,7 +84,7 @@ def _struct_field(field):
 
 def _spark_type(t):
     """Iceberg type -> Spark type. Types Spark cannot write (uuid, fixed, time) are refused at plan time
-    (`layout.admission`); reaching one here is a bug."""
+    (`layout.compaction.admission`); reaching one here is a bug."""
     from pyiceberg import types as I
     from pyspark.sql import types as T
 
@@ -150,12 +150,12 @@ def add_nested_field_ids(spark, plan, target: str) -> None:
 
 
 def read_inputs(spark, plan, groups):
-    """The planned files' rows as Iceberg defines them (`layout.iceberg_input`: pyiceberg's reader in the
+    """The planned files' rows as Iceberg defines them (`layout.compaction.inputs`: pyiceberg's reader in the
     executors), tagged with group and partition key. Files are spread over tasks balanced by bytes."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from layout.iceberg_input import GROUP, PART, PART_KEY, InputSource, tagged_batches
+    from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 
     schema = spark_schema(plan)
     out_schema = T.StructType([*schema.fields, T.StructField(GROUP, T.IntegerType(), False),
@@ -193,8 +193,8 @@ def compact_groups(spark, plan, groups):
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    from layout.fingerprint import spark_row_hash_expr
-    from layout.iceberg_input import GROUP, PART, PART_KEY
+    from layout.compaction.fingerprint import spark_row_hash_expr
+    from layout.compaction.inputs import GROUP, PART, PART_KEY
 
     t0 = time.perf_counter()
     if not groups:

@@ -26,9 +26,9 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from layout.inspect import file_layout, render_pages, render_summary
     from layout.io import data_files
     from layout.parquet import ParquetFile
+    from layout.read.inspect import file_layout, render_pages, render_summary
 
     started = time.perf_counter()
     files = data_files(args.source)
@@ -50,7 +50,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from layout.plan import plan
+    from layout.read.plan import plan
 
     result = plan(args.source, args.where, _columns(args.columns))
     if args.json:
@@ -74,7 +74,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _spec(args: argparse.Namespace):
-    from layout.compact import find_spec
+    from layout.compaction.driver import find_spec
     from layout.spec import load_spec
 
     if not args.spec:
@@ -91,7 +91,7 @@ def _spec(args: argparse.Namespace):
 
 def cmd_plan_rewrite(args: argparse.Namespace) -> int:
     from layout.catalog import load_table
-    from layout.rewrite import plan_rewrite
+    from layout.compaction.planner import plan_rewrite
 
     spec = _spec(args)
     plan = plan_rewrite(load_table(spec.table, spec.catalog), spec, partitions=args.partition, force=args.force)
@@ -107,7 +107,7 @@ def cmd_plan_rewrite(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from layout.compact import compact
+    from layout.compaction.driver import compact
 
     spec = _spec(args)
     result = compact(spec.table, spec=spec, partitions=args.partition, force=args.force, master=args.master,
@@ -122,7 +122,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from layout.metrics import measure
+    from layout.metrics.measure import measure
 
     spec = _spec(args)
     rows = measure(spec.table, spec=spec, snapshot_id=args.snapshot, record=not args.no_record)
@@ -146,7 +146,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from layout.report import write_reports
+    from layout.report.render import write_reports
 
     index = write_reports(Path(args.out) if args.out else None)
     print(f"report: {index}")
@@ -155,7 +155,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from layout.spec import load_spec
-    from layout.verify import SEVERITIES, verify_source
+    from layout.verify.rules import SEVERITIES, verify_source
 
     spec = load_spec(Path(args.spec)) if args.spec else None
     report = verify_source(args.source, spec)
@@ -187,8 +187,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_gx(args: argparse.Namespace, spec) -> bool:
     """The spec's GX suite on the layout facts, Data Docs into --docs; True when no error expectation failed."""
-    from layout.compact import report_dir
-    from layout.expectations import facts_for_source, validate_facts
+    from layout.compaction.driver import report_dir
+    from layout.verify.expectations import facts_for_source, validate_facts
 
     facts, spec, keys = facts_for_source(args.source, spec)
     result = validate_facts(facts, spec, keys, docs_dir=Path(args.docs) if args.docs else report_dir() / "gx")
@@ -205,8 +205,8 @@ def _verify_gx(args: argparse.Namespace, spec) -> bool:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from layout.catalog import load_table
-    from layout.cleanup import cleanup
-    from layout.lease import LeaseOwner, TableBusy
+    from layout.compaction.cleanup import cleanup
+    from layout.compaction.lease import LeaseOwner, TableBusy
 
     try:  # under the table's lease, as a "cleanup" run: never beside a compaction of the table
         result = cleanup(load_table(args.table), grace_hours=args.grace_hours, dry_run=args.dry_run,

@@ -17,7 +17,7 @@ class StagedFile(_Frozen):
     path: str  # full URI as Iceberg will record it
     size: int
     rows: int
-    partition_key: str = "[]"  # its partition values under the plan's spec (`layout.partitioning`)
+    partition_key: str = "[]"  # its partition values under the plan's spec (`layout.compaction.partitions`)
 
 
 class StagedGroup(_Frozen):

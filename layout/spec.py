@@ -40,7 +40,7 @@ are refused because they are ambiguous). Every field, with its default:
     ``max_file_size`` = 2 x target_file_size. Row group sizes are the compressed bytes in the footer.
 ``probes`` = []
     The queries owners run, measured before and after each rewrite: ``{name, where, columns}`` with a
-    unique identifier-like ``name``, ``where`` SQL text that `layout.sql.parse_where` accepts, and
+    unique identifier-like ``name``, ``where`` SQL text that `layout.expr.sql.parse_where` accepts, and
     ``columns`` = None (the columns the query reads; None means all).
 ``keys`` = None (upsert tables only)
     ``columns`` (non-empty), ``sequence`` (the column ordering versions of a row) and ``merge``:
@@ -326,7 +326,7 @@ class Probe(_Model):
     @field_validator("where")
     @classmethod
     def _parses(cls, value: str, info: ValidationInfo) -> str:
-        from layout.sql import parse_where
+        from layout.expr.sql import parse_where
 
         try:
             parse_where(value)

@@ -108,10 +108,10 @@ def show(line: str, state: dict) -> str | None:
         return f"   {'ok ' if new == 'success' else '!! '}{task}: {new} ({time.perf_counter() - state['started']:.0f}s)"
     if logger.startswith("lakesort"):
         return f"     {msg}"
-    if logger == "layout.pipeline" and not msg.startswith("  "):  # not the per-partition decisions
+    if logger == "layout.compaction.steps" and not msg.startswith("  "):  # not the per-partition decisions
         return f"     {msg}"
-    if logger in ("layout.commit", "layout.report", "layout.expectations") or (
-            logger == "layout.metrics" and "measured" in msg):
+    if logger in ("layout.compaction.commit", "layout.report.render", "layout.verify.expectations") or (
+            logger == "layout.metrics.measure" and "measured" in msg):
         return f"     {msg}"
     if "lakesort.compact:" in msg and ": group " not in msg:  # the Spark job's own summary lines
         return f"     spark: {msg.split('lakesort.compact:', 1)[1].strip()}"
@@ -153,7 +153,7 @@ def summarise(home: Path, env: dict[str, str], since: dt.datetime) -> None:
     """This run's rows of the metrics tables, per table, and the report's path."""
     os.environ.update({k: env[k] for k in ("PYICEBERG_HOME", "LAKESORT_TABLES_DIR")})
     from layout.catalog import load_catalog
-    from layout.metrics import read_metrics, read_runs
+    from layout.metrics.measure import read_metrics, read_runs
     from layout.spec import load_specs
 
     print("== summary")
@@ -193,7 +193,7 @@ def summarise(home: Path, env: dict[str, str], since: dt.datetime) -> None:
     if index.exists():
         print(f"report: {os.path.relpath(index)}  (open it in a browser)")
     else:
-        print("report: not written (layout.report not available yet?)")
+        print("report: not written (layout.report.render not available yet?)")
 
 
 def failed_tasks(home: Path) -> list[str]:

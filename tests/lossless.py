@@ -30,8 +30,8 @@ def load_job():
 
 
 def in_process_submit(spark, job):
-    """A stand-in for `layout.compact.submit` running the job's own functions on the test's session."""
-    from layout.rewrite import RewritePlan
+    """A stand-in for `layout.compaction.driver.submit` running the job's own functions on the test's session."""
+    from layout.compaction.planner import RewritePlan
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())
@@ -51,7 +51,7 @@ def spec_for(name: str, **extra):
 
 def run(name: str, **kw):
     """Compact through the real pipeline (forced unless told), layout verification replaced by nothing."""
-    from layout.compact import compact
+    from layout.compaction.driver import compact
 
     return compact(name, spec=kw.pop("spec", None) or spec_for(name), force=kw.pop("force", True),
                    verify=lambda manifest: None, **kw)

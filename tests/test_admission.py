@@ -1,4 +1,4 @@
-"""Admission (`layout.admission.check_table`): bad tables and specs are refused from metadata, before Spark.
+"""Admission (`layout.compaction.admission.check_table`): bad tables and specs are refused from metadata, before Spark.
 
 Tables are real pyiceberg tables in a SQLite catalog under tmp_path (format v3 ones, which pyiceberg
 0.12 cannot create, are read from a metadata file as any v3 table written elsewhere would be). One
@@ -45,8 +45,8 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from layout.admission import check_table, table_problems
 from layout.cli import EXIT_USAGE, _spec, build_parser, main
+from layout.compaction.admission import check_table, table_problems
 from layout.errors import UsageError
 from layout.spec import load_spec, parse_spec
 
@@ -110,10 +110,10 @@ def lines_about(problems: list[str], needle: str) -> list[str]:
 
 
 def test_module_docstring_names_every_check():
-    import layout.admission
+    import layout.compaction.admission
 
     for word in ("uuid", "fixed", "time", "timestamp_ns", "backtick", "lakesort_", "did you mean"):
-        assert word in layout.admission.__doc__
+        assert word in layout.compaction.admission.__doc__
 
 
 # ---- 1. types ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""layout.cache: staleness, bounds, LRU, expiry, switching off, configuration and threads."""
+"""layout.read.cache: staleness, bounds, LRU, expiry, switching off, configuration and threads."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyarrow import fs
 
-from layout import cache as cache_mod
-from layout.cache import (
+from layout.errors import ConfigError, InputError, UsageError
+from layout.read import cache as cache_mod
+from layout.read.cache import (
     CacheConfig,
     CacheStats,
     FileKey,
@@ -26,7 +27,6 @@ from layout.cache import (
     filesystem_id,
     set_default_cache,
 )
-from layout.errors import ConfigError, InputError, UsageError
 
 MiB = 1024 * 1024
 

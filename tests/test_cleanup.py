@@ -1,4 +1,4 @@
-"""Cleanup of the staging area (layout.cleanup): only files no retained snapshot references, past the grace
+"""Cleanup of the staging area (layout.compaction.cleanup): only files no retained snapshot references, past the grace
 period, under the table's lease. Every snapshot of the history stays readable with the same rows, true
 orphans go, fresh ones stay; a held lease refuses; a dry run deletes nothing; and a writer committing
 staged files (under the lease) while cleanup runs again and again with no grace loses nothing."""
@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from layout.cleanup import cleanup
 from layout.cli import EXIT_FAILURE, EXIT_OK, main
-from layout.commit import staging_root
+from layout.compaction.cleanup import cleanup
+from layout.compaction.commit import staging_root
+from layout.compaction.lease import LeaseOwner, TableBusy, acquire_lease, read_lease, release_lease
 from layout.errors import UsageError
 from layout.io import resolve
-from layout.lease import LeaseOwner, TableBusy, acquire_lease, read_lease, release_lease
 
 TABLE = "ns.events"
 OLD = time.time() - 48 * 3600  # older than the default grace period (24 h)
@@ -201,9 +201,9 @@ WRITER = textwrap.dedent("""
     from pyiceberg.io.pyarrow import parquet_files_to_data_files
 
     from layout.catalog import load_table
-    from layout.commit import staging_root
+    from layout.compaction.commit import staging_root
     from layout.io import resolve
-    from layout.lease import LeaseOwner, TableBusy, table_lease
+    from layout.compaction.lease import LeaseOwner, TableBusy, table_lease
 
     table_id, commits, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     table = load_table(table_id)

@@ -4,7 +4,7 @@ Time budget (2 cores): a `spark-submit` costs about a minute here, whatever the 
 point is the subprocess go through it: the end-to-end run on Spark local, the run on a standalone cluster, the job
 killed mid-write and the job failing on a corrupt input. Every other test runs the *same job code*
 (`jobs/compact.py`'s `compact_groups` + `write_manifest`) on the session's in-process SparkSession, through
-`layout.compact.compact` with only `submit` replaced (`in_process_job`); planning, staging, the checks and the
+`layout.compaction.driver.compact` with only `submit` replaced (`in_process_job`); planning, staging, the checks and the
 commit are the real ones.
 
 Tables: the demo table (TPC-H lineitem, scale 0.01, 3 appends: 83 month partitions of 3 small files) is built
@@ -33,17 +33,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import layout.compact
+import layout.compaction.driver
 from layout.catalog import load_catalog, load_table
 from layout.cli import EXIT_OK, main
-from layout.commit import CommitRefused, check_staged, commit_rewrite, staging_root
-from layout.compact import CompactionFailed, compact
+from layout.compaction.commit import CommitRefused, check_staged, commit_rewrite, staging_root
+from layout.compaction.driver import CompactionFailed, compact
+from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan, plan_rewrite
 from layout.demo import build_demo, generate_lineitem
 from layout.errors import LakesortError, ParquetError, UsageError
 from layout.io import resolve
 from layout.manifest import StagedManifest
 from layout.parquet import BoundaryOrder, ParquetFile
-from layout.rewrite import RUN_ID, SPEC_HASH, RewritePlan, plan_rewrite
 from layout.spec import parse_spec
 
 pytestmark = pytest.mark.spark
@@ -129,7 +129,7 @@ def job() -> types.ModuleType:
 
 @pytest.fixture
 def in_process_job(spark, job, monkeypatch) -> list[RewritePlan]:
-    """`layout.compact.submit` runs the job's own functions on the in-process session; returns the plans run."""
+    """`layout.compaction.driver.submit` runs the job's own functions on the in-process session; returns the plans run."""
     runs: list[RewritePlan] = []
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
@@ -138,7 +138,7 @@ def in_process_job(spark, job, monkeypatch) -> list[RewritePlan]:
         job.write_manifest(spark, plan, staged, str(manifest_path), 0.0)
         runs.append(plan)
 
-    monkeypatch.setattr(layout.compact, "submit", submit)
+    monkeypatch.setattr(layout.compaction.driver, "submit", submit)
     return runs
 
 
@@ -434,7 +434,7 @@ def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster):
 
 
 class _KillMidWrite:
-    """Stands in for `subprocess` in layout.compact: starts the real spark-submit, watches the run's staging
+    """Stands in for `subprocess` in layout.compaction.driver: starts the real spark-submit, watches the run's staging
     directory, and SIGKILLs the whole process group (spark-submit, the JVM, its Python workers) as soon as the
     first file appears there: the job dies mid-write, as on a lost driver or an OOM kill."""
 
@@ -470,13 +470,13 @@ def test_fault_job_killed_mid_write(demo_home, spark, job, monkeypatch):
     table = load_table("demo.lineitem")
     before = state(table)
     killer = _KillMidWrite()
-    monkeypatch.setattr(layout.compact, "subprocess", types.SimpleNamespace(run=killer.run, STDOUT=subprocess.STDOUT))
+    monkeypatch.setattr(layout.compaction.driver, "subprocess", types.SimpleNamespace(run=killer.run, STDOUT=subprocess.STDOUT))
     with pytest.raises(CompactionFailed, match=r"exit -9"):
         compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, spark_conf=SPARK_CONF,
                 work_dir=demo_home / "work")
     assert killer.killed_with, "the job finished before a staged file appeared: nothing was killed mid-write"
     assert_unchanged(table, before)
-    monkeypatch.setattr(layout.compact, "subprocess", subprocess)
+    monkeypatch.setattr(layout.compaction.driver, "subprocess", subprocess)
     _rerun_succeeds(table, before, spark, job, monkeypatch)
 
 
@@ -485,7 +485,7 @@ def _rerun_succeeds(table, before: State, spark, job, monkeypatch, rows: pa.Tabl
         plan = RewritePlan.from_json(Path(plan_path).read_text())
         job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)), str(manifest_path), 0.0)
 
-    monkeypatch.setattr(layout.compact, "submit", submit)
+    monkeypatch.setattr(layout.compaction.driver, "submit", submit)
     result = compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS)
     table = table.refresh()
     assert result.snapshot_id == table.current_snapshot().snapshot_id != before.snapshot_id
@@ -564,11 +564,11 @@ def test_fault_concurrent_commit_races_the_commit_itself(demo_home, in_process_j
     deleted"): not a LakesortError, but a clean refusal all the same."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
 
-    import layout.commit
+    import layout.compaction.commit
 
     table = load_table("demo.lineitem")
     before = state(table)
-    real = layout.commit.output_data_files
+    real = layout.compaction.commit.output_data_files
     raced = []
 
     def racing(*args, **kwargs):
@@ -578,10 +578,10 @@ def test_fault_concurrent_commit_races_the_commit_itself(demo_home, in_process_j
             _remove_one_file(raced[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(layout.commit, "output_data_files", racing)
+    monkeypatch.setattr(layout.compaction.commit, "output_data_files", racing)
     with pytest.raises((CommitFailedException, CommitRefused, ValidationException)):
         compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS)
-    monkeypatch.setattr(layout.commit, "output_data_files", real)
+    monkeypatch.setattr(layout.compaction.commit, "output_data_files", real)
     concurrent = state(table)
     assert concurrent.files == before.files - {raced[0]}
     assert table.refresh().current_snapshot().summary.additional_properties.get(RUN_ID) is None
@@ -750,7 +750,7 @@ def test_corrupt_input_file_fails_the_job_and_commits_nothing(demo_home):
     assert {f.file_path for f in live_files(table)} == before.files
     assert staged_files(table) == []
     # The run is recorded as failed, naming the file, so the owners' report shows it.
-    from layout.metrics import read_runs
+    from layout.metrics.measure import read_runs
 
     failed = [r for r in read_runs(load_catalog()).to_pylist() if r["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["error"].startswith("prepare: ") and Path(local).name in failed[0]["error"]
@@ -760,7 +760,7 @@ def test_unknown_sort_key_is_refused_before_any_spark_work(demo_home, monkeypatc
     def no_spark(*args, **kwargs):
         raise AssertionError("spark-submit must not run")
 
-    monkeypatch.setattr(layout.compact, "submit", no_spark)
+    monkeypatch.setattr(layout.compaction.driver, "submit", no_spark)
     spec = demo_spec(sort={"keys": [{"column": "l_shipdat"}]})
     with pytest.raises(UsageError, match=r"`l_shipdat` is not a column of demo.lineitem; did you mean `l_shipdate`"):
         compact("demo.lineitem", spec=spec)
@@ -770,7 +770,7 @@ def test_empty_table_has_nothing_to_do(demo_home, monkeypatch):
     def no_spark(*args, **kwargs):
         raise AssertionError("spark-submit must not run")
 
-    monkeypatch.setattr(layout.compact, "submit", no_spark)
+    monkeypatch.setattr(layout.compaction.driver, "submit", no_spark)
     catalog = load_catalog()
     catalog.create_namespace_if_not_exists("keyed")
     table = catalog.create_table("keyed.empty", schema=KEYED_SCHEMA)
@@ -793,7 +793,7 @@ def test_emptied_partition_has_nothing_to_do(demo_home, monkeypatch):
 
     table = load_table("demo.lineitem")
     table.delete(And(GreaterThanOrEqual("l_shipdate", "1995-03-01"), LessThan("l_shipdate", "1995-04-01")))
-    monkeypatch.setattr(layout.compact, "submit", no_spark)
+    monkeypatch.setattr(layout.compaction.driver, "submit", no_spark)
     spec = demo_spec()
     plan = plan_rewrite(table.refresh(), spec, partitions=[MONTHS[1]])
     assert [d.partition for d in plan.partitions] == [MONTHS[1]]
@@ -809,7 +809,7 @@ def test_staged_output_failing_verification_is_not_committed(demo_home, in_proce
     """The default verifier (layout rules, then the GX suites) refuses a layout the spec does not intend:
     here the spec wants `l_shipdate` DESCENDING pages while the sort is ascending. Nothing is committed,
     the staged files are removed, and the failing expectation is visible in the Data Docs."""
-    from layout.verify import VerificationFailed
+    from layout.verify.rules import VerificationFailed
 
     monkeypatch.setenv("LAKESORT_REPORT_DIR", str(demo_home / "reports"))
     table = load_table("demo.lineitem")
@@ -830,7 +830,7 @@ def test_compacted_files_read_as_one_sorted_stream(e2e, e2e_table):
     lost or repeated by lakesort's own reader is caught as well as one lost by the merge."""
     from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
-    from layout.plan import plan
+    from layout.read.plan import plan
 
     keys = ["l_shipdate", "l_orderkey"]
     p = plan("demo.lineitem", "l_shipdate >= DATE '1993-01-01' AND l_shipdate < DATE '1994-01-01'", cache=False)
@@ -862,7 +862,7 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
     # The writer's defaults (not demo_spec's tiny pages), so the output is about as big as the input.
     spec = demo_spec(target_file_size=math.ceil(sum(f.file_size_in_bytes for f in inputs) / 2), writer={})
 
-    # No layout rules: this test's own checks below are the oracle, not `layout.verify`'s.
+    # No layout rules: this test's own checks below are the oracle, not `layout.verify.rules`'s.
     result = compact("demo.lineitem", spec=spec, partitions=[month], verify=lambda manifest: [])
     (run,) = in_process_job
     (group,) = run.groups

@@ -1,4 +1,4 @@
-"""layout.expectations: the layout rules as GX suites, validated on pyarrow-written files (no Spark)."""
+"""layout.verify.expectations: the layout rules as GX suites, validated on pyarrow-written files (no Spark)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from layout import expectations as gxe
 from layout.errors import LakesortError
 from layout.manifest import StagedFile, StagedGroup, StagedManifest
 from layout.spec import load_spec, parse_spec
-from layout.verify import layout_facts
+from layout.verify import expectations as gxe
+from layout.verify.rules import layout_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "dags" / "tables" / "demo_lineitem.yaml"

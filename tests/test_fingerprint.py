@@ -20,8 +20,7 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layout.errors import InputError, UsageError
-from layout.fingerprint import (
+from layout.compaction.fingerprint import (
     SPARK_CONF,
     Fingerprint,
     fingerprint_files,
@@ -30,6 +29,7 @@ from layout.fingerprint import (
     spark_fingerprint_expr,
     spark_row_hash_expr,
 )
+from layout.errors import InputError, UsageError
 
 UTC = dt.UTC
 
@@ -431,7 +431,7 @@ def test_known_spark_values_nested():
 
 
 def test_xxh64_lanes_are_xxh64_of_the_little_endian_bytes():
-    from layout.xxh64 import hash_bytes, hash_int, hash_long
+    from layout.compaction.xxh64 import hash_bytes, hash_int, hash_long
 
     rng = np.random.default_rng(3)
     ints = rng.integers(0, 2**32, 200, dtype=np.uint64)

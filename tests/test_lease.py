@@ -1,4 +1,4 @@
-"""The table lease (layout.lease): one holder at a time under real contention (threads and processes),
+"""The table lease (layout.compaction.lease): one holder at a time under real contention (threads and processes),
 a stale lease broken exactly once, a retried run taking its own lease again, and the takeover's
 critical section: a breaker paused between reading the stale lease and replacing it keeps every other
 contender out."""
@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from layout import lease
-from layout.errors import LakesortError
-from layout.lease import (
+from layout.compaction import lease
+from layout.compaction.lease import (
     LeaseOwner,
     TableBusy,
     acquire_lease,
@@ -28,6 +27,7 @@ from layout.lease import (
     sweep_leases,
     table_lease,
 )
+from layout.errors import LakesortError
 
 TABLE = "t.events"
 ROUNDS, CONTENDERS = 200, 8

@@ -52,11 +52,11 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-import layout.commit
-import layout.compact
-from layout.cleanup import cleanup
+import layout.compaction.commit
+import layout.compaction.driver
+from layout.compaction.cleanup import cleanup
+from layout.compaction.planner import RUN_ID
 from layout.errors import UsageError
-from layout.rewrite import RUN_ID
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ T0 = dt.datetime(2024, 2, 27, 22, 0, 0)
 
 @pytest.fixture
 def job_here(spark, monkeypatch):
-    monkeypatch.setattr(layout.compact, "submit", in_process_submit(spark, load_job()))
+    monkeypatch.setattr(layout.compaction.driver, "submit", in_process_submit(spark, load_job()))
 
 
 def _without_ids(field: pa.Field) -> pa.Field:
@@ -425,7 +425,7 @@ def _wrong_reader(monkeypatch, job, change):
 def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, monkeypatch, change, named):
     job = load_job()
     _wrong_reader(monkeypatch, job, change)
-    monkeypatch.setattr(layout.compact, "submit", in_process_submit(spark, job))
+    monkeypatch.setattr(layout.compaction.driver, "submit", in_process_submit(spark, job))
     cat = iceberg_catalog
     cat.create_namespace("t")
     table = cat.create_table("t.proof", Schema(NestedField(1, "id", LongType(), required=True),
@@ -434,7 +434,7 @@ def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, mon
         table.append(rows_for(table, start, 30))
     before = by_field_id(table)
     snapshot = table.current_snapshot().snapshot_id
-    with pytest.raises(layout.commit.CommitRefused, match=named):
+    with pytest.raises(layout.compaction.commit.CommitRefused, match=named):
         run("t.proof")
     table = table.refresh()
     assert table.current_snapshot().snapshot_id == snapshot
@@ -450,9 +450,9 @@ def _lit_null(type_name: str):
 def test_the_proof_names_the_column_of_a_tampered_staged_file(iceberg_catalog, spark, monkeypatch):
     """A staged file changed after the job (same row count, one value outside the input's range): the
     metadata proof, which reads only the footers and the manifests, refuses it naming the column."""
-    from layout.commit import prove_staged
+    from layout.compaction.commit import prove_staged
+    from layout.compaction.planner import plan_rewrite
     from layout.manifest import StagedManifest
-    from layout.rewrite import plan_rewrite
 
     cat = iceberg_catalog
     cat.create_namespace("t")
@@ -471,7 +471,7 @@ def test_the_proof_names_the_column_of_a_tampered_staged_file(iceberg_catalog, s
     i = data.column_names.index("id")  # (x holds +-inf already: any double is inside its bounds)
     tampered = pa.concat_arrays([pa.array([10**15], pa.int64()), data.column(i).combine_chunks().slice(1)])
     pq.write_table(data.set_column(i, data.field(i), tampered), target)
-    with pytest.raises(layout.commit.CommitRefused, match=r"column id \(field id 1\): upper bound"):
+    with pytest.raises(layout.compaction.commit.CommitRefused, match=r"column id \(field id 1\): upper bound"):
         prove_staged(table, plan, manifest)
 
 
@@ -481,7 +481,7 @@ def test_a_failure_after_the_commit_exits_1_and_says_what_was_committed(iceberg_
     (never 2, which means nothing happened), and the message says what was committed before what failed."""
     import yaml
 
-    import layout.pipeline
+    import layout.compaction.steps
     from layout.cli import main
 
     cat = iceberg_catalog
@@ -493,7 +493,7 @@ def test_a_failure_after_the_commit_exits_1_and_says_what_was_committed(iceberg_
     def broken_measure(*args, **kwargs):
         raise UsageError("probe `p`: no such column (simulated)")
 
-    monkeypatch.setattr(layout.pipeline, "measure", broken_measure)
+    monkeypatch.setattr(layout.compaction.steps, "measure", broken_measure)
     spec = tmp_path / "after.yaml"
     spec.write_text(yaml.safe_dump({"table": "t.after", "owner": OWNER, "sort": {"keys": [{"column": "id"}]}}))
     assert main(["compact", "t.after", "--spec", str(spec), "--force"]) == 1

@@ -1,4 +1,4 @@
-"""Tests of layout.merge: the loser-tree k-way merge against brute-force oracles."""
+"""Tests of layout.read.merge: the loser-tree k-way merge against brute-force oracles."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layout import merge as merge_module
 from layout.errors import InputError, UsageError
-from layout.merge import merge_sorted
+from layout.read import merge as merge_module
+from layout.read.merge import merge_sorted
 
 # -- random sorted streams --------------------------------------------------------------------
 

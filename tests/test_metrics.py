@@ -35,13 +35,14 @@ from hypothesis import strategies as st
 from test_compaction import _build_demo, _isolate, _load_job, demo_spec
 from thriftpy2.protocol import TCompactProtocol
 
-import layout.compact
-from layout import metrics_store, pipeline
+import layout.compaction.driver
 from layout.catalog import load_catalog, load_table
 from layout.cli import EXIT_OK, EXIT_USAGE, main
-from layout.compact import compact
+from layout.compaction import steps as pipeline
+from layout.compaction.driver import compact
 from layout.demo import generate_lineitem
-from layout.metrics import (
+from layout.metrics import store as metrics_store
+from layout.metrics.measure import (
     Probe,
     _sql_literal,
     measure,
@@ -72,13 +73,13 @@ def compacted(tmp_path_factory, spark):
     spec = demo_spec(probes=PROBES, sort={"keys": [{"column": "l_shipdate"}]})
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
-        plan = layout.compact.RewritePlan.from_json(Path(plan_path).read_text())
+        plan = layout.compaction.driver.RewritePlan.from_json(Path(plan_path).read_text())
         wanted = [g for g in plan.groups if groups is None or g.group_id in groups]
         job.write_manifest(spark, plan, job.compact_groups(spark, plan, wanted), str(manifest_path), 0.0)
 
     with pytest.MonkeyPatch.context() as mp:
         _isolate(mp, root)
-        mp.setattr(layout.compact, "submit", submit)
+        mp.setattr(layout.compaction.driver, "submit", submit)
         result = compact("demo.lineitem", spec=spec, work_dir=root / "work", measure=True)
     assert not result.nothing_to_do
     return root, spec, result, pipeline.PreparedRun.load(root / "work")
@@ -150,7 +151,7 @@ class BruteForce:
     """What the ideal reader fetches, found without lakesort: every row of every file read by pyarrow,
     the predicate evaluated in Python per row, rows mapped to pages by the chunks' page headers.
 
-    Counting follows `layout.plan`'s documented rules: the pages of the predicate and projected columns
+    Counting follows `layout.read.plan`'s documented rules: the pages of the predicate and projected columns
     (all columns when the projection is None), bytes as page sizes plus the dictionary page a reader also
     fetches; a chunk without an offset index (or of a repeated column) is one page, read whole.
     `page_rows`: the rows per page the files were written with, which the page headers must show.

@@ -25,14 +25,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyarrow import fs
 
-from layout import pruning
-from layout.cache import CacheConfig, FileKey, MetadataCache, file_key, filesystem_id
-from layout.pages import Interval, LazyKeys, PageBounds, build_search_index, non_null_pages
 from layout.parquet import ParquetFile
 from layout.parquet import format as fmt
-from layout.plan import CACHE_ITEM_OVERHEAD, DECODED_SIZE_FACTOR, plan
-from layout.pruning import ChunkPages
-from layout.selection import RowSelection
+from layout.read import pruning
+from layout.read.cache import CacheConfig, FileKey, MetadataCache, file_key, filesystem_id
+from layout.read.pages import Interval, LazyKeys, PageBounds, build_search_index, non_null_pages
+from layout.read.plan import CACHE_ITEM_OVERHEAD, DECODED_SIZE_FACTOR, plan
+from layout.read.pruning import ChunkPages
+from layout.read.selection import RowSelection
 
 ROWS_PER_PAGE = 8
 N = 40_000  # 5,000 pages per column chunk

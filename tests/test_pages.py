@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout.pages import Interval, PageBounds, UnorderedSearch, page_search
+from layout.read.pages import Interval, PageBounds, UnorderedSearch, page_search
 
 
 def paged(values, page_size, *, descending=False):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from layout.compact import find_spec
+from layout.compaction.driver import find_spec
 from layout.errors import ConfigError
 
 GOOD = """table: {table}
@@ -41,7 +41,7 @@ def test_old_run_directories_are_pruned(tmp_path):
     import os
     import time
 
-    from layout.pipeline import prune_work_dirs
+    from layout.compaction.steps import prune_work_dirs
 
     old, new = tmp_path / "20250101T000000-a", tmp_path / "20260101T000000-b"
     for run in (old, new):

@@ -1,4 +1,4 @@
-"""`layout.plan` on small files with a known layout: what a page-index-aware reader skips, and why.
+"""`layout.read.plan` on small files with a known layout: what a page-index-aware reader skips, and why.
 
 Each test writes a file whose pages and row groups are known (asserted first, so a change in pyarrow's
 writer shows up as a clear precondition failure), plans one predicate, and checks the selection.
@@ -18,15 +18,30 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-import layout.plan as lp
-from layout.bind import bind, schema_kinds, to_arrow_filter
-from layout.cache import MetadataCache
+import layout.read.plan as lp
 from layout.errors import UsageError
+from layout.expr.bind import bind, schema_kinds, to_arrow_filter
+from layout.expr.predicate import (
+    And,
+    Eq,
+    Expr,
+    Gt,
+    GtEq,
+    In,
+    IsNaN,
+    IsNull,
+    Lt,
+    Not,
+    NotEq,
+    NotIn,
+    NotNull,
+    Or,
+)
+from layout.expr.sql import parse_where
 from layout.io import resolve
 from layout.parquet import BoundaryOrder, ParquetFile
-from layout.predicate import And, Eq, Expr, Gt, GtEq, In, IsNaN, IsNull, Lt, Not, NotEq, NotIn, NotNull, Or
-from layout.selection import RowSelection
-from layout.sql import parse_where
+from layout.read.cache import MetadataCache
+from layout.read.selection import RowSelection
 
 N = 1000
 PAGE_ROWS = 100
@@ -472,7 +487,7 @@ def test_iceberg_source_range_matches_pyiceberg_scan(iceberg_table):
 @pytest.mark.parametrize("where", [Lt("dec", 1.004), "dec < 1004e-3", Gt("dec", 1.006), NotIn("dec", [1.004])],
                          ids=["lt", "lt-sql", "gt", "not-in"])
 def test_iceberg_float_literal_on_decimal_column_is_not_rounded(iceberg_catalog, where):
-    """A float literal on a DECIMAL(10, 2) column means its exact value (layout.bind: Decimal(repr(x))):
+    """A float literal on a DECIMAL(10, 2) column means its exact value (layout.expr.bind: Decimal(repr(x))):
     1.00 < 1.004 and 1.01 > 1.006. pyiceberg would round the float to the column's scale (ROUND_HALF_UP:
     `dec < 1.00`, `dec > 1.01`), so file pruning must not hand it the unbound literal."""
     schema = pa.schema([pa.field("dec", pa.decimal128(10, 2))])

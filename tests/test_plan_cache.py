@@ -13,12 +13,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-import layout.cache
 import layout.io
-import layout.plan
-import layout.pruning
-from layout.cache import CacheConfig, MetadataCache
-from layout.plan import plan
+import layout.read.cache
+import layout.read.plan
+import layout.read.pruning
+from layout.read.cache import CacheConfig, MetadataCache
+from layout.read.plan import plan
 
 
 def write(path, keys, **kw):
@@ -101,7 +101,7 @@ def counting_fs(monkeypatch):
         return (filesystem, path) if fs.type_name == "local" else (fs, path)
 
     monkeypatch.setattr(layout.io, "resolve", resolve)
-    monkeypatch.setattr(layout.cache, "_default", MetadataCache())
+    monkeypatch.setattr(layout.read.cache, "_default", MetadataCache())
     return handler
 
 
@@ -143,7 +143,7 @@ def test_cache_can_be_switched_off(tmp_path, counting_fs, off):
         "pages pruned: the control plan did use the page index"
     )
     assert results[0].to_arrow().column("k").to_pylist() == list(range(120, 131))
-    stats, default = disabled.stats(), layout.cache.default_cache().stats()
+    stats, default = disabled.stats(), layout.read.cache.default_cache().stats()
     assert (default.lookups, default.entries) == (0, 0), "cache=False must not fall back to the default cache"
     assert (stats.hits, stats.entries, stats.bytes) == (0, 0, 0)
     if off == "enabled=False":
@@ -157,7 +157,7 @@ def test_plan_ms_is_the_measured_planning_time(tmp_path, monkeypatch):
     fake clock that advances 0.25 s per reading it is 250 ms per reading after the first, and the JSON agrees."""
     write(tmp_path / "t.parquet", range(100))
     ticks = iter(range(1000))
-    monkeypatch.setattr(layout.plan, "time", types.SimpleNamespace(perf_counter=lambda: 0.25 * next(ticks)))
+    monkeypatch.setattr(layout.read.plan, "time", types.SimpleNamespace(perf_counter=lambda: 0.25 * next(ticks)))
     p = plan(tmp_path, "k = 5", cache=False)
     readings = next(ticks)
     assert readings >= 2, "plan reads the clock at its start and at its end"
@@ -220,13 +220,13 @@ def test_page_comparisons_counted_outside_the_code(tmp_path, monkeypatch):
     n = 200_000
     path = tmp_path / "sorted.parquet"
     write(path, range(n), data_page_size=512, write_batch_size=64, row_group_size=n, use_dictionary=False)
-    real = layout.pruning.literal_key
+    real = layout.read.pruning.literal_key
 
     def counted_key(ct, value):
         key = real(ct, value)
         return None if key is None else _CountedKey(key)
 
-    monkeypatch.setattr(layout.pruning, "literal_key", counted_key)
+    monkeypatch.setattr(layout.read.pruning, "literal_key", counted_key)
     for where, rows in (
         ("k = 123457", [123457]),
         ("k >= 199990", list(range(199_990, n))),

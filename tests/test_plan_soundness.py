@@ -1,4 +1,4 @@
-"""Property tests of `layout.plan`: pruning is sound, and the plan reads exactly the matching rows.
+"""Property tests of `layout.read.plan`: pruning is sound, and the plan reads exactly the matching rows.
 
 Random tables (every column nullable: int64, int32, float64 with NaN / ±inf / ±0.0, short, long and
 very long strings with common prefixes, date32, decimal128(10, 2), booleans) are written with pyarrow in
@@ -11,7 +11,7 @@ LIKE patterns, AND / OR / NOT) use literals drawn from the column's values, so t
 outside them (decimal columns also get float literals just off their values, e.g. `dec > 1.005`).
 
 The oracle shares no code with lakesort: `evaluate` below runs the predicate in plain Python over every
-row of the full table read by pyarrow, with SQL's three-valued logic and the rules of `layout.predicate`
+row of the full table read by pyarrow, with SQL's three-valued logic and the rules of `layout.expr.predicate`
 (NULL and NaN compare as unknown; isnan is two-valued; a float literal on a DECIMAL column is the decimal
 its shortest repr spells, never rounded to the column's scale). Checked:
 
@@ -20,7 +20,7 @@ its shortest repr spells, never rounded to the column's scale). Checked:
     row order;
 (c) the counts agree with the selections and with the files;
 (d) a row group marked `all_match` matches on every row it selects;
-(e) `layout.bind.to_arrow_filter` (the exact filter `plan.to_arrow()` applies) agrees with the oracle.
+(e) `layout.expr.bind.to_arrow_filter` (the exact filter `plan.to_arrow()` applies) agrees with the oracle.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import layout.plan as lp
-from layout.bind import bind, schema_kinds, to_arrow_filter
-from layout.predicate import (
+import layout.read.plan as lp
+from layout.expr.bind import bind, schema_kinds, to_arrow_filter
+from layout.expr.predicate import (
     AlwaysFalse,
     AlwaysTrue,
     And,

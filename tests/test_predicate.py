@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layout.bind import Kind, bind, schema_kinds, to_arrow_filter
 from layout.errors import UsageError
-from layout.predicate import (
+from layout.expr.bind import Kind, bind, schema_kinds, to_arrow_filter
+from layout.expr.predicate import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -43,7 +43,7 @@ from layout.predicate import (
     rewrite_not,
     visit,
 )
-from layout.sql import parse_where
+from layout.expr.sql import parse_where
 
 # -- parsing ----------------------------------------------------------------------------------
 

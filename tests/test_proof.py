@@ -1,4 +1,4 @@
-"""The metadata proof (layout.proof): real pyiceberg tables (SQLite catalog) as inputs, Parquet files
+"""The metadata proof (layout.compaction.proof): real pyiceberg tables (SQLite catalog) as inputs, Parquet files
 written with pyarrow (field ids from the table schema) as the staged outputs."""
 
 from __future__ import annotations
@@ -37,7 +37,15 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from layout.proof import ColumnStats, GroupStats, ProofFailed, check_group, compare, input_stats, output_stats
+from layout.compaction.proof import (
+    ColumnStats,
+    GroupStats,
+    ProofFailed,
+    check_group,
+    compare,
+    input_stats,
+    output_stats,
+)
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType()),
@@ -352,7 +360,7 @@ def test_nan_bounds_in_a_row_group_are_left_out_of_the_statistics():
     pyarrow never writes NaN statistics, so a stub here.)"""
     from types import SimpleNamespace
 
-    from layout.proof import nan_tainted
+    from layout.compaction.proof import nan_tainted
 
     def footer(*maxima: float, physical_type: str = "DOUBLE"):
         stats = [SimpleNamespace(has_min_max=True, min=0.0, max=m) for m in maxima]

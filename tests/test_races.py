@@ -25,9 +25,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-import layout.compact
-from layout.commit import CommitRefused
-from layout.rewrite import RUN_ID
+import layout.compaction.driver
+from layout.compaction.commit import CommitRefused
+from layout.compaction.planner import RUN_ID
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +69,7 @@ WRITER = textwrap.dedent("""
 
 @pytest.fixture
 def job_here(spark, monkeypatch):
-    monkeypatch.setattr(layout.compact, "submit", in_process_submit(spark, load_job()))
+    monkeypatch.setattr(layout.compaction.driver, "submit", in_process_submit(spark, load_job()))
 
 
 def _start_writer(tmp_path: Path, mode: str, table: str, *extra: str):

@@ -1,4 +1,4 @@
-"""layout.report: HTML pages from the two metrics tables (synthetic rows with the real schemas), and
+"""layout.report.render: HTML pages from the two metrics tables (synthetic rows with the real schemas), and
 write_reports against a real pyiceberg SQL catalog."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from layout.errors import UsageError
-from layout.metrics_store import (
+from layout.metrics.store import (
     COMPACTION_RUNS,
     METRICS_FIELDS,
     METRICS_KEY,
@@ -25,8 +25,8 @@ from layout.metrics_store import (
     arrow_schema,
     upsert,
 )
-from layout.report import LAST_RUNS, render_reports, table_page_name, write_reports
-from layout.report_svg import byte_unit, format_bytes, format_duration, format_percent, nice_ticks
+from layout.report.charts import byte_unit, format_bytes, format_duration, format_percent, nice_ticks
+from layout.report.render import LAST_RUNS, render_reports, table_page_name, write_reports
 from layout.spec import parse_spec
 
 T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
@@ -352,7 +352,7 @@ def test_data_docs_link_only_when_built(tmp_path, history):
     index = render(tmp_path, *history)
     assert '<a href="gx/index.html">GX Data Docs</a>' in index.read_text(encoding="utf-8")
     assert '<a href="../gx/index.html">GX Data Docs</a>' in page(index, "sales.orders")
-    # where layout.expectations builds the site
+    # where layout.verify.expectations builds the site
     other = tmp_path / "other"
     (other / "gx" / "gx-data-docs").mkdir(parents=True)
     (other / "gx" / "gx-data-docs" / "index.html").write_text("<html></html>")

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from test_report import T0, MiB, metric, render, run, spec
 
-from layout.report import table_page_name
-from layout.report_svg import PALETTE
+from layout.report.charts import PALETTE
+from layout.report.render import table_page_name
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 WINDOW = (1000, 750)  # small enough to decode the screenshots quickly

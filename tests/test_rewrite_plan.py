@@ -1,4 +1,4 @@
-"""The rewrite planner (layout/rewrite.py), without Spark: decisions on real tiny Iceberg tables, and the interval
+"""The rewrite planner (layout/compaction/planner.py), without Spark: decisions on real tiny Iceberg tables, and the interval
 logic (`overlap_depth`, `_components`, `_pack`) against brute force.
 
 A lakesort commit is simulated with a pyiceberg write carrying the snapshot summary properties lakesort writes
@@ -20,8 +20,7 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.transforms import IdentityTransform
 
 from layout.catalog import load_catalog, write_sql_catalog_config
-from layout.errors import UsageError
-from layout.rewrite import (
+from layout.compaction.planner import (
     RUN_ID,
     SPEC_HASH,
     RewritePlan,
@@ -32,6 +31,7 @@ from layout.rewrite import (
     overlap_depth,
     plan_rewrite,
 )
+from layout.errors import UsageError
 from layout.spec import parse_spec
 
 OWNER = {"name": "Test Team", "email": "test@example.com"}

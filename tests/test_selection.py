@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layout.errors import UsageError
-from layout.selection import RowSelection
+from layout.read.selection import RowSelection
 
 # -- examples ---------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""layout.verify on Spark-written files: each layout failure gives exactly its finding and diagnosis."""
+"""layout.verify.rules on Spark-written files: each layout failure gives exactly its finding and diagnosis."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from writers import write_spark
 
 from layout.cli import main
 from layout.spec import parse_spec
-from layout.verify import Finding, VerifyReport, layout_facts, verify_files, verify_source
+from layout.verify.rules import Finding, VerifyReport, layout_facts, verify_files, verify_source
 
 pytestmark = pytest.mark.spark
 

@@ -202,7 +202,7 @@ class Timers:
 
 
 def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str], master: str, work: Path) -> dict:
-    from layout.compact import spark_submit_binary
+    from layout.compaction.driver import spark_submit_binary
 
     work.mkdir(parents=True, exist_ok=True)
     script, args_path, out = work / "naive_sort.py", work / "naive_args.json", work / "out"
@@ -244,7 +244,7 @@ def run_duckdb(inputs: list[str], work: Path) -> dict:
 
 
 def run_compact(spec, conf: dict[str, str], master: str, work: Path, timers: Timers) -> dict:
-    from layout.compact import compact
+    from layout.compaction.driver import compact
 
     timers.reset()
     work.mkdir(parents=True, exist_ok=True)
@@ -385,20 +385,20 @@ def main(argv: list[str] | None = None) -> int:
     isolate(home)
     check_catalog(home)
 
-    import layout.commit
-    import layout.compact
-    import layout.rewrite
+    import layout.compaction.commit
+    import layout.compaction.driver
+    import layout.compaction.planner
     from layout.catalog import load_table
     from layout.demo import build_demo
     from layout.spec import parse_spec
 
     spec = parse_spec(SPEC, source="bench_compact.SPEC")
     timers = Timers()
-    timers.wrap(layout.rewrite, "plan_rewrite", "plan_rewrite")
-    timers.wrap(layout.compact, "submit", "submit")
-    timers.wrap(layout.commit, "commit_rewrite", "commit_rewrite")
-    timers.wrap(layout.commit, "check_staged", "check_staged")
-    timers.wrap(layout.commit, "prove_staged", "prove_staged")
+    timers.wrap(layout.compaction.planner, "plan_rewrite", "plan_rewrite")
+    timers.wrap(layout.compaction.driver, "submit", "submit")
+    timers.wrap(layout.compaction.commit, "commit_rewrite", "commit_rewrite")
+    timers.wrap(layout.compaction.commit, "check_staged", "check_staged")
+    timers.wrap(layout.compaction.commit, "prove_staged", "prove_staged")
     atexit.register(timers.restore)
 
     # --- ingest
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     table = load_table(spec.table, spec.catalog)
     shipped = append(table, ship_rows)
     ship_bytes = sum(shipped.values())
-    ship_plan = layout.rewrite.plan_rewrite(load_table(spec.table, spec.catalog), spec)
+    ship_plan = layout.compaction.planner.plan_rewrite(load_table(spec.table, spec.catalog), spec)
     ship_amp = ship_plan.input_bytes / ship_bytes if ship_bytes else float("nan")
     print(f"\nplan only: appended {ship_rows.num_rows:,} lineitems shipped {ship_day} in {len(shipped)} file(s), "
           f"{mib(ship_bytes)}; the plan would rewrite {mib(ship_plan.input_bytes)}")

@@ -4,7 +4,7 @@
 
 Runs on a table of the configured catalog (default: the demo table of `make demo`) and, when the table has
 an older snapshot, on the snapshot before the last compaction too. For each probe of the table's spec it
-prints the cold plan, the warm plan and the ideal computation (`layout.scan.match_selections` plus page
+prints the cold plan, the warm plan and the ideal computation (`layout.read.scan.match_selections` plus page
 counting), best of N, and the ratios cold/warm and ideal/cold: the ideal is the extra a measurement pays
 over a plain plan.
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from layout.cache import MetadataCache
 from layout.catalog import load_table
-from layout.compact import find_spec
-from layout.metrics import ideal, owner_probes
-from layout.plan import plan
+from layout.compaction.driver import find_spec
+from layout.metrics.measure import ideal, owner_probes
+from layout.read.cache import MetadataCache
+from layout.read.plan import plan
 
 
 def best(fn, repeats: int) -> tuple[float, object]:
@@ -37,7 +37,7 @@ def measure_one(table: str, probe, snapshot: int, repeats: int) -> tuple[float, 
     cache = MetadataCache()
     warm_plan = plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot)
     warm, _ = best(lambda: plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot), repeats)
-    took, _ = best(lambda: ideal(warm_plan), repeats)  # layout.metrics.ideal
+    took, _ = best(lambda: ideal(warm_plan), repeats)  # layout.metrics.measure.ideal
     return cold, warm, took
 
 

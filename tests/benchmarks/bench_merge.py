@@ -1,4 +1,4 @@
-"""Benchmark: layout.merge.merge_sorted against heapq.merge and a full pyarrow sort.
+"""Benchmark: layout.read.merge.merge_sorted against heapq.merge and a full pyarrow sort.
 
 Run from the repo root:
 
@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from layout.merge import merge_sorted
+from layout.read.merge import merge_sorted
 
 BATCH_ROWS = 65_536
 

@@ -7,7 +7,7 @@ Run from the repo root:
 One column chunk of 100,000 pages (8 rows each) of a sorted int64 column `k`, written by pyarrow with its
 page index into a temporary directory (deleted at the end) and opened with `ParquetFile`; its column index
 is ASCENDING, no page is null. Every figure goes through the planner's own per-chunk code: a
-`PageSelector` over the planner's cached chunk structures (`layout.plan._CachedChunks`, a
+`PageSelector` over the planner's cached chunk structures (`layout.read.plan._CachedChunks`, a
 `MetadataCache`) selects the rows of a bound predicate on `k` (`k = v`, or `k BETWEEN lo AND hi`), then
 the pages and bytes a reader fetches for them are counted (`ChunkPages.fetched`), as `plan` does:
 
@@ -49,16 +49,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from layout import pruning
-from layout.bind import bind
-from layout.cache import MetadataCache, file_key, filesystem_id
-from layout.pages import Interval
+from layout.expr.bind import bind
+from layout.expr.predicate import Expr, rewrite_not
+from layout.expr.sql import parse_where
 from layout.parquet import ParquetFile
-from layout.plan import _CachedChunks, _fetched, _FileFacts, kind_of
-from layout.predicate import Expr, rewrite_not
-from layout.pruning import PageSelector, literal_key
-from layout.selection import RowSelection
-from layout.sql import parse_where
+from layout.read import pruning
+from layout.read.cache import MetadataCache, file_key, filesystem_id
+from layout.read.pages import Interval
+from layout.read.plan import _CachedChunks, _fetched, _FileFacts, kind_of
+from layout.read.pruning import PageSelector, literal_key
+from layout.read.selection import RowSelection
 
 GOAL = 100.0
 ROWS_PER_PAGE = 8

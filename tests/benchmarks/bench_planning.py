@@ -1,4 +1,4 @@
-"""Benchmark: `layout.plan` cold (fresh metadata cache) against warm (the same cache, again).
+"""Benchmark: `layout.read.plan` cold (fresh metadata cache) against warm (the same cache, again).
 
 Run from the repo root:
 
@@ -54,10 +54,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from layout.cache import MetadataCache
 from layout.catalog import write_sql_catalog_config
 from layout.parquet import ParquetFile
-from layout.plan import Plan, plan
+from layout.read.cache import MetadataCache
+from layout.read.plan import Plan, plan
 
 CACHE_ROOT = HERE / ".cache"
 WARM_GOAL_RATIO = 12.0

@@ -1,4 +1,4 @@
-"""Benchmark: rows `layout.plan` keeps after page-index pruning, against what DataFusion keeps.
+"""Benchmark: rows `layout.read.plan` keeps after page-index pruning, against what DataFusion keeps.
 
 Run from the repo root:
 
@@ -47,7 +47,7 @@ for _p in (REPO_ROOT, HERE):
 from bench_planning import describe, key_at, write_sorted_files
 from datafusion import SessionConfig, SessionContext
 
-from layout.plan import plan
+from layout.read.plan import plan
 
 ROWS_PER_FILE, ROW_GROUP_ROWS, PAGE_ROWS = 20_000, 10_000, 1_000
 DF_SETTINGS = {

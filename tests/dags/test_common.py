@@ -120,9 +120,9 @@ def test_failed_spark_job_abandons_the_run(events, iceberg_catalog, tmp_path):
     """`verify` finds a job without a manifest: staged files removed, the run recorded as failed."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from layout import pipeline
-    from layout.commit import staging_root
-    from layout.metrics import read_runs
+    from layout.compaction import steps as pipeline
+    from layout.compaction.commit import staging_root
+    from layout.metrics.measure import read_runs
 
     context = {"dag": type("Dag", (), {"dag_id": "lakesort_nightly"})(), "run_id": "r1"}
     run = common.prepare_table({"table": "t.events", "trigger": "nightly"}, context)
@@ -155,7 +155,7 @@ def test_the_dags_submit_command(events, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from layout.rewrite import RewritePlan
+    from layout.compaction.planner import RewritePlan
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     bag = DagBag(dag_folder=common.DAGS_DIR)

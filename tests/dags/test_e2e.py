@@ -34,7 +34,7 @@ def rows(table):
 
 
 def runs_of(lake, run_id: str) -> dict:
-    from layout.metrics import read_runs
+    from layout.metrics.measure import read_runs
 
     found = [r for r in read_runs(lake.catalog, GOOD).to_pylist() if r["run_id"] == run_id]
     assert len(found) == 1, f"{len(found)} compaction_runs row(s) for {run_id}"
@@ -97,7 +97,7 @@ def test_nightly_compacts_the_good_table(nightly, lake):
     assert (record["partitions_rewritten"], record["files_before"], record["files_after"]) == (3, 12, 3)
     assert record["rows_rewritten"] == lake.source_rows.num_rows and record["snapshot_after"] == snapshot.snapshot_id
 
-    from layout.metrics import read_metrics
+    from layout.metrics.measure import read_metrics
 
     metrics = [m for m in read_metrics(lake.catalog, GOOD).to_pylist() if m["run_id"] == run_id]
     by_phase = defaultdict(dict)
@@ -185,7 +185,7 @@ def test_then_nothing_is_left_to_do(dry_run, lake, monkeypatch, caplog):
 
     import lakesort_common as common
 
-    from layout.metrics import read_runs
+    from layout.metrics.measure import read_runs
 
     for name, value in {"PYICEBERG_HOME": str(lake.root), "LAKESORT_TABLES_DIR": str(lake.root / "tables"),
                         "LAKESORT_WORK_DIR": str(lake.root / "work")}.items():

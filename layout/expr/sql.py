@@ -9,7 +9,7 @@ import sqlglot
 from sqlglot import exp
 
 from layout.errors import UsageError
-from layout.predicate import (
+from layout.expr.predicate import (
     SUPPORTED,
     AlwaysFalse,
     AlwaysTrue,

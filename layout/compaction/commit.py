@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan
 from layout.errors import LakesortError
 from layout.manifest import StagedManifest
-from layout.rewrite import RUN_ID, SPEC_HASH, RewritePlan
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -84,7 +84,7 @@ def _columns(plan: RewritePlan) -> list[str]:
 
 def check_staged(manifest: StagedManifest, columns: list[str]) -> None:
     """Recount rows and recompute the fingerprint of each group's staged files."""
-    from layout.fingerprint import fingerprint_files
+    from layout.compaction.fingerprint import fingerprint_files
     from layout.io import resolve
 
     for group in manifest.groups:
@@ -114,10 +114,10 @@ COMMIT_TIMEOUT_S = 300
 
 
 def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> None:
-    """The metadata proof (`layout.proof`) of every group: Iceberg's manifest statistics of its inputs
+    """The metadata proof (`layout.compaction.proof`) of every group: Iceberg's manifest statistics of its inputs
     against its staged files' footers, by field id. Reads metadata only; trusts neither Spark nor pyarrow's
     reading of the data. Raises `ProofFailed` (a `CommitRefused`) naming the group and column."""
-    from layout.proof import ProofFailed, check_group
+    from layout.compaction.proof import ProofFailed, check_group
 
     started = time.perf_counter()
     table = table.refresh()
@@ -235,8 +235,8 @@ def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
     import pyarrow.parquet as pq
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-    from layout import partitioning
-    from layout.proof import footer_statistics
+    from layout.compaction import partitions as partitioning
+    from layout.compaction.proof import footer_statistics
 
     schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
     order_id = table.sort_order().order_id

@@ -1,6 +1,6 @@
 """Pruning effectiveness: for each probe query, what a page-index-aware reader reads, and the ideal.
 
-A probe is measured on one snapshot with `layout.plan` (files, row groups, pages, rows and bytes,
+A probe is measured on one snapshot with `layout.read.plan` (files, row groups, pages, rows and bytes,
 total and selected; planning time with a cold and then a warm metadata cache). The ideal is what a
 reader would fetch if it knew exactly which rows match: the pages holding at least one matching row,
 found by reading only the predicate columns of the selected row groups. Pruning efficiency is ideal
@@ -10,7 +10,7 @@ Probes are the owners' (`probes:` in the table spec) plus a standard set per sor
 the data with a seed derived from the table and column, so the same data gives the same probes: a
 point lookup and ranges of about 0.1%, 1% and 10% of the rows. A compaction run measures the snapshot
 before its commit and the one after with the same probes; `lakesort measure` any snapshot.
-Measurements go to `lakesort.pruning_metrics` (see `layout.metrics_store`).
+Measurements go to `lakesort.pruning_metrics` (see `layout.metrics.store`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from layout import metrics_store as store
+from layout.metrics import store
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -115,8 +115,8 @@ def _sample(table: Table, column: str, snapshot_id: int | None, rng: random.Rand
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from layout.iceberg import snapshot_files
     from layout.io import resolve
+    from layout.read.iceberg import snapshot_files
 
     files = sorted(snapshot_files(table, None, None, snapshot_id), key=lambda f: f.path)
     chosen = rng.sample(files, min(SAMPLE_FILES, len(files)))
@@ -154,8 +154,8 @@ def _sql_literal(value: Any) -> str | None:
 def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, run_id: str,
                   phase: Phase) -> Measurement:
     """Plan `probe` cold and warm on the snapshot, then count the pages the matching rows need."""
-    from layout.cache import MetadataCache
-    from layout.plan import plan
+    from layout.read.cache import MetadataCache
+    from layout.read.plan import plan
 
     cache = MetadataCache()
     cold = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
@@ -178,8 +178,8 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
 def ideal(planned) -> tuple[int, int, int]:
     """(pages, bytes, rows) of the ideal read of a plan: the pages of its columns that hold a matching row."""
     from layout.parquet import ParquetFile
-    from layout.plan import needed_columns, selected_pages
-    from layout.scan import match_selections
+    from layout.read.plan import needed_columns, selected_pages
+    from layout.read.scan import match_selections
 
     pages_ideal = bytes_ideal = rows_matching = 0
     for file, groups in match_selections(planned):
@@ -217,7 +217,7 @@ def measure(
     import time
 
     from layout.catalog import load_catalog
-    from layout.compact import find_spec
+    from layout.compaction.driver import find_spec
 
     spec = spec or find_spec(table_id)
     catalog = load_catalog(spec.catalog)
@@ -271,7 +271,7 @@ class RunRecord:
     bytes_rewritten: int = 0
     rows_rewritten: int = 0
     verification: Literal["passed", "failed", "skipped"] = "skipped"
-    findings: str = "[]"  # JSON list of layout.verify findings
+    findings: str = "[]"  # JSON list of layout.verify.rules findings
     error: str | None = None
 
 

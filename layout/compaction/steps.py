@@ -84,7 +84,7 @@ class PreparedRun(_Frozen):
         return cls.model_validate_json((path / "run.json" if path.is_dir() else path).read_text())
 
     def plan(self):
-        from layout.rewrite import RewritePlan
+        from layout.compaction.planner import RewritePlan
 
         return RewritePlan.from_json(Path(self.plan_path).read_text())
 
@@ -126,8 +126,8 @@ def prepare(
 ) -> PreparedRun:
     """Plan the run; unless it is a dry run or there is nothing to do, check the inputs and write the plan."""
     from layout.catalog import load_table
-    from layout.compact import check_inputs, find_spec
-    from layout.rewrite import plan_rewrite
+    from layout.compaction.driver import check_inputs, find_spec
+    from layout.compaction.planner import plan_rewrite
 
     started = time.time()
     spec = spec or find_spec(table_id)
@@ -185,7 +185,7 @@ def job_arguments(prepared: PreparedRun, job: SparkJob) -> list[str]:
 
 def staged_manifest(prepared: PreparedRun):
     """The jobs' manifests as one; a job that did not finish is an error naming it."""
-    from layout.commit import CommitRefused
+    from layout.compaction.commit import CommitRefused
     from layout.manifest import StagedManifest
 
     parts = []
@@ -205,7 +205,7 @@ def verify(prepared: PreparedRun, *, spec=None, verifier=None) -> dict[str, Any]
     """Check the staged output (rows, fingerprints, then the layout rules and GX, or `verifier`) and
     mark it verified; on failure remove the staged files and record the findings."""
     from layout.catalog import load_table
-    from layout.commit import _columns, check_staged, prove_staged
+    from layout.compaction.commit import _columns, check_staged, prove_staged
 
     with _failure_recorded(prepared, "verify", remove_staged=True):
         manifest = staged_manifest(prepared)
@@ -221,13 +221,13 @@ def verify(prepared: PreparedRun, *, spec=None, verifier=None) -> dict[str, Any]
 
 
 def _verify_layout(prepared: PreparedRun, manifest, spec=None) -> list[dict[str, Any]]:
-    """The layout rules (`layout.verify`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
+    """The layout rules (`layout.verify.rules`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
     before either refuses, so the Data Docs always show this run. Returns the findings (warnings)."""
     from layout.catalog import load_table
-    from layout.compact import find_spec, report_dir
-    from layout.expectations import gx_verifier
+    from layout.compaction.driver import find_spec, report_dir
     from layout.spec import resolve_sort_keys
-    from layout.verify import VerificationFailed, verify_staged
+    from layout.verify.expectations import gx_verifier
+    from layout.verify.rules import VerificationFailed, verify_staged
 
     spec = spec or find_spec(prepared.table)
     keys = resolve_sort_keys(spec, load_table(prepared.table, prepared.catalog))
@@ -251,7 +251,7 @@ def commit(prepared: PreparedRun):
     and fingerprints itself, then swaps the files in one Iceberg overwrite.
     """
     from layout.catalog import load_table
-    from layout.commit import commit_rewrite
+    from layout.compaction.commit import commit_rewrite
 
     with _failure_recorded(prepared, "commit"):
         manifest = staged_manifest(prepared)
@@ -273,9 +273,9 @@ def commit(prepared: PreparedRun):
 def measure(prepared: PreparedRun, snapshot_after: int | None = None, *, spec=None) -> dict[str, Any]:
     """Every probe on the snapshot before the run and the one after, with the same probes."""
     from layout.catalog import load_table
-    from layout.compact import find_spec
-    from layout.metrics import measure as measure_snapshot
-    from layout.metrics import probes_for
+    from layout.compaction.driver import find_spec
+    from layout.metrics.measure import measure as measure_snapshot
+    from layout.metrics.measure import probes_for
 
     spec = spec or find_spec(prepared.table)
     table = load_table(prepared.table, prepared.catalog)
@@ -298,7 +298,7 @@ def measure(prepared: PreparedRun, snapshot_after: int | None = None, *, spec=No
 def abandon(prepared: PreparedRun, reason: str) -> int:
     """A step failed outside our code (the Spark job): remove the staged files, record the failure."""
     from layout.catalog import load_table
-    from layout.commit import delete_staged
+    from layout.compaction.commit import delete_staged
 
     removed = delete_staged(load_table(prepared.table, prepared.catalog), prepared.run_id)
     record(prepared, "failed", error=reason)
@@ -310,7 +310,7 @@ def abandon(prepared: PreparedRun, reason: str) -> int:
 def record(prepared: PreparedRun, status: str, **figures: Any) -> None:
     """The run's row in `lakesort.compaction_runs` (replaced by a later step of the same run)."""
     from layout.catalog import load_catalog
-    from layout.metrics import RunRecord, record_run
+    from layout.metrics.measure import RunRecord, record_run
 
     row = RunRecord(
         run_id=prepared.run_id, table=prepared.table, status=status, trigger=prepared.trigger,
@@ -340,7 +340,7 @@ class _failure_recorded:
     def __exit__(self, kind, error, tb) -> bool:
         if error is not None and self.remove_staged:
             from layout.catalog import load_table
-            from layout.commit import delete_staged
+            from layout.compaction.commit import delete_staged
 
             delete_staged(load_table(self.prepared.table, self.prepared.catalog), self.prepared.run_id)
         if error is not None and isinstance(error, Exception):

@@ -2,10 +2,10 @@
 
 The tree (modelled on pyiceberg's ``expressions``) is made of `AlwaysTrue`, `AlwaysFalse`, `And`,
 `Or`, `Not` and leaf predicates over one column (a dotted path for nested struct fields) and
-Python literals. `layout.sql.parse_where` builds it from SQL text, `layout.bind.bind` checks it
+Python literals. `layout.expr.sql.parse_where` builds it from SQL text, `layout.expr.bind.bind` checks it
 against a table's column kinds and coerces literals, `rewrite_not` pushes negations into the
-leaves, and `layout.bind.to_arrow_filter` evaluates it exactly on Arrow data. Statistics-based
-evaluation (pruning) lives in `layout.pruning` as `PredicateVisitor` subclasses.
+leaves, and `layout.expr.bind.to_arrow_filter` evaluates it exactly on Arrow data. Statistics-based
+evaluation (pruning) lives in `layout.read.pruning` as `PredicateVisitor` subclasses.
 
 Semantics, which pruning must respect:
 

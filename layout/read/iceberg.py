@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from layout.cache import FileKey, MetadataCache
 from layout.errors import UsageError
-from layout.predicate import Expr, PredicateVisitor, rewrite_not, visit
+from layout.expr.predicate import Expr, PredicateVisitor, rewrite_not, visit
+from layout.read.cache import FileKey, MetadataCache
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -3,7 +3,7 @@
 Files (Iceberg manifest bounds through pyiceberg, or the footers' row-group statistics aggregated),
 row groups (footer statistics, then bloom filters for `=` / `IN`), pages (column indexes, binary
 search when ordered) into row selections intersected across the columns of an AND and united for an
-OR. A plan is a value: planning produces it, `layout.scan` reads it. Pruning is sound: the selection
+OR. A plan is a value: planning produces it, `layout.read.scan` reads it. Pruning is sound: the selection
 holds every matching row; `to_arrow()` then filters exactly.
 
 Through the metadata cache (the default), a file's footer and each column chunk's page structures (the
@@ -24,13 +24,14 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from layout.bind import Kind, bind
-from layout.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
 from layout.errors import UsageError
+from layout.expr.bind import Kind, bind
+from layout.expr.predicate import AlwaysTrue, Expr, rewrite_not
+from layout.expr.predicate import columns as expr_columns
+from layout.expr.sql import parse_where
 from layout.parquet import ColumnType, ParquetFile
-from layout.predicate import AlwaysTrue, Expr, rewrite_not
-from layout.predicate import columns as expr_columns
-from layout.pruning import (
+from layout.read.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
+from layout.read.pruning import (
     BloomEvaluator,
     ChunkPages,
     ChunkStructures,
@@ -40,8 +41,7 @@ from layout.pruning import (
     Truth,
     chunk_pages,
 )
-from layout.selection import RowSelection
-from layout.sql import parse_where
+from layout.read.selection import RowSelection
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -120,12 +120,12 @@ class Plan:
         return out
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        from layout.scan import read_batches
+        from layout.read.scan import read_batches
 
         return read_batches(self)
 
     def to_arrow(self) -> pa.Table:
-        from layout.scan import read_table
+        from layout.read.scan import read_table
 
         return read_table(self)
 
@@ -134,8 +134,8 @@ class Plan:
         sequence: str | None = None, descending: bool = False, batch_size: int = 65_536,
     ) -> Iterator[pa.RecordBatch]:
         """The plan's matching rows as one stream sorted by `key`, merged from files each sorted by it
-        (a loser-tree merge, no full sort); `merge` keeps one row per key (see `layout.merge`)."""
-        from layout.scan import read_sorted
+        (a loser-tree merge, no full sort); `merge` keeps one row per key (see `layout.read.merge`)."""
+        from layout.read.scan import read_sorted
 
         return read_sorted(self, key, merge=merge, sequence=sequence, descending=descending,
                            batch_size=batch_size)
@@ -177,8 +177,8 @@ def plan(
     bound = rewrite_not(bind(expr, kinds))
     selected_paths = None
     if table is not None:  # file pruning on manifest bounds, with the bound (coerced) predicate
-        from layout.iceberg import snapshot_files
         from layout.io import resolve
+        from layout.read.iceberg import snapshot_files
 
         selected_paths = {resolve(f.path)[1] for f in snapshot_files(table, bound, the_cache, snapshot_id)}
     predicate_columns = sorted(expr_columns(bound))
@@ -224,7 +224,7 @@ def _resolve(source: str, cache: MetadataCache | None, snapshot_id: int | None =
             raise UsageError(f"{source}: a snapshot id needs an Iceberg table (namespace.name), not a path")
         return [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)], None
     from layout.catalog import load_table
-    from layout.iceberg import snapshot_files
+    from layout.read.iceberg import snapshot_files
 
     table = load_table(identifier)
     every = snapshot_files(table, None, cache, snapshot_id)

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from layout.compaction.planner import RewritePlan
 from layout.errors import ConfigError, InputError, LakesortError
-from layout.rewrite import RewritePlan
 
 if TYPE_CHECKING:
-    from layout.pipeline import Trigger
+    from layout.compaction.steps import Trigger
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "jobs" / "compact.py"
 TABLES_DIR = Path("dags") / "tables"
 
@@ -173,14 +173,14 @@ def compact(
     master: str | None = None, spark_conf: Mapping[str, str] | None = None, work_dir: Path | None = None,
     verify=None, measure: bool = False, trigger: Trigger = "manual",
 ) -> CompactResult:
-    """Plan, rewrite on Spark, verify and commit one table (`layout.pipeline`'s steps in one process);
+    """Plan, rewrite on Spark, verify and commit one table (`layout.compaction.steps`'s steps in one process);
     with `measure`, also measure the probes before and after. Nothing to do finishes fast and says so.
 
     `verify(manifest)` replaces the layout rules and GX (tests); it may raise to refuse the commit.
-    The whole run holds the table's lease (`layout.lease`), the one the DAGs and `lakesort cleanup` take:
+    The whole run holds the table's lease (`layout.compaction.lease`), the one the DAGs and `lakesort cleanup` take:
     another run on the table makes it fail with `TableBusy` before any work.
     """
-    from layout.lease import LeaseOwner, table_lease
+    from layout.compaction.lease import LeaseOwner, table_lease
 
     spec = spec or find_spec(table_id)
     with table_lease(spec.table, LeaseOwner.cli()):
@@ -189,8 +189,8 @@ def compact(
 
 
 def _compact(spec, *, partitions, force, master, spark_conf, work_dir, verify, measure, trigger) -> CompactResult:
-    from layout import pipeline
     from layout.catalog import load_table
+    from layout.compaction import steps as pipeline
 
     started = time.perf_counter()
     prepared = pipeline.prepare(spec.table, spec=spec, partitions=partitions, force=force, trigger=trigger,

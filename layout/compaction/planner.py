@@ -67,7 +67,7 @@ class InputFile(_Frozen):
     lo: Any = None  # first sort key bounds from the manifest (None: unknown)
     hi: Any = None
     spec_id: int = 0  # the partition spec the file was written under
-    partition_key: str = "[]"  # its partition values under that spec (`layout.partitioning`)
+    partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.partitions`)
 
 
 class PartitionDecision(_Frozen):
@@ -157,8 +157,7 @@ def _entries(table: Table, first_key: str) -> list[_Entry]:
     spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current spec."""
     from pyiceberg.conversions import from_bytes
 
-    from layout import partitioning
-
+    from layout.compaction import partitions as partitioning
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
@@ -268,8 +267,8 @@ def plan_rewrite(
     run_id: str | None = None,
 ) -> RewritePlan:
     """Decide per partition; group the files to rewrite. Reads manifests only."""
-    from layout.admission import check_table
-    from layout.iceberg_input import shareable_io_properties
+    from layout.compaction.admission import check_table
+    from layout.compaction.inputs import shareable_io_properties
     from layout.spec import resolve_sort_keys
 
     started = time.perf_counter()

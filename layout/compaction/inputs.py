@@ -10,7 +10,7 @@ name mapping, type promotion, partition projection, exactly as pyiceberg reads t
 row count as read must equal its manifest `record_count`, or the task fails naming the file.
 
 Rows go back to Spark through `mapInArrow` tagged with their rewrite group and the partition key of
-the table's current spec (`layout.partitioning`): from the manifest for files under the current spec,
+the table's current spec (`layout.compaction.partitions`): from the manifest for files under the current spec,
 computed per row for files under an older one.
 """
 
@@ -75,8 +75,7 @@ def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Itera
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.table import FileScanTask
 
-    from layout import partitioning
-
+    from layout.compaction import partitions as partitioning
     metadata, io = _metadata(source)
     spec = metadata.specs()[row["spec_id"]]
     data_file = DataFile.from_args(
@@ -109,8 +108,7 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
     import pyarrow as pa
     from pyiceberg.schema import Schema
 
-    from layout import partitioning
-
+    from layout.compaction import partitions as partitioning
     schema = Schema.model_validate_json(source.schema_json)
     columns = pa.schema([f for f in target if f.name not in (GROUP, PART, PART_KEY)])
     metadata, _ = _metadata(source)

@@ -9,7 +9,7 @@ A file under `<table location>/data/lakesort-staging/` is deleted only when all 
     it list it as live, and once those are expired nothing reads it. Manifests are immutable and shared
     between snapshots, so each is read once.
 (b) it is older than the grace period by mtime ($LAKESORT_CLEANUP_GRACE_HOURS, default 24 h).
-(c) no run can still be writing or committing it: cleanup holds the table's lease (`layout.lease`)
+(c) no run can still be writing or committing it: cleanup holds the table's lease (`layout.compaction.lease`)
     while it works, and every run that stages files (the DAGs, `lakesort compact`) holds the lease from
     planning to commit. The grace period is the second guard, for a writer that does not.
 
@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from layout.commit import staging_root
+from layout.compaction.commit import staging_root
+from layout.compaction.lease import LeaseOwner, TableBusy, lease_path, lease_ttl, read_lease, table_lease
 from layout.errors import UsageError
 from layout.io import resolve
-from layout.lease import LeaseOwner, TableBusy, lease_path, lease_ttl, read_lease, table_lease
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

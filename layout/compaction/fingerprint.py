@@ -54,7 +54,7 @@ What the Spark job must set (`SPARK_CONF`):
   hashes as hashLong(nanoseconds); Parquet TIME(MILLIS) and TIME(NANOS) it cannot read.
 
 hashInt/hashLong are XXH64 of the 4/8 little-endian bytes, computed with numpy over whole columns
-(`layout.xxh64`); byte strings go through the `xxhash` package one value at a time. A list's
+(`layout.compaction.xxh64`); byte strings go through the `xxhash` package one value at a time. A list's
 elements are hashed position by position: at position k the rows whose list is longer than k hash
 their k-th element together, each with its own running hash as the seed.
 """
@@ -72,8 +72,8 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from layout.compaction.xxh64 import hash_bytes, hash_int, hash_long
 from layout.errors import InputError, ParquetError, UsageError
-from layout.xxh64 import hash_bytes, hash_int, hash_long
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem

@@ -8,7 +8,7 @@ key, chosen by a sequence column (Apache Paimon's DeduplicateMergeFunction / Fir
 
 How it works:
 
-* Keys are normalized per input batch (`layout.merge_kernels`) into values that compare fast and in
+* Keys are normalized per input batch (`layout.read.merge_kernels`) into values that compare fast and in
   the requested order: Python ints for integer-like columns (dates, times, timestamps, durations,
   bools; ``~v`` when descending, so no overflow), the values themselves for strings, binary and
   decimals (wrapped in `_Desc` when descending), tuples for multi-column keys; nulls become `NULL`,
@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from layout.errors import InputError, UsageError
-from layout.merge_kernels import END, KeySpec, display, gather, int_numpy, is_int_like, search
+from layout.read.merge_kernels import END, KeySpec, display, gather, int_numpy, is_int_like, search
 
 MergeFunction = Literal["deduplicate", "first-row"]
 MERGE_FUNCTIONS: tuple[str, ...] = get_args(MergeFunction)
@@ -123,7 +123,7 @@ class MergeResult:
         self._iters = [_batches(s, i) for i, s in enumerate(self._streams)]
         self._schema: pa.Schema | None = None
         self._spec: KeySpec | None = None
-        self._keys: list[Any] = [[] for _ in range(k)]  # normalized keys (see layout.merge_kernels)
+        self._keys: list[Any] = [[] for _ in range(k)]  # normalized keys (see layout.read.merge_kernels)
         self._get: list[Any] = [self._keys[i].__getitem__ for i in range(k)]  # row -> normalized key
         self._heads: list[Any] = [END] * k
         self._pos = [0] * k

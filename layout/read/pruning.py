@@ -6,7 +6,7 @@ One small visitor per question, as pyiceberg's `visitors.py` does it:
   them match, might some, or must all? Three-valued: `Truth.NONE`, `Truth.SOME`, `Truth.ALL`.
 - `BloomEvaluator`: can a row group's bloom filters rule out an `=` or `IN`?
 - `PageSelector`: which rows of a row group might match, from the column indexes (binary search when
-  ordered, see `layout.pages`) mapped to rows through the offset indexes: a `RowSelection`.
+  ordered, see `layout.read.pages`) mapped to rows through the offset indexes: a `RowSelection`.
 
 A column chunk's page structures (`PageSearchIndex` from its column index, `ChunkPages` from its offset
 index) cost O(pages) to build and never change for a file version: `ChunkStructures` builds them on
@@ -36,7 +36,9 @@ from typing import Any
 import numpy as np
 
 from layout.errors import UsageError
-from layout.pages import (
+from layout.expr.predicate import Expr, PredicateVisitor, visit
+from layout.parquet import ColumnType, ParquetFile, PhysicalType
+from layout.read.pages import (
     Interval,
     LazyKeys,
     PageBounds,
@@ -45,9 +47,7 @@ from layout.pages import (
     build_search_index,
     values_size,
 )
-from layout.parquet import ColumnType, ParquetFile, PhysicalType
-from layout.predicate import Expr, PredicateVisitor, visit
-from layout.selection import RowSelection
+from layout.read.selection import RowSelection
 
 
 class Truth(enum.IntEnum):
@@ -638,7 +638,7 @@ def chunk_pages(pf: ParquetFile, rg: int, col: int) -> ChunkPages | None:
 
 class ChunkStructures:
     """Each column chunk's page structures for one file, built on first use and kept for this object's
-    life. The planner's subclass (`layout.plan`) keeps them in the metadata cache instead, per file
+    life. The planner's subclass (`layout.read.plan`) keeps them in the metadata cache instead, per file
     version, through `_load`."""
 
     def __init__(self, pf: ParquetFile) -> None:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from layout.errors import UsageError
-from layout.predicate import (
+from layout.expr.predicate import (
     ComparisonPredicate,
     Expr,
     IsNaN,

@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from layout.bind import to_arrow_filter
-from layout.predicate import columns as expr_columns
-from layout.selection import RowSelection
+from layout.expr.bind import to_arrow_filter
+from layout.expr.predicate import columns as expr_columns
+from layout.read.selection import RowSelection
 
 if TYPE_CHECKING:
-    from layout.plan import FilePlan, Plan, RowGroupPlan
+    from layout.read.plan import FilePlan, Plan, RowGroupPlan
 
 COALESCE_HOLE_BYTES = 1 << 20  # arrow-rs object_store coalescing gap
 COALESCE_MAX_BYTES = 32 << 20
@@ -48,7 +48,7 @@ def read_batches(plan: Plan) -> Iterator[pa.RecordBatch]:
 def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False, batch_size=65_536):
     """Each file's matching rows as one sorted stream, merged (files are read as the merge needs them)."""
     from layout.errors import UsageError
-    from layout.merge import merge_sorted
+    from layout.read.merge import merge_sorted
 
     keys = [key] if isinstance(key, str) else list(key)
     wanted = [*keys, *([sequence] if sequence else [])]
@@ -78,7 +78,7 @@ def read_table(plan: Plan) -> pa.Table:
 
 def match_selections(plan: Plan) -> Iterator[tuple[FilePlan, list[tuple[RowGroupPlan, RowSelection]]]]:
     """Per planned file, the rows of each selected row group that truly match, found by reading only
-    the predicate columns (what the ideal reader of `layout.metrics` would have to fetch)."""
+    the predicate columns (what the ideal reader of `layout.metrics.measure` would have to fetch)."""
     fmt = _format()
     filter_columns = list(dict.fromkeys(_top(c) for c in expr_columns(plan.predicate)))
     for file in plan.files:

@@ -17,7 +17,7 @@ compaction_runs: run_id, table, status (committed | nothing-to-do | failed | dry
 (nightly | backfill | manual), started_at (timestamptz), duration_s (double), snapshot_before,
 snapshot_after, partitions_rewritten, groups, files_before, files_after, files_removed, files_added,
 bytes_before, bytes_after, bytes_rewritten, rows_rewritten, verification (passed | failed | skipped),
-findings (JSON list of layout.verify findings), error.
+findings (JSON list of layout.verify.rules findings), error.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
     render_reports(out_dir, metrics, runs, specs)   # pure rendering from the two metrics tables
     write_reports()                                 # load them from the catalog, render, return index.html
 
-Input is exactly `layout.metrics_store`'s two tables (`pruning_metrics`, `compaction_runs`) as pyarrow
+Input is exactly `layout.metrics.store`'s two tables (`pruning_metrics`, `compaction_runs`) as pyarrow
 tables, plus the table specs (owner, probes). Output goes to `<out_dir>/index.html` and
 `<out_dir>/tables/<namespace.name>.html`: UTF-8 HTML5 that is also well-formed XML, with inline CSS and
-inline SVG charts (`layout.report_svg`), no scripts and nothing fetched, so the pages read the same
+inline SVG charts (`layout.report.charts`), no scripts and nothing fetched, so the pages read the same
 offline, from a file share or attached to a mail. Output is deterministic for the same input and
 `generated_at`.
 
@@ -18,7 +18,7 @@ files_before/bytes_before of the first run, then files_after/bytes_after of each
 latest verification with its findings; the last runs, newest first; the latest measurement per probe.
 
 GX Data Docs are linked when `<out_dir>/gx/index.html` (or GX's own site folder under it,
-`gx/gx-data-docs/index.html`, where `layout.expectations` builds it) exists.
+`gx/gx-data-docs/index.html`, where `layout.verify.expectations` builds it) exists.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layout.errors import ConfigError, UsageError
-from layout.report_svg import (
+from layout.report.charts import (
     DASH,
     STYLESHEET,
     Series,
@@ -59,7 +59,7 @@ __all__ = ["render_reports", "table_page_name", "write_reports"]
 log = logging.getLogger(__name__)
 
 LAST_RUNS = 20
-_GX_PAGES = ("gx/index.html", "gx/gx-data-docs/index.html")  # ours, then layout.expectations' site
+_GX_PAGES = ("gx/index.html", "gx/gx-data-docs/index.html")  # ours, then layout.verify.expectations' site
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _STATUS_CLASS = {"committed": "ok", "passed": "ok", "failed": "bad", "nothing-to-do": "muted",
                  "dry-run": "muted", "skipped": "muted"}
@@ -119,7 +119,7 @@ def _rows(table: pa.Table | None, fields: Sequence[tuple[str, str, bool]], what:
     missing = [name for name in names if name not in table.column_names]
     if missing:
         raise UsageError(f"{what}: missing column(s) {', '.join(missing)}; expected the schema of "
-                         "layout.metrics_store")
+                         "layout.metrics.store")
     rows = table.select(names).to_pylist()
     for row in rows:
         for name, kind, _ in fields:
@@ -568,7 +568,7 @@ def render_reports(out_dir: Path, metrics: pa.Table, runs: pa.Table, specs: Sequ
                    generated_at: datetime | None = None) -> Path:
     """Write <out_dir>/index.html and one <out_dir>/tables/<namespace.name>.html per table (tables from
     specs ∪ metrics ∪ runs); return the index path. Pages of tables no longer known are removed."""
-    from layout.metrics_store import METRICS_FIELDS, RUNS_FIELDS
+    from layout.metrics.store import METRICS_FIELDS, RUNS_FIELDS
 
     out_dir = Path(out_dir)
     generated = _utc(generated_at) or datetime.now(UTC)
@@ -588,7 +588,7 @@ def render_reports(out_dir: Path, metrics: pa.Table, runs: pa.Table, specs: Sequ
 
 
 def _default_specs() -> list[TableSpec]:
-    from layout.compact import TABLES_DIR
+    from layout.compaction.driver import TABLES_DIR
     from layout.spec import load_specs
 
     configured = os.environ.get("LAKESORT_TABLES_DIR")
@@ -609,9 +609,9 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
     $LAKESORT_TABLES_DIR or `dags/tables`."""
     import pyarrow as pa
 
-    from layout import metrics_store as store
     from layout.catalog import load_catalog
-    from layout.compact import report_dir
+    from layout.compaction.driver import report_dir
+    from layout.metrics import store
 
     out_dir = Path(out_dir or report_dir())
     specs = list(_default_specs() if specs is None else specs)

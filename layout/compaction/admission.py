@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.types import IcebergType
 
-    from layout.bind import Kind
+    from layout.expr.bind import Kind
     from layout.spec import SortKey, TableSpec
 
 __all__ = ["RESERVED_PREFIXES", "check_table", "table_problems"]
@@ -349,8 +349,8 @@ class _Checker:
                        allowed=_ORDERED, allowed_text=f"orderable: {_ORDERED_TEXT}")
 
     def probes(self) -> None:
-        from layout.predicate import columns
-        from layout.sql import parse_where
+        from layout.expr.predicate import columns
+        from layout.expr.sql import parse_where
 
         for index, probe in enumerate(self.spec.probes):
             key = f"probes[{index}].where"
@@ -368,7 +368,7 @@ class _Checker:
 
     def literals(self, key: str, expr) -> None:
         """Each comparison of the probe bound on its own, so that every literal that does not fit is named."""
-        from layout.bind import bind
+        from layout.expr.bind import bind
 
         kinds = {path: kind for path, c in self.columns.items() if (kind := _kind(c.type)) is not None}
         for leaf in _leaves(expr):
@@ -390,7 +390,7 @@ class _Checker:
 
 def _kind(iceberg_type: IcebergType) -> Kind | None:
     """The predicate `Kind` of a column as readers see it (pyiceberg's Arrow types)."""
-    from layout.bind import Kind
+    from layout.expr.bind import Kind
 
     return {
         "BooleanType": Kind.BOOLEAN, "IntegerType": Kind.INTEGER, "LongType": Kind.INTEGER,
@@ -402,7 +402,7 @@ def _kind(iceberg_type: IcebergType) -> Kind | None:
 
 def _leaves(expr) -> list:
     """The predicates (leaves) of an expression tree."""
-    from layout.predicate import And, Not, Or, Predicate
+    from layout.expr.predicate import And, Not, Or, Predicate
 
     if isinstance(expr, Predicate):
         return [expr]

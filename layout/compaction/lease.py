@@ -134,9 +134,9 @@ def lease_ttl() -> dt.timedelta:
 
 
 def lease_path(table: str) -> Path:
-    # Imported here: layout.pipeline (and what it imports) may take leases, so importing it at the top
+    # Imported here: layout.compaction.steps (and what it imports) may take leases, so importing it at the top
     # would make an import cycle.
-    from layout.pipeline import work_root
+    from layout.compaction.steps import work_root
 
     return work_root() / table / LEASE_FILE
 
@@ -283,7 +283,7 @@ def release_lease(table: str, owner: LeaseOwner) -> bool:
 
 def sweep_leases(owner: LeaseOwner) -> int:
     """Release every lease `owner`'s run still holds, on any table; how many it released."""
-    from layout.pipeline import work_root  # see lease_path
+    from layout.compaction.steps import work_root  # see lease_path
 
     paths = sorted(work_root().glob(f"*/{LEASE_FILE}"))
     return sum(_release_if_held(path, path.parent.name, owner) for path in paths)

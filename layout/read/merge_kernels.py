@@ -1,4 +1,4 @@
-"""Key normalization and the vectorized pieces of `layout.merge` (see its module docstring).
+"""Key normalization and the vectorized pieces of `layout.read.merge` (see its module docstring).
 
 * `KeySpec.normalize` checks a batch's sortedness (vectorized) and returns its normalized keys in
   one of three forms, all indexable by row and all searchable with `search`:

@@ -6,17 +6,17 @@
     result = validate_staged_data(manifest, spec)       # suite "lakesort.<table>.data": row count, keys
     verify = gx_verifier(spec, sort_keys, docs_dir=...) # for commit_rewrite(verify=...): raises ExpectationsFailed
 
-The facts suite runs on `layout.verify.layout_facts` (one row per file x row group x column) as a
+The facts suite runs on `layout.verify.rules.layout_facts` (one row per file x row group x column) as a
 pandas DataFrame; rules about one column select its rows with a row condition (`column == "x"`,
 GX `Condition` objects: string row conditions are deprecated since GX Core 1.9). Each expectation
-carries `meta={"severity": "error" | "warning", "rule": <layout.verify rule>, "notes": ...}`; only
-error-severity failures fail a verification. `layout.verify` stays the diagnosing checker (it says
+carries `meta={"severity": "error" | "warning", "rule": <layout.verify.rules rule>, "notes": ...}`; only
+error-severity failures fail a verification. `layout.verify.rules` stays the diagnosing checker (it says
 why and which setting fixes it); this module makes the same promises reviewable (suites are JSON in
 `gx/`) and visible (Data Docs).
 
-Differences from `layout.verify`: the boundary order is checked on row groups with more than one
+Differences from `layout.verify.rules`: the boundary order is checked on row groups with more than one
 page (a single page satisfies any order), but a constant multi-page chunk of a DESCENDING key shows
-ASCENDING (parquet-mr) and fails here while `layout.verify` accepts it; the minimum row group size
+ASCENDING (parquet-mr) and fails here while `layout.verify.rules` accepts it; the minimum row group size
 is a warning (a file's last row group is legitimately small); sorted-run overlap is not checked.
 
 Validation runs in an ephemeral GX context (nothing is written to the repository's `gx/`); Data Docs
@@ -198,7 +198,7 @@ def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None
     from great_expectations import expectations as E
     from great_expectations.expectations.row_conditions import Column
 
-    from layout.verify import Intent
+    from layout.verify.rules import Intent
 
     intent = Intent.of(spec, sort_keys)
     name = f"lakesort.{spec.table}" if spec is not None else "lakesort.default"
@@ -387,7 +387,7 @@ def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
     """For `commit_rewrite(..., verify=...)` after `staged_verifier`: run the facts and data suites on
     the staged outputs; raise `ExpectationsFailed` when an error-severity expectation fails."""
     def verify(manifest: StagedManifest) -> None:
-        from layout.verify import layout_facts
+        from layout.verify.rules import layout_facts
 
         files = _staged_paths(manifest)
         facts = layout_facts([(fs, p) for fs, p, _ in files], partitions={p: part for _, p, part in files})
@@ -403,12 +403,12 @@ def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
 
 def facts_for_source(source: str, spec: TableSpec | None = None
                      ) -> tuple[pa.Table, TableSpec | None, tuple[SortKey, ...] | None]:
-    """Facts of a file, a directory or an Iceberg table (as `layout.verify.verify_source` resolves them),
+    """Facts of a file, a directory or an Iceberg table (as `layout.verify.rules.verify_source` resolves them),
     with the spec and sort keys to validate them against."""
     from pyarrow import fs
 
     from layout.io import data_files, resolve
-    from layout.verify import _find_spec, _table_files, layout_facts
+    from layout.verify.rules import _find_spec, _table_files, layout_facts
 
     filesystem, path = resolve(source)
     if filesystem.get_file_info(path).type != fs.FileType.NotFound or "/" in source:

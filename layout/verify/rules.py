@@ -21,7 +21,7 @@ index, which reads that one column of that one row group. Rules, one small funct
 Ties: equal first-key values may straddle a row-group or file boundary (parquet-mr cuts row groups by
 size, and Spark's range partitioning on several keys can cut inside one value of the first), so
 ``max(i) == min(i + 1)`` is ordered and disjoint. A reader looking for that value reads both sides,
-which no layout avoids. `layout.rewrite.overlap_depth` does not count such touching files as
+which no layout avoids. `layout.compaction.planner.overlap_depth` does not count such touching files as
 overlapping (so the planner does not rewrite them again); they are reported as a warning.
 """
 
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from layout.errors import ConfigError, LakesortError
-from layout.facts import (
+from layout.parquet import ParquetFile, PhysicalType
+from layout.verify.facts import (
     FACTS_COLUMNS,
     OpenedFile,
     all_dictionary,
@@ -44,7 +45,6 @@ from layout.facts import (
     row_group_bytes,
     rows_per_page,
 )
-from layout.parquet import ParquetFile, PhysicalType
 
 if TYPE_CHECKING:
 
@@ -349,7 +349,7 @@ def check_row_group_order(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
 
 
 def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Finding]:
-    from layout.rewrite import overlap_depth
+    from layout.compaction.planner import overlap_depth
 
     key = intent.first_key
     if key is None:
@@ -559,7 +559,7 @@ def _sorted(findings: Iterable[Finding], files: int, row_groups: int) -> VerifyR
 def verify_source(source: str, spec: TableSpec | None = None) -> VerifyReport:
     """A file, a directory (rules of `spec`, default indexes only) or an Iceberg table `ns.table`.
 
-    For a table without `spec`, the spec is looked up in dags/tables (`layout.compact.find_spec`);
+    For a table without `spec`, the spec is looked up in dags/tables (`layout.compaction.driver.find_spec`);
     without one there, the default rules apply. A table's sort keys default to its sort order."""
     from pyarrow import fs
 
@@ -584,7 +584,7 @@ def verify_source(source: str, spec: TableSpec | None = None) -> VerifyReport:
 
 
 def _find_spec(table: str) -> TableSpec | None:
-    from layout.compact import find_spec
+    from layout.compaction.driver import find_spec
 
     try:
         return find_spec(table)
