@@ -1,10 +1,9 @@
 """lakesort_backfill: compact chosen partitions of one table on demand, e.g. after a backfill rewrote them.
 
-Manual only. Params (JSON schema, checked when triggered): `table` (a registered table), `partitions`
-(partition paths such as `l_shipdate_month=1995-03`) or a date range `from`/`to` (the partitions holding
-those days), `force` (rewrite even if already compacted), `dry_run` (plan only: the plan goes to the task
-log and the `prepare` task's XCom; nothing else runs). Neither partitions nor dates: every partition.
-Then the same steps as lakesort_nightly.
+Manual only. Params: `table` (a registered table), `partitions` (paths such as `l_shipdate_month=1995-03`)
+or a date range `from`/`to` (the partitions holding those days), `force` (rewrite even if compacted),
+`dry_run` (plan only: the plan goes to the `prepare` task's log and XCom). Neither partitions nor dates:
+every partition. Then the same steps as lakesort_nightly.
 
     airflow dags trigger lakesort_backfill --conf '{"table": "demo.lineitem", "partitions": ["l_shipdate_month=1995-03"], "force": true}'
 """
@@ -18,35 +17,20 @@ _TABLES = common.registered_tables()
 
 
 @dag(
-    dag_id="lakesort_backfill",
-    schedule=None,
-    start_date=common.START_DATE,
-    catchup=False,
-    max_active_runs=1,
-    tags=common.TAGS,
-    doc_md=__doc__,
+    dag_id="lakesort_backfill", schedule=None, start_date=common.START_DATE, catchup=False, max_active_runs=1,
+    tags=common.TAGS, doc_md=__doc__,
     params={
-        "table": Param(
-            _TABLES[0] if len(_TABLES) == 1 else None,
-            type="string",
-            title="Table",
-            description="A registered table (dags/tables/*.yaml), as namespace.name",
-            **({"enum": _TABLES} if _TABLES else {}),
-        ),
-        "partitions": Param(
-            [],
-            type="array",
-            items={"type": "string", "minLength": 1},
-            uniqueItems=True,
-            title="Partitions",
-            description="Partition paths, e.g. l_shipdate_month=1995-03; leave empty for a date range or all",
-        ),
+        "table": Param(_TABLES[0] if len(_TABLES) == 1 else None, type="string", title="Table",
+                       description="A registered table (dags/tables/*.yaml), as namespace.name",
+                       **({"enum": _TABLES} if _TABLES else {})),
+        "partitions": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
+                            title="Partitions",
+                            description="Partition paths, e.g. l_shipdate_month=1995-03; empty: a date range or all"),
         "from": Param(None, type=["null", "string"], format="date", title="From (date)",
                       description="First day of a date range (instead of partitions)"),
         "to": Param(None, type=["null", "string"], format="date", title="To (date)",
                     description="Last day of the date range, inclusive"),
-        "force": Param(False, type="boolean", title="Force",
-                       description="Rewrite the partitions even if already compacted"),
+        "force": Param(False, type="boolean", title="Force", description="Rewrite the partitions even if compacted"),
         "dry_run": Param(False, type="boolean", title="Dry run",
                          description="Plan only: show the plan in the log and XCom, change nothing"),
     },
@@ -54,7 +38,9 @@ _TABLES = common.registered_tables()
 def lakesort_backfill():
     @task
     def check_request(params=None):
-        return common.check_request(params)
+        from layout.compaction.runs import backfill_request
+
+        return [backfill_request(params).model_dump(mode="json")]
 
     common.compaction(check_request())
 

@@ -1,33 +1,28 @@
 """lakesort_report: measure every registered table's current snapshot, then rebuild the reports. On demand.
 
-The probes (owners' and standard) go to `lakesort.pruning_metrics` with phase `on-demand`; the HTML
-reports to $LAKESORT_REPORT_DIR. A table that cannot be measured fails its own task; the report is
-rebuilt regardless and the DAG run then fails.
+The probes go to `lakesort.pruning_metrics` with phase `on-demand`, the HTML reports to
+$LAKESORT_REPORT_DIR. A table that cannot be measured fails its own task; the report is rebuilt
+regardless and the DAG run then fails.
 """
 
 from __future__ import annotations
 
 import lakesort_common as common
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import dag, task
 
 
-@dag(
-    dag_id="lakesort_report",
-    schedule=None,
-    start_date=common.START_DATE,
-    catchup=False,
-    max_active_runs=1,
-    tags=common.TAGS,
-    doc_md=__doc__,
-)
+@dag(dag_id="lakesort_report", schedule=None, start_date=common.START_DATE, catchup=False, max_active_runs=1,
+     tags=common.TAGS, doc_md=__doc__)
 def lakesort_report():
     @task
     def list_tables():
-        return [item["table"] for item in common.table_items("manual")]
+        return common.registered_tables()
 
     @task(map_index_template="{{ lakesort_table }}")
     def measure(table):
-        return common.measure_current(table, get_current_context())
+        from layout.compaction.runs import measure_current
+
+        return measure_current(common.label(table)).model_dump(mode="json")
 
     done = common.report()
     measure.expand(table=list_tables()) >> done

@@ -11,6 +11,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyiceberg.catalog import load_catalog as _load
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.utils.config import Config
+
 from layout.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -25,8 +29,6 @@ DEFAULT_CATALOG = "lakesort"
 
 def load_catalog(name: str | None = None) -> Catalog:
     """The named catalog, or pyiceberg's default one; a clear error when none is configured."""
-    from pyiceberg.catalog import load_catalog as _load
-    from pyiceberg.utils.config import Config
 
     config = Config()
     name = name or config.get_default_catalog_name()
@@ -43,7 +45,6 @@ def load_catalog(name: str | None = None) -> Catalog:
 
 def load_table(identifier: str, catalog: str | None = None) -> Table:
     """An Iceberg table by `namespace.name`, with an error that lists the namespace's tables."""
-    from pyiceberg.exceptions import NoSuchTableError
 
     cat = load_catalog(catalog)
     try:

@@ -14,7 +14,26 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from layout.catalog import load_table
+from layout.compaction.cleanup import cleanup
+from layout.compaction.dates import DateRange, date_range, partitions_for_dates
+from layout.compaction.driver import compact
+from layout.compaction.lease import LeaseOwner, TableBusy
+from layout.compaction.planner import plan_rewrite
+from layout.compaction.runs import PlannedTable, TableRequest, prepare_table
+from layout.demo import build_demo
 from layout.errors import InputError, LakesortError, UsageError
+from layout.io import data_files
+from layout.metrics.measure import measure
+from layout.parquet import ParquetFile
+from layout.read.inspect import file_layout, render_pages, render_summary
+from layout.read.plan import plan
+from layout.registry import find_spec
+from layout.report.render import write_reports
+from layout.settings import settings
+from layout.spec import TableSpec, load_spec
+from layout.verify.expectations import facts_for_source, validate_facts
+from layout.verify.rules import SEVERITIES, verify_source
 
 log = logging.getLogger("lakesort")
 
@@ -26,10 +45,6 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from layout.io import data_files
-    from layout.parquet import ParquetFile
-    from layout.read.inspect import file_layout, render_pages, render_summary
-
     started = time.perf_counter()
     files = data_files(args.source)
     columns = _columns(args.columns)
@@ -50,8 +65,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from layout.read.plan import plan
-
     result = plan(args.source, args.where, _columns(args.columns))
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=1)
@@ -73,10 +86,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _spec(args: argparse.Namespace):
-    from layout.compaction.driver import find_spec
-    from layout.spec import load_spec
-
+def _spec(args: argparse.Namespace) -> TableSpec:
     if not args.spec:
         return find_spec(args.table)
     spec = load_spec(Path(args.spec))
@@ -89,29 +99,71 @@ def _spec(args: argparse.Namespace):
     return spec
 
 
-def cmd_plan_rewrite(args: argparse.Namespace) -> int:
-    from layout.catalog import load_table
-    from layout.compaction.planner import plan_rewrite
+def _dates(args: argparse.Namespace) -> DateRange | None:
+    """--from/--to, checked before anything is opened (exit 2: both or neither, not with --partition)."""
+    return date_range(args.date_from, args.date_to, partitions=args.partition,
+                      names=("--from", "--to", "--partition"))
 
+
+def _partitions(args: argparse.Namespace, spec: TableSpec, dates: DateRange | None) -> list[str] | None:
+    """--partition, or the existing partitions holding the days of --from/--to; None: every partition."""
+    if dates is None:
+        return args.partition
+    partitions = partitions_for_dates(spec, dates=dates)
+    log.info("%s: %s covers %s", spec.table, dates, ", ".join(partitions) or "no partition")
+    return partitions
+
+
+def cmd_plan_rewrite(args: argparse.Namespace) -> int:
+    dates = _dates(args)
     spec = _spec(args)
-    plan = plan_rewrite(load_table(spec.table, spec.catalog), spec, partitions=args.partition, force=args.force)
-    if args.json:
-        print(plan.to_json())
+    partitions = _partitions(args, spec, dates)
+    if partitions == [] and dates is not None:
+        print(f"{spec.table}: nothing to do (no partition holds rows of {dates})")
         return EXIT_OK
-    for d in plan.partitions:
+    rewrite = plan_rewrite(load_table(spec.table, spec.catalog), spec, partitions=partitions, force=args.force)
+    if args.json:
+        print(rewrite.to_json())
+        return EXIT_OK
+    for d in rewrite.partitions:
         print(f"{d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons)} "
               f"({d.files} files, {d.bytes} bytes, overlap depth {d.overlap_depth})")
-    print(f"{len(plan.groups)} rewrite group(s), {plan.input_bytes} bytes to rewrite" if plan.groups
+    print(f"{len(rewrite.groups)} rewrite group(s), {rewrite.input_bytes} bytes to rewrite" if rewrite.groups
           else "nothing to do")
     return EXIT_OK
 
 
-def cmd_compact(args: argparse.Namespace) -> int:
-    from layout.compaction.driver import compact
+def _print_dry_run(planned: PlannedTable) -> None:
+    print(planned.summary)
+    view = planned.plan
+    if view is None:
+        return
+    for d in view.partitions:
+        print(f"  {d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons) or '-'}")
+    for g in view.groups:
+        print(f"  group {g.group_id} ({g.partition}): {g.input_files} file(s), {g.bytes} bytes, {g.rows} rows "
+              f"-> {g.output_files} file(s)")
+    print(f"dry run, nothing changed; plan: {view.plan_path}")
 
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    dates = _dates(args)
     spec = _spec(args)
-    result = compact(spec.table, spec=spec, partitions=args.partition, force=args.force, master=args.master,
-                     measure=not args.no_measure)
+    if args.dry_run:  # the DAGs' prepare step: plan, record the dry run; no lease, no Spark
+        request = TableRequest(table=spec.table, trigger="manual", partitions=args.partition, dates=dates,
+                               force=args.force, dry_run=True)
+        _print_dry_run(prepare_table(request, owner=LeaseOwner.cli(), spec=spec))
+        return EXIT_OK
+    partitions = _partitions(args, spec, dates)
+    if partitions == [] and dates is not None:
+        print(f"{spec.table}: nothing to do (no partition holds rows of {dates})")
+        return EXIT_OK
+    try:
+        result = compact(spec.table, spec=spec, partitions=partitions, force=args.force, master=args.master,
+                         measure=not args.no_measure)
+    except TableBusy as exc:
+        print(f"lakesort compact: table busy, nothing done: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     if result.nothing_to_do:
         print(f"{spec.table}: nothing to do ({len(result.plan.partitions)} partition(s) checked)")
         return EXIT_OK
@@ -122,8 +174,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from layout.metrics.measure import measure
-
     spec = _spec(args)
     rows = measure(spec.table, spec=spec, snapshot_id=args.snapshot, record=not args.no_record)
     if args.json:
@@ -146,17 +196,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from layout.report.render import write_reports
-
     index = write_reports(Path(args.out) if args.out else None)
     print(f"report: {index}")
     return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from layout.spec import load_spec
-    from layout.verify.rules import SEVERITIES, verify_source
-
     spec = load_spec(Path(args.spec)) if args.spec else None
     report = verify_source(args.source, spec)
     if args.json:
@@ -187,11 +232,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_gx(args: argparse.Namespace, spec) -> bool:
     """The spec's GX suite on the layout facts, Data Docs into --docs; True when no error expectation failed."""
-    from layout.compaction.driver import report_dir
-    from layout.verify.expectations import facts_for_source, validate_facts
-
     facts, spec, keys = facts_for_source(args.source, spec)
-    result = validate_facts(facts, spec, keys, docs_dir=Path(args.docs) if args.docs else report_dir() / "gx")
+    docs = Path(args.docs) if args.docs else settings().report_dir / "gx"
+    result = validate_facts(facts, spec, keys, docs_dir=docs)
     for severity, lines in (("error", result.errors), ("warning", result.warnings)):
         if lines:
             print(f"gx {severity}s ({len(lines)}):")
@@ -204,10 +247,6 @@ def _verify_gx(args: argparse.Namespace, spec) -> bool:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from layout.catalog import load_table
-    from layout.compaction.cleanup import cleanup
-    from layout.compaction.lease import LeaseOwner, TableBusy
-
     try:  # under the table's lease, as a "cleanup" run: never beside a compaction of the table
         result = cleanup(load_table(args.table), grace_hours=args.grace_hours, dry_run=args.dry_run,
                          owner=LeaseOwner.cleanup())
@@ -222,8 +261,6 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from layout.demo import build_demo
-
     summary = build_demo(Path(args.home), scale=args.scale, batches=args.batches, replace=args.replace)
     verb = "created" if summary.created else "kept existing"
     print(f"{verb} {summary.table}: {summary.rows} rows in {summary.data_files} data files, "
@@ -282,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--spec", metavar="YAML", help="the table spec (default: found in dags/tables/ by table name)")
         p.add_argument("--partition", action="append", metavar="P",
                        help="only this partition, as its path, e.g. l_shipdate_month=1995-03 (repeatable)")
+        p.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD",
+                       help="only the partitions holding rows of the days --from..--to (with --to; not with "
+                            "--partition), for a table partitioned by one date or time transform")
+        p.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="the last day of --from, included")
         p.add_argument("--force", action="store_true", help="rewrite the partitions even if already compacted")
 
     p = sub.add_parser("plan-rewrite", help="which partitions need sorting and compacting, and why",
@@ -297,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "e.g. spark://127.0.0.1:7077")
     p.add_argument("--no-measure", action="store_true",
                    help="skip measuring the probes before and after (lakesort.pruning_metrics)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="plan only, as the DAGs' dry run: print the plan and record the dry run; change nothing")
     p.set_defaults(func=cmd_compact)
 
     p = sub.add_parser("measure", help="measure what readers skip for each probe, on a snapshot",

@@ -15,6 +15,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.transforms import MonthTransform
+
 from layout.catalog import DEFAULT_CATALOG, load_catalog, write_sql_catalog_config
 from layout.errors import InputError, UsageError
 
@@ -62,11 +68,6 @@ def build_demo(
     config_dir: Path | None = None,
 ) -> DemoSummary:
     """Create `demo.lineitem` in the embedded SQLite catalog under `home`, unless it exists already."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyiceberg.exceptions import NoSuchTableError
-    from pyiceberg.transforms import MonthTransform
 
     if scale <= 0 or batches < 1:
         raise UsageError(f"demo needs a positive scale factor and at least one batch (got {scale}, {batches})")
@@ -108,7 +109,6 @@ def build_demo(
 
 def _plain(field):
     """Iceberg has no string_view: store tpchgen's views as plain strings."""
-    import pyarrow as pa
 
     if pa.types.is_string_view(field.type):
         return field.with_type(pa.string())

@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyarrow import fs
+
+from layout.catalog import load_table
 from layout.errors import InputError
 
 if TYPE_CHECKING:
@@ -14,7 +17,6 @@ if TYPE_CHECKING:
 
 def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
     """(filesystem, path) for a local path or a URI such as `file:///w/x.parquet` or `s3://b/k`."""
-    from pyarrow import fs
 
     text = os.fspath(location)
     if "://" not in text:
@@ -32,7 +34,6 @@ def find_parquet_files(location: str | os.PathLike[str]) -> list[tuple[FileSyste
 
 def list_parquet_files(location: str | os.PathLike[str]) -> list[tuple[FileSystem, FileInfo]]:
     """Like `find_parquet_files`, with each file's FileInfo (size, mtime) from the listing itself."""
-    from pyarrow import fs
 
     filesystem, path = resolve(location)
     info = filesystem.get_file_info(path)
@@ -64,7 +65,6 @@ def table_identifier(source: str) -> str | None:
     A path that exists wins over a table of the same name; a dotted name without a slash or scheme that
     is not a path is a table. Anything else is an error naming the source.
     """
-    from pyarrow import fs
 
     filesystem, path = resolve(source)
     if filesystem.get_file_info(path).type != fs.FileType.NotFound:
@@ -80,7 +80,6 @@ def data_files(source: str) -> list[tuple[FileSystem, str]]:
     identifier = table_identifier(source)
     if identifier is None:
         return find_parquet_files(source)
-    from layout.catalog import load_table
 
     table = load_table(identifier)
     return [resolve(task.file.file_path) for task in table.scan().plan_files()]

@@ -6,21 +6,17 @@ files, recounts and re-fingerprints them, and commits only when they match the i
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from layout.models import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StagedFile(_Frozen):
+class StagedFile(Frozen):
     path: str  # full URI as Iceberg will record it
     size: int
     rows: int
     partition_key: str = "[]"  # its partition values under the plan's spec (`layout.compaction.partitions`)
 
 
-class StagedGroup(_Frozen):
+class StagedGroup(Frozen):
     group_id: int
     partition: str
     inputs: tuple[str, ...]
@@ -31,7 +27,7 @@ class StagedGroup(_Frozen):
     seconds: float
 
 
-class StagedManifest(_Frozen):
+class StagedManifest(Frozen):
     run_id: str
     table: str
     staging_dir: str

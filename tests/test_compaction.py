@@ -34,11 +34,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import layout.compaction.driver
+import layout.compaction.submit
 from layout.catalog import load_catalog, load_table
 from layout.cli import EXIT_OK, main
 from layout.compaction.commit import CommitRefused, check_staged, commit_rewrite, staging_root
-from layout.compaction.driver import CompactionFailed, compact
+from layout.compaction.driver import compact
 from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan, plan_rewrite
+from layout.compaction.submit import CompactionFailed
 from layout.demo import build_demo, generate_lineitem
 from layout.errors import LakesortError, ParquetError, UsageError
 from layout.io import resolve
@@ -470,13 +472,13 @@ def test_fault_job_killed_mid_write(demo_home, spark, job, monkeypatch):
     table = load_table("demo.lineitem")
     before = state(table)
     killer = _KillMidWrite()
-    monkeypatch.setattr(layout.compaction.driver, "subprocess", types.SimpleNamespace(run=killer.run, STDOUT=subprocess.STDOUT))
+    monkeypatch.setattr(layout.compaction.submit, "subprocess", types.SimpleNamespace(run=killer.run, STDOUT=subprocess.STDOUT))
     with pytest.raises(CompactionFailed, match=r"exit -9"):
         compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, spark_conf=SPARK_CONF,
                 work_dir=demo_home / "work")
     assert killer.killed_with, "the job finished before a staged file appeared: nothing was killed mid-write"
     assert_unchanged(table, before)
-    monkeypatch.setattr(layout.compaction.driver, "subprocess", subprocess)
+    monkeypatch.setattr(layout.compaction.submit, "subprocess", subprocess)
     _rerun_succeeds(table, before, spark, job, monkeypatch)
 
 
@@ -831,11 +833,12 @@ def test_compacted_files_read_as_one_sorted_stream(e2e, e2e_table):
     from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
     from layout.read.plan import plan
+    from layout.read.scan import read_sorted
 
     keys = ["l_shipdate", "l_orderkey"]
     p = plan("demo.lineitem", "l_shipdate >= DATE '1993-01-01' AND l_shipdate < DATE '1994-01-01'", cache=False)
     assert len(p.files) > 1
-    merged = canonical(pa.Table.from_batches(list(p.to_sorted_batches(keys))))
+    merged = canonical(pa.Table.from_batches(list(read_sorted(p, keys))))
     scanned = canonical(readable(e2e_table).scan(row_filter=And(
         GreaterThanOrEqual("l_shipdate", "1993-01-01"), LessThan("l_shipdate", "1994-01-01"))).to_arrow())
     expected = scanned.sort_by([(k, "ascending") for k in keys])

@@ -44,7 +44,7 @@ from layout.demo import generate_lineitem
 from layout.metrics import store as metrics_store
 from layout.metrics.measure import (
     Probe,
-    _sql_literal,
+    _probe_literal,
     measure,
     measure_probe,
     read_metrics,
@@ -394,13 +394,18 @@ def test_measure_cli_prints_and_refuses_an_unknown_snapshot(compacted, catalog, 
 
 
 def test_sql_literals_for_standard_probes():
+    """Standard probes render values with the one SQL-literal renderer (`layout.expr.predicate.sql_literal`),
+    so a sampled string with a quote reads back as itself (a `''` escape read back as CONCAT)."""
     from decimal import Decimal
 
-    assert _sql_literal(dt.date(1995, 3, 6)) == "DATE '1995-03-06'"
-    assert _sql_literal(dt.datetime(2020, 1, 2, 3, 4, 5)) == "TIMESTAMP '2020-01-02 03:04:05'"
-    assert _sql_literal("it's") == "'it''s'"
-    assert _sql_literal(Decimal("1.50")) == "1.50" and _sql_literal(7) == "7"
-    assert _sql_literal(float("nan")) is None and _sql_literal(True) is None and _sql_literal(b"x") is None
+    from layout.expr.sql import parse_where
+
+    assert _probe_literal(dt.date(1995, 3, 6)) == "DATE '1995-03-06'"
+    assert _probe_literal(dt.datetime(2020, 1, 2, 3, 4, 5)) == "TIMESTAMP '2020-01-02 03:04:05'"
+    quoted = _probe_literal("it's")
+    assert parse_where(f"c = {quoted}").literal == "it's"
+    assert _probe_literal(Decimal("1.50")) == "1.50" and _probe_literal(7) == "7"
+    assert _probe_literal(float("nan")) is None and _probe_literal(True) is None and _probe_literal(b"x") is None
 
 
 # ---- property: on any files and predicate, the ideal and the matching rows are exact ---------------

@@ -27,11 +27,12 @@ from pyarrow import fs
 
 from layout.parquet import ParquetFile
 from layout.parquet import format as fmt
-from layout.read import pruning
+from layout.read import chunks as chunk_structures
 from layout.read.cache import CacheConfig, FileKey, MetadataCache, file_key, filesystem_id
+from layout.read.chunks import ChunkPages
 from layout.read.pages import Interval, LazyKeys, PageBounds, build_search_index, non_null_pages
 from layout.read.plan import CACHE_ITEM_OVERHEAD, DECODED_SIZE_FACTOR, plan
-from layout.read.pruning import ChunkPages
+from layout.read.scan import read_table
 from layout.read.selection import RowSelection
 
 ROWS_PER_PAGE = 8
@@ -68,13 +69,13 @@ def builds(monkeypatch):
     """Counts calls of the two structure builders by (builder, row group, column)."""
     calls: Counter = Counter()
     for name in ("chunk_search_index", "chunk_pages"):
-        real = getattr(pruning, name)
+        real = getattr(chunk_structures, name)
 
         def counted(pf, rg, col, _real=real, _name=name):
             calls[_name, rg, col] += 1
             return _real(pf, rg, col)
 
-        monkeypatch.setattr(pruning, name, counted)
+        monkeypatch.setattr(chunk_structures, name, counted)
     return calls
 
 
@@ -87,7 +88,7 @@ def test_a_warm_plan_builds_no_page_structure(sorted_file, builds):
     assert builds == {("chunk_search_index", 0, 0): 1, ("chunk_pages", 0, 0): 1, ("chunk_pages", 0, 1): 1}
     for _ in range(3):
         warm = plan(sorted_file, "k = 23456", cache=cache)
-        assert warm.to_arrow().column("k").to_pylist() == [23456]
+        assert read_table(warm).column("k").to_pylist() == [23456]
     assert sum(builds.values()) == 3, f"warm plans built page structures again: {builds}"
     assert cold.counts.pages_selected == 2 and warm.counts.pages_selected == 2  # one page of k, one of v
     # The wrapper does see builds: without a cache, every plan pays them.
@@ -163,7 +164,7 @@ def test_a_warm_lookup_is_log_n_comparisons_and_page_index_reads(tmp_path, monke
     n = pages_of(path)
     assert n >= 1000
 
-    real_key = pruning._order_key
+    real_key = chunk_structures._order_key
     decodes = Counter()
 
     def counting_key(ct, raw):
@@ -171,7 +172,7 @@ def test_a_warm_lookup_is_log_n_comparisons_and_page_index_reads(tmp_path, monke
         key = real_key(ct, raw)
         return None if key is None else CountingKey(key)
 
-    monkeypatch.setattr(pruning, "_order_key", counting_key)
+    monkeypatch.setattr(chunk_structures, "_order_key", counting_key)
     real_decode = ParquetFile._decode_page_index
 
     def counting_index(self, cls, data, column, rg, what):
@@ -187,7 +188,7 @@ def test_a_warm_lookup_is_log_n_comparisons_and_page_index_reads(tmp_path, monke
 
     cache = MetadataCache()
     cold = plan(path, "k = 1234", columns=["k"], cache=cache)
-    assert cold.to_arrow().column("k").to_pylist() == [1234]
+    assert read_table(cold).column("k").to_pylist() == [1234]
     assert CountingList.reads >= 2 * n, "the cold plan reads the page index through the counting lists"
 
     # (predicate, page searches it makes, matching keys): wide ones select most pages, still O(log n).
@@ -209,7 +210,7 @@ def test_a_warm_lookup_is_log_n_comparisons_and_page_index_reads(tmp_path, monke
         # A decode reads a bound and its null flag; nothing else of the page index is read: no pass over
         # the null flags, the first rows or the page sizes, however many pages match.
         assert CountingList.reads <= 2 * decodes["keys"] + 2, (where, CountingList.reads)
-        assert warm.to_arrow().column("k").to_pylist() == list(expected), where
+        assert read_table(warm).column("k").to_pylist() == list(expected), where
 
 
 # -- never stale ----------------------------------------------------------------------------------------
@@ -223,7 +224,7 @@ def test_a_rewritten_file_gets_fresh_structures(tmp_path, builds):
     fs_id = filesystem_id(local)
     value = N // 2 + 5  # in both versions: row 20005 of the first, row 5 of the second
     first = plan(path, f"k = {value}", columns=["k"], cache=cache)
-    assert first.to_arrow().column("k").to_pylist() == [value]
+    assert read_table(first).column("k").to_pylist() == [value]
     old_key = file_key(local, str(path))
     old_index = cache.get(fs_id, old_key, ("page_search", 0, 0))
     assert old_index is not None and builds["chunk_search_index", 0, 0] == 1
@@ -241,7 +242,7 @@ def test_a_rewritten_file_gets_fresh_structures(tmp_path, builds):
     assert cache.get(fs_id, old_key, ("page_search", 0, 0)) is None, "the old version's items are dropped"
     rows = again.files[0].row_groups[0].selection
     assert 5 in rows and (N // 2 + 5) not in rows, f"a stale structure would select row {N // 2 + 5}: {rows}"
-    assert again.to_arrow().column("k").to_pylist() == [value]
+    assert read_table(again).column("k").to_pylist() == [value]
 
 
 # -- the byte budget --------------------------------------------------------------------------------------
@@ -290,7 +291,7 @@ def test_a_structure_over_the_entry_bound_is_not_kept(sorted_file, builds):
     cache = MetadataCache(config)
     for value in (1, 2):
         p = plan(sorted_file, f"k = {value}", columns=["k"], cache=cache)
-        assert p.to_arrow().column("k").to_pylist() == [value]
+        assert read_table(p).column("k").to_pylist() == [value]
         assert cache.stats().bytes <= config.max_total_bytes
     assert cache.stats().rejected >= 2
     assert builds["chunk_search_index", 0, 0] == 2, "not kept, so built again: the bound wins over speed"
@@ -308,7 +309,7 @@ def test_the_byte_bound_holds_across_files(tmp_path):
     for round_ in range(2):
         for i, path in enumerate(paths):
             value = i * 8_000 + 17 + round_
-            assert plan(path, f"k = {value}", columns=["k"], cache=cache).to_arrow().column("k").to_pylist() \
+            assert read_table(plan(path, f"k = {value}", columns=["k"], cache=cache)).column("k").to_pylist() \
                 == [value]
             assert cache.stats().bytes <= config.max_total_bytes
     assert cache.stats().evictions > 0
@@ -332,7 +333,7 @@ def test_a_footer_entry_grown_past_the_entry_bound_is_dropped(sorted_file):
     config = CacheConfig(max_total_bytes=1 << 30, max_entry_bytes=footer * 2)
     cache = MetadataCache(config)
     p = plan(sorted_file, "k = 5", columns=["k"], cache=cache)
-    assert p.to_arrow().column("k").to_pylist() == [5]
+    assert read_table(p).column("k").to_pylist() == [5]
     assert cache.get(fs_id, key, "parquet") is None, "kept under its footer-only size, it would hold the index"
     assert cache.stats().bytes <= config.max_total_bytes
 
@@ -350,7 +351,7 @@ def test_concurrent_plans_share_one_structure(sorted_file, builds):
         # Each plan counts its own comparisons: the shared structure holds no counter.
         assert 0 < p.page_comparisons <= 2 * log2_steps(N // ROWS_PER_PAGE)
         assert p.counts.pages_selected == 1
-        assert p.to_arrow().column("k").to_pylist() == [value]
+        assert read_table(p).column("k").to_pylist() == [value]
 
 
 # -- ChunkPages answers what RowSelection's O(pages) methods answer --------------------------------------

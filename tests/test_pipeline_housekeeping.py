@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from layout.compaction.driver import find_spec
 from layout.errors import ConfigError
+from layout.registry import find_spec
 
 GOOD = """table: {table}
 owner: {{name: Team, email: team@example.com}}

@@ -41,6 +41,7 @@ from layout.expr.sql import parse_where
 from layout.io import resolve
 from layout.parquet import BoundaryOrder, ParquetFile
 from layout.read.cache import MetadataCache
+from layout.read.scan import read_batches, read_table
 from layout.read.selection import RowSelection
 
 N = 1000
@@ -109,7 +110,7 @@ def test_point_lookup_on_sorted_column_reads_one_page(sorted_file):
     assert (counts.rows_total, counts.rows_selected) == (N, PAGE_ROWS)
     assert counts.pages_selected < counts.pages_total
     assert counts.bytes_selected < counts.bytes_total
-    assert plan.to_arrow().column("k").to_pylist() == [345]
+    assert read_table(plan).column("k").to_pylist() == [345]
 
 
 def test_point_lookup_as_sql_text_is_the_same_plan(sorted_file):
@@ -123,7 +124,7 @@ def test_range_reads_a_contiguous_run_of_pages(sorted_file):
     plan = lp.plan(str(sorted_file), "k BETWEEN 250 AND 419", cache=False)
     assert selection_of(plan) == RowSelection(((200, 500),)), (
         "Should read: pages [200, 300), [300, 400), [400, 500) as one run; should skip the others")
-    assert plan.to_arrow().column("k").to_pylist() == list(range(250, 420))
+    assert read_table(plan).column("k").to_pylist() == list(range(250, 420))
 
 
 def test_point_lookup_on_descending_column(tmp_path):
@@ -133,7 +134,7 @@ def test_point_lookup_on_descending_column(tmp_path):
     plan = lp.plan(str(path), Eq("k", 345), cache=False)
     # k = 345 is row 654, in the page [600, 700)
     assert selection_of(plan) == RowSelection(((600, 700),)), "Should read: only the page holding 345"
-    assert plan.to_arrow().column("k").to_pylist() == [345]
+    assert read_table(plan).column("k").to_pylist() == [345]
 
 
 def test_is_null_on_column_without_nulls_skips_everything(sorted_file):
@@ -141,7 +142,7 @@ def test_is_null_on_column_without_nulls_skips_everything(sorted_file):
     assert plan.counts.rows_selected == 0, "Should skip: `k` has no nulls (null_count = 0 everywhere)"
     assert plan.counts.row_groups_selected == 0 and plan.counts.files_selected == 0
     assert plan.counts.rows_total == N
-    result = plan.to_arrow()
+    result = read_table(plan)
     assert result.num_rows == 0 and result.schema.names == ["k", "v"]
 
 
@@ -173,7 +174,7 @@ def test_row_group_excluded_by_its_statistics_is_skipped(tmp_path):
     assert plan.counts.rows_selected == 250, "Should read: the whole row group 2 (no page index)"
     groups = {g.index: g.selection for g in only_file(plan).row_groups if g.selection}
     assert groups == {2: RowSelection.all(250)}
-    assert plan.to_arrow().column("k").to_pylist() == [600]
+    assert read_table(plan).column("k").to_pylist() == [600]
 
 
 # -- AND / OR across columns with different page boundaries ----------------------------------------
@@ -201,14 +202,14 @@ def test_and_across_columns_intersects_row_ranges(two_layouts):
     assert selection_of(plan) == RowSelection(((100, 320),)), (
         "Should read: rows where both columns' pages might match; should skip [0, 100) by `a` "
         "and [320, 1000) by `s`")
-    assert plan.to_arrow().column("a").to_pylist() == list(range(150, 310))
+    assert read_table(plan).column("a").to_pylist() == list(range(150, 310))
 
 
 def test_or_across_columns_unions_row_ranges(two_layouts):
     plan = lp.plan(str(two_layouts), Or(Lt("a", 50), GtEq("s", "0975")), cache=False)
     assert selection_of(plan) == RowSelection(((0, 100), (960, N))), (
         "Should read: the first page of `a` and the last string pages; should skip everything between")
-    assert plan.to_arrow().column("a").to_pylist() == [*range(50), *range(975, N)]
+    assert read_table(plan).column("a").to_pylist() == [*range(50), *range(975, N)]
 
 
 def test_or_with_an_unprunable_side_reads_everything(two_layouts):
@@ -219,8 +220,8 @@ def test_or_with_an_unprunable_side_reads_everything(two_layouts):
 def test_projection_and_exact_rows(two_layouts):
     where = And(GtEq("a", 150), Lt("s", "0310"))
     plan = lp.plan(str(two_layouts), where, ["s"], cache=False)
-    assert_same_rows(plan.to_arrow(), expected_rows(two_layouts, where, ["s"]))
-    batches = list(plan.to_batches())
+    assert_same_rows(read_table(plan), expected_rows(two_layouts, where, ["s"]))
+    batches = list(read_batches(plan))
     assert sum(b.num_rows for b in batches) == 160
     assert all(b.schema.names == ["s"] for b in batches)
 
@@ -243,14 +244,14 @@ def test_bloom_filter_skips_row_group_for_absent_value_inside_min_max(tmp_path):
 
     plan = lp.plan(str(with_bloom), Eq("id", 1001), cache=False)
     assert plan.counts.row_groups_selected == 0, "Should skip: the bloom filter proves 1001 absent"
-    assert plan.counts.rows_selected == 0 and plan.to_arrow().num_rows == 0
+    assert plan.counts.rows_selected == 0 and read_table(plan).num_rows == 0
 
     control = lp.plan(str(without), Eq("id", 1001), cache=False)
     assert control.counts.row_groups_selected == 1, "Should read: without a bloom filter min/max cannot rule it out"
 
     present = lp.plan(str(with_bloom), In("id", [1001, 1000]), cache=False)
     assert present.counts.row_groups_selected == 1, "Should read: 1000 is present"
-    assert present.to_arrow().column("id").to_pylist() == [1000]
+    assert read_table(present).column("id").to_pylist() == [1000]
 
 
 def test_bloom_filter_probes_both_zeros(tmp_path):
@@ -259,7 +260,7 @@ def test_bloom_filter_probes_both_zeros(tmp_path):
     path = write(table, tmp_path / "zeros.parquet", bloom_filter_options={"f": {"ndv": 10, "fpp": 0.01}})
     plan = lp.plan(str(path), Eq("f", 0.0), cache=False)
     assert plan.counts.rows_selected > 0, "Should read: -0.0 = 0.0"
-    assert plan.to_arrow().num_rows == 10
+    assert read_table(plan).num_rows == 10
 
 
 # -- files without a page index, NaN, decimals ----------------------------------------------------
@@ -274,7 +275,7 @@ def test_file_without_page_index_works_at_row_group_granularity(tmp_path):
     groups = {g.index: g.selection for g in only_file(plan).row_groups if g.selection}
     assert groups == {0: RowSelection.all(500)}, (
         "Should read: all of row group 0 (no page index); should skip row group 1 by its statistics")
-    assert plan.to_arrow().column("k").to_pylist() == [345]
+    assert read_table(plan).column("k").to_pylist() == [345]
 
 
 def test_nan_rows_never_compare_but_isnan_finds_them(tmp_path):
@@ -285,20 +286,20 @@ def test_nan_rows_never_compare_but_isnan_finds_them(tmp_path):
     ci = ParquetFile.open(path).column_index(0, "f")
     assert ci is not None and ci.min_values[0] == ci.max_values[0] == 1.0
     eq = lp.plan(str(path), Eq("f", 1.0), cache=False)
-    assert eq.to_arrow().num_rows == N - 20
+    assert read_table(eq).num_rows == N - 20
     assert not any(g.all_match for g in only_file(eq).row_groups), "NaN rows do not match f = 1.0"
     nan = lp.plan(str(path), IsNaN("f"), cache=False)
-    assert nan.to_arrow().num_rows == 20, "Should read: the NaN rows are in pages whose min = max = 1.0"
+    assert read_table(nan).num_rows == 20, "Should read: the NaN rows are in pages whose min = max = 1.0"
     ne = lp.plan(str(path), NotEq("f", 1.0), cache=False)
-    assert ne.to_arrow().num_rows == 0, "NaN <> 1.0 is unknown, not true"
+    assert read_table(ne).num_rows == 0, "NaN <> 1.0 is unknown, not true"
 
 
 def test_decimal_literal_finer_than_the_column_is_not_rounded(tmp_path):
     table = pa.table({"dec": pa.array([Decimal(i).scaleb(-1) for i in range(N)], pa.decimal128(10, 2))})
     path = write(table, tmp_path / "dec.parquet")
     plan = lp.plan(str(path), "dec < 1.005", cache=False)
-    assert plan.to_arrow().column("dec").to_pylist()[-1] == Decimal("1.00"), "Should read: 1.00 < 1.005"
-    assert lp.plan(str(path), "dec = 1.005", cache=False).to_arrow().num_rows == 0
+    assert read_table(plan).column("dec").to_pylist()[-1] == Decimal("1.00"), "Should read: 1.00 < 1.005"
+    assert read_table(lp.plan(str(path), "dec = 1.005", cache=False)).num_rows == 0
 
 
 def test_decimal_in_literal_finer_than_the_column(tmp_path):
@@ -306,7 +307,7 @@ def test_decimal_in_literal_finer_than_the_column(tmp_path):
     values = [Decimal("123.45"), Decimal("1.00"), Decimal("1.01")] * 10
     path = write(pa.table({"dec": pa.array(values, pa.decimal128(10, 2))}), tmp_path / "dec.parquet")
     plan = lp.plan(str(path), In("dec", [Decimal("1.005"), Decimal("1.01")]), cache=False)
-    assert plan.to_arrow().column("dec").to_pylist() == [Decimal("1.01")] * 10
+    assert read_table(plan).column("dec").to_pylist() == [Decimal("1.01")] * 10
 
 
 # -- found by tests/test_plan_soundness.py ----------------------------------------------------------
@@ -320,7 +321,7 @@ def test_not_in_empty_list_is_true_for_every_row(tmp_path):
     for where in (NotIn("k", []), Not(In("k", []))):
         plan = lp.plan(str(path), where, cache=False)
         assert plan.counts.rows_selected == N, f"Should read: every row matches {where}"
-        assert plan.to_arrow().num_rows == N == expected_rows(path, where).num_rows
+        assert read_table(plan).num_rows == N == expected_rows(path, where).num_rows
 
 
 def test_many_sparse_row_groups_are_read_in_plan_order(tmp_path):
@@ -333,7 +334,7 @@ def test_many_sparse_row_groups_are_read_in_plan_order(tmp_path):
     keys = [4 * g + (0 if g % 4 == 0 else 2) for g in range(0, 34, 2)]
     plan = lp.plan(str(path), In("k", keys), cache=False)
     assert plan.counts.row_groups_selected == 17
-    result = plan.to_arrow()
+    result = read_table(plan)
     assert result.column("k").to_pylist() == keys, "Should read: every key, in row-group order"
     assert result.column("v").to_pylist() == [f"v{k}" for k in keys], "each row's columns stay together"
 
@@ -368,7 +369,7 @@ def test_directory_of_files_prunes_whole_files(tmp_path):
     plan = lp.plan(str(root), In("k", [5, 2500]), cache=False)
     assert plan.counts.files_total == 3
     assert plan.counts.files_selected == 2, "Should skip: part-1 holds neither 5 nor 2500"
-    assert plan.to_arrow().column("k").to_pylist() == [5, 2500]
+    assert read_table(plan).column("k").to_pylist() == [5, 2500]
     doc = plan.to_json()
     assert {Path(item["path"]).name for item in doc["selection"]} == {"part-0.parquet", "part-2.parquet"}
 
@@ -387,7 +388,7 @@ def test_plan_without_where_selects_everything(sorted_file):
     plan = lp.plan(str(sorted_file), None, ["k"], cache=False)
     assert plan.counts.rows_selected == N and plan.counts.pages_selected == plan.counts.pages_total
     assert only_file(plan).row_groups[0].all_match
-    assert_same_rows(plan.to_arrow(), pq.read_table(sorted_file, columns=["k"]))
+    assert_same_rows(read_table(plan), pq.read_table(sorted_file, columns=["k"]))
 
 
 # -- bad input -------------------------------------------------------------------------------------
@@ -466,7 +467,7 @@ def test_iceberg_source_prunes_files(iceberg_table):
     assert plan.counts.files_total == 3
     assert plan.counts.files_selected == 1, "Should skip: two of the three files cannot hold id 150"
     assert plan.counts.files_selected < plan.counts.files_total
-    ours = plan.to_arrow()
+    ours = read_table(plan)
     theirs = iceberg_table.scan(row_filter="id = 150").to_arrow()
     assert ours.column("id").to_pylist() == theirs.column("id").to_pylist() == [150]
     assert ours.column("name").to_pylist() == theirs.column("name").to_pylist()
@@ -475,7 +476,7 @@ def test_iceberg_source_prunes_files(iceberg_table):
 def test_iceberg_source_range_matches_pyiceberg_scan(iceberg_table):
     plan = lp.plan("plans.events", "id >= 95 AND id < 205", ["id", "name"], cache=False)
     assert plan.counts.files_selected == 3
-    ours = plan.to_arrow().sort_by("id")
+    ours = read_table(plan).sort_by("id")
     theirs = iceberg_table.scan(row_filter="id >= 95 AND id < 205", selected_fields=("id", "name")).to_arrow()
     theirs = theirs.sort_by("id")
     assert ours.num_rows == theirs.num_rows == 110
@@ -499,4 +500,4 @@ def test_iceberg_float_literal_on_decimal_column_is_not_rounded(iceberg_catalog,
     expected = expected_rows(full, parse_where(where) if isinstance(where, str) else where)
     assert expected.num_rows >= 3
     assert plan.counts.files_selected >= 1, f"Should read: the file holding {expected.column('dec')[0]}"
-    assert plan.to_arrow().column("dec").to_pylist() == expected.column("dec").to_pylist()
+    assert read_table(plan).column("dec").to_pylist() == expected.column("dec").to_pylist()

@@ -19,6 +19,7 @@ import layout.read.plan
 import layout.read.pruning
 from layout.read.cache import CacheConfig, MetadataCache
 from layout.read.plan import plan
+from layout.read.scan import read_table
 
 
 def write(path, keys, **kw):
@@ -39,7 +40,7 @@ def test_rewritten_file_is_never_planned_from_stale_metadata(tmp_path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     again = plan(path, "k = 1500", cache=cache)
     assert again.counts.rows_selected > 0, "Should read: the rewritten file holds 1500"
-    assert again.to_arrow().column("k").to_pylist() == [1500]
+    assert read_table(again).column("k").to_pylist() == [1500]
 
 
 def test_warm_planning_is_served_from_the_cache(tmp_path):
@@ -142,7 +143,7 @@ def test_cache_can_be_switched_off(tmp_path, counting_fs, off):
     assert 11 <= reference[0].counts.rows_selected < 100, (
         "pages pruned: the control plan did use the page index"
     )
-    assert results[0].to_arrow().column("k").to_pylist() == list(range(120, 131))
+    assert read_table(results[0]).column("k").to_pylist() == list(range(120, 131))
     stats, default = disabled.stats(), layout.read.cache.default_cache().stats()
     assert (default.lookups, default.entries) == (0, 0), "cache=False must not fall back to the default cache"
     assert (stats.hits, stats.entries, stats.bytes) == (0, 0, 0)
@@ -177,7 +178,7 @@ def test_binary_search_on_a_sorted_file_touches_log_n_entries(tmp_path):
     assert p.counts.pages_selected == 1
     # Two binary searches (first page reaching the value, first page past it) over `pages` entries.
     assert p.page_comparisons <= 2 * math.ceil(math.log2(pages + 1))
-    assert p.to_arrow().column("k").to_pylist() == [123457]
+    assert read_table(p).column("k").to_pylist() == [123457]
 
 
 class _CountedKey:
@@ -241,4 +242,4 @@ def test_page_comparisons_counted_outside_the_code(tmp_path, monkeypatch):
             _CountedKey.calls,
             pages,
         )
-        assert p.to_arrow().column("k").to_pylist() == rows
+        assert read_table(p).column("k").to_pylist() == rows

@@ -16,11 +16,11 @@ row of the full table read by pyarrow, with SQL's three-valued logic and the rul
 its shortest repr spells, never rounded to the column's scale). Checked:
 
 (a) soundness: every matching row lies in its row group's selection;
-(b) `plan.to_arrow()` is exactly the matching (and projected) rows of the full table, in file / row group /
+(b) `read_table(plan)` is exactly the matching (and projected) rows of the full table, in file / row group /
     row order;
 (c) the counts agree with the selections and with the files;
 (d) a row group marked `all_match` matches on every row it selects;
-(e) `layout.expr.bind.to_arrow_filter` (the exact filter `plan.to_arrow()` applies) agrees with the oracle.
+(e) `layout.expr.bind.to_arrow_filter` (the exact filter `read_table(plan)` applies) agrees with the oracle.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ from layout.expr.predicate import (
     Or,
     StartsWith,
 )
+from layout.read.scan import read_batches, read_table
 
 # -- columns and their values --------------------------------------------------------------------
 
@@ -566,13 +567,13 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     full = written.full()
     expected = full.take(pa.array(matching, pa.int64()))
     expected = expected.select(columns) if columns is not None else expected
-    actual = plan.to_arrow()
+    actual = read_table(plan)
     assert actual.schema.names == expected.schema.names, f"{where}: columns {actual.schema.names}"
     assert actual.schema.types == expected.schema.types, f"{where}: types {actual.schema} vs {expected.schema}"
     assert actual.num_rows == expected.num_rows, f"{where}: {actual.num_rows} rows read, {expected.num_rows} match"
     assert comparable(actual).equals(comparable(expected)), f"{where}: rows differ from the oracle"
 
-    batches = list(plan.to_batches())
+    batches = list(read_batches(plan))
     assert sum(b.num_rows for b in batches) == expected.num_rows, f"{where}: to_batches row count"
     if batches:
         from_batches = pa.Table.from_batches(batches)

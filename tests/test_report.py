@@ -3,9 +3,13 @@ write_reports against a real pyiceberg SQL catalog."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import random
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -14,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from layout.errors import UsageError
+from layout.errors import ConfigError, UsageError
 from layout.metrics.store import (
     COMPACTION_RUNS,
     METRICS_FIELDS,
@@ -25,8 +29,12 @@ from layout.metrics.store import (
     arrow_schema,
     upsert,
 )
-from layout.report.charts import byte_unit, format_bytes, format_duration, format_percent, nice_ticks
-from layout.report.render import LAST_RUNS, render_reports, table_page_name, write_reports
+from layout.report.charts import nice_ticks
+from layout.report.formats import format_duration, format_percent
+from layout.report.render import render_reports, table_page_name, write_reports
+from layout.report.rows import Measurement, Run
+from layout.report.views import LAST_RUNS
+from layout.sizes import byte_unit, format_size
 from layout.spec import parse_spec
 
 T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
@@ -179,9 +187,9 @@ def history():
 
 
 def test_formats():
-    assert [format_bytes(n) for n in (0, 1023, 1024, 1536, 12 * MiB + MiB // 3, 300 * MiB, 5 << 40)] == [
+    assert [format_size(n) for n in (0, 1023, 1024, 1536, 12 * MiB + MiB // 3, 300 * MiB, 5 << 40)] == [
         "0 B", "1023 B", "1.00 KiB", "1.50 KiB", "12.3 MiB", "300 MiB", "5.00 TiB"]
-    assert format_bytes(None) == format_bytes(float("nan")) == "\u2013"
+    assert format_size(None) == format_size(float("nan")) == "\u2013"
     assert [format_duration(s) for s in (0.84, 42.4, 725, 7384)] == [
         "0.8 s", "42 s", "12 min 05 s", "2 h 03 min"]
     assert [format_percent(f) for f in (0.875, 0.045, 1.0)] == ["88%", "4.5%", "100%"]
@@ -269,7 +277,8 @@ def test_text_is_escaped(tmp_path):
     index = render(tmp_path, metrics, runs, [s])
     html = page(index, "a.t")
     assert "<script>" not in html and "<b>bad</b>" not in html and "<data>" not in html
-    assert "name &lt; &#x27;b&#x27; AND note = &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27;" in html
+    # jinja2's autoescape (markupsafe) writes ' as &#39;
+    assert "name &lt; &#39;b&#39; AND note = &#39;&lt;script&gt;alert(1)&lt;/script&gt;&#39;" in html
     assert "R&amp;D &lt;data&gt;" in html and "R&amp;D &lt;data&gt;" in index.read_text(encoding="utf-8")
     rows = table_rows(html, "probes")
     assert row_of(rows, "odd")[2] == where  # parses back to exactly the text
@@ -380,6 +389,18 @@ def test_page_names():
     assert odd != table_page_name("db.we_ird_name")
 
 
+def test_rows_have_the_columns_of_the_store():
+    assert [f.name for f in dataclasses.fields(Measurement)] == [name for name, _, _ in METRICS_FIELDS]
+    assert [f.name for f in dataclasses.fields(Run)] == [name for name, _, _ in RUNS_FIELDS]
+
+
+def test_the_report_does_not_import_the_compaction():
+    code = ("import sys, layout.report; "
+            "print(sorted(m for m in sys.modules if m.startswith(('layout.compaction', 'pyspark', 'airflow'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_wrong_schema_is_a_usage_error(tmp_path):
     metrics, runs = arrow([], [])
     with pytest.raises(UsageError, match="missing column.*bytes_selected"):
@@ -422,6 +443,23 @@ def test_write_reports_defaults(iceberg_catalog, tmp_path, monkeypatch, history)
     assert [r[0] for r in rows] == ["p1", "p3", "p2"]  # spec order, then probes only in the metrics
     assert row_of(rows, "p3")[4] == "not measured yet"
     assert row_of(rows, "p2")[1:4] == ["owner", "k = 1", "k, v"]  # described by its latest measurement
+
+
+def test_write_reports_without_table_specs(iceberg_catalog, tmp_path, monkeypatch, caplog, history):
+    """LAKESORT_TABLES_DIR not a directory: an error naming it; unset with no dags/tables: a warning, and
+    only the tables with metrics are reported."""
+    metrics = history[0]
+    upsert(iceberg_catalog, PRUNING_METRICS, METRICS_FIELDS, METRICS_KEY, metrics)
+    monkeypatch.setenv("LAKESORT_TABLES_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"LAKESORT_TABLES_DIR=.*nowhere is not a directory"):
+        write_reports(tmp_path / "r", catalog=iceberg_catalog)
+    monkeypatch.delenv("LAKESORT_TABLES_DIR")
+    assert not (tmp_path / "dags").exists()  # the default, relative to the working directory (tmp_path)
+    with caplog.at_level(logging.WARNING, logger="layout.report.render"):
+        index = write_reports(tmp_path / "r", catalog=iceberg_catalog)
+    assert "no table specs in dags/tables" in caplog.text
+    assert sorted(p.name for p in (index.parent / "tables").iterdir()) == ["sales.orders.html"]
+    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "sales.orders")[1] == "no table spec"
 
 
 def test_write_reports_before_anything_was_recorded(iceberg_catalog, tmp_path):

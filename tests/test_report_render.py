@@ -80,6 +80,7 @@ def rgb(hex_color: str) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def browser():
+    # Imported here: a machine without Chromium skips these tests and need not import selenium.
     from selenium import webdriver
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.service import Service
@@ -130,7 +131,7 @@ def _load(driver, path: Path) -> None:
 
 
 def test_report_renders_in_chromium(browser, report, tmp_path):
-    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.by import By  # here, like the fixture's imports
 
     pages = [report, report.parent / "tables" / table_page_name("sales.orders"),
              report.parent / "tables" / table_page_name("sales.never_measured")]

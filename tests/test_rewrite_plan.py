@@ -28,10 +28,10 @@ from layout.compaction.planner import (
     _decide,
     _Entry,
     _pack,
-    overlap_depth,
     plan_rewrite,
 )
 from layout.errors import UsageError
+from layout.read.overlap import overlap_depth
 from layout.spec import parse_spec
 
 OWNER = {"name": "Test Team", "email": "test@example.com"}

@@ -13,13 +13,12 @@ from pyiceberg.transforms import BucketTransform, IdentityTransform
 from pyiceberg.types import DateType, LongType, NestedField, StringType
 
 from layout.errors import ConfigError
+from layout.sizes import MiB, parse_size
 from layout.spec import (
-    MiB,
     SortKey,
     intended_boundary_orders,
     load_spec,
     load_specs,
-    parse_size,
     resolve_sort_keys,
 )
 

@@ -45,14 +45,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from layout.errors import ConfigError, UsageError
+from layout.expr.bind import Kind, bind
+from layout.expr.predicate import And, Not, Or, Predicate, columns
+from layout.expr.sql import parse_where
+from layout.spec import SortKey, resolve_sort_keys
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
     from pyiceberg.types import IcebergType
 
-    from layout.expr.bind import Kind
-    from layout.spec import SortKey, TableSpec
+    from layout.spec import TableSpec
 
 __all__ = ["RESERVED_PREFIXES", "check_table", "table_problems"]
 
@@ -303,7 +306,6 @@ class _Checker:
 
     def table_sort_keys(self) -> Sequence[SortKey]:
         """The keys of the table's sort order, as `resolve_sort_keys` takes them; its refusals become lines."""
-        from layout.spec import resolve_sort_keys
 
         try:
             return resolve_sort_keys(self.spec, self.table)
@@ -316,7 +318,6 @@ class _Checker:
             return ()
 
     def raw_sort_order_keys(self) -> Sequence[SortKey]:
-        from layout.spec import SortKey
 
         return [SortKey(column=self.schema.find_column_name(f.source_id) or f"<field id {f.source_id}>")
                 for f in self.table.sort_order().fields]
@@ -349,8 +350,6 @@ class _Checker:
                        allowed=_ORDERED, allowed_text=f"orderable: {_ORDERED_TEXT}")
 
     def probes(self) -> None:
-        from layout.expr.predicate import columns
-        from layout.expr.sql import parse_where
 
         for index, probe in enumerate(self.spec.probes):
             key = f"probes[{index}].where"
@@ -368,7 +367,6 @@ class _Checker:
 
     def literals(self, key: str, expr) -> None:
         """Each comparison of the probe bound on its own, so that every literal that does not fit is named."""
-        from layout.expr.bind import bind
 
         kinds = {path: kind for path, c in self.columns.items() if (kind := _kind(c.type)) is not None}
         for leaf in _leaves(expr):
@@ -390,7 +388,6 @@ class _Checker:
 
 def _kind(iceberg_type: IcebergType) -> Kind | None:
     """The predicate `Kind` of a column as readers see it (pyiceberg's Arrow types)."""
-    from layout.expr.bind import Kind
 
     return {
         "BooleanType": Kind.BOOLEAN, "IntegerType": Kind.INTEGER, "LongType": Kind.INTEGER,
@@ -402,7 +399,6 @@ def _kind(iceberg_type: IcebergType) -> Kind | None:
 
 def _leaves(expr) -> list:
     """The predicates (leaves) of an expression tree."""
-    from layout.expr.predicate import And, Not, Or, Predicate
 
     if isinstance(expr, Predicate):
         return [expr]

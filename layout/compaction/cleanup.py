@@ -22,24 +22,25 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyarrow import fs as pafs
+from pyiceberg.manifest import ManifestEntryStatus
+
 from layout.compaction.commit import staging_root
 from layout.compaction.lease import LeaseOwner, TableBusy, lease_path, lease_ttl, read_lease, table_lease
 from layout.errors import UsageError
 from layout.io import resolve
+from layout.settings import settings
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
-GRACE_ENV = "LAKESORT_CLEANUP_GRACE_HOURS"
-DEFAULT_GRACE_HOURS = 24.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +65,7 @@ class CleanupResult:
 def grace_period(hours: float | None = None) -> float:
     """The grace period in hours: `hours`, else $LAKESORT_CLEANUP_GRACE_HOURS, else 24."""
     if hours is None:
-        configured = os.environ.get(GRACE_ENV) or str(DEFAULT_GRACE_HOURS)
-        try:
-            hours = float(configured)
-        except ValueError:
-            raise UsageError(f"${GRACE_ENV}={configured!r} is not a number of hours") from None
+        hours = settings().cleanup_grace_hours
     if not hours >= 0:
         raise UsageError(f"the cleanup grace period must be >= 0 hours, got {hours}")
     return hours
@@ -107,7 +104,6 @@ def _refuse_if_held(ident: str, owner: LeaseOwner) -> None:
 
 
 def _cleanup(table: Table, ident: str, grace: float, *, dry_run: bool) -> CleanupResult:
-    from pyarrow import fs as pafs
 
     started = time.perf_counter()
     filesystem, root = resolve(staging_root(table))
@@ -188,7 +184,6 @@ class _References:
 
     def add_snapshots(self, snapshots: Iterable) -> int:
         """Add the snapshots not seen yet; how many there were."""
-        from pyiceberg.manifest import ManifestEntryStatus
 
         new = [s for s in snapshots if s.snapshot_id not in self.snapshot_ids]
         for snapshot in new:
@@ -222,7 +217,6 @@ def _aware(moment: dt.datetime) -> dt.datetime:
 def _prune_empty_dirs(filesystem, root: str, dirs: list, cutoff: dt.datetime) -> int:
     """Remove directories under the staging root left empty, deepest first; a directory modified inside
     the grace period stays (a writer may just have made it)."""
-    from pyarrow import fs as pafs
 
     removed = 0
     for info in sorted(dirs, key=lambda i: len(i.path), reverse=True):

@@ -12,12 +12,33 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ValidationException
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+)
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table as IcebergTable
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+from layout.compaction import partitions as partitioning
+from layout.compaction.fingerprint import fingerprint_files
 from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan
+from layout.compaction.proof import ProofFailed, check_group, footer_statistics
 from layout.errors import LakesortError
+from layout.io import resolve
 from layout.manifest import StagedManifest
 
 if TYPE_CHECKING:
@@ -52,13 +73,12 @@ def commit_rewrite(
 
     `verify` runs after the row and fingerprint checks and may raise to refuse (layout verification).
     """
-    from pyiceberg.exceptions import CommitStateUnknownException
 
     started = time.perf_counter()
     try:
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
-        check_staged(manifest, _columns(plan))
+        check_staged(manifest, staged_columns(plan))
         prove_staged(table, plan, manifest)
         if verify is not None:
             verify(manifest)
@@ -75,17 +95,14 @@ def commit_rewrite(
         raise
 
 
-def _columns(plan: RewritePlan) -> list[str]:
+def staged_columns(plan: RewritePlan) -> list[str]:
     """The columns the job fingerprinted, in order (the order is part of the hash)."""
-    from pyiceberg.schema import Schema
 
     return [f.name for f in Schema.model_validate_json(plan.table_schema_json).fields]
 
 
 def check_staged(manifest: StagedManifest, columns: list[str]) -> None:
     """Recount rows and recompute the fingerprint of each group's staged files."""
-    from layout.compaction.fingerprint import fingerprint_files
-    from layout.io import resolve
 
     for group in manifest.groups:
         paths = [f.path for f in group.outputs]
@@ -117,7 +134,6 @@ def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> N
     """The metadata proof (`layout.compaction.proof`) of every group: Iceberg's manifest statistics of its inputs
     against its staged files' footers, by field id. Reads metadata only; trusts neither Spark nor pyarrow's
     reading of the data. Raises `ProofFailed` (a `CommitRefused`) naming the group and column."""
-    from layout.compaction.proof import ProofFailed, check_group
 
     started = time.perf_counter()
     table = table.refresh()
@@ -127,7 +143,7 @@ def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> N
     if gone:
         raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table}, e.g. {gone[0]}; nothing "
                             "committed, the next run retries")
-    unproven: dict[str, int] = {}
+    unproven: Counter[str] = Counter()
     for g in manifest.groups:
         try:
             result = check_group([live[p] for p in g.inputs], [f.path for f in g.outputs], table.metadata,
@@ -136,7 +152,7 @@ def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> N
         except ProofFailed as exc:
             raise CommitRefused(str(exc)) from exc
         for line in result.unproven:
-            unproven[line] = unproven.get(line, 0) + 1
+            unproven[line] += 1
     log.info("metadata proof: %d group(s), %d input and %d output file(s) agree by field id, in %.2fs",
              len(manifest.groups), len(inputs), sum(len(g.outputs) for g in manifest.groups),
              time.perf_counter() - started)
@@ -152,7 +168,6 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     delete file may apply to it. Rows other writers appended meanwhile, even to the same partitions, do
     not conflict: the next plan picks them up.
     """
-    from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     inputs = {p for g in manifest.groups for p in g.inputs}
     outputs = [f for g in manifest.groups for f in g.outputs]
@@ -232,11 +247,7 @@ def _live_inputs(table: Table, inputs: set[str]) -> dict:
 def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
     """DataFiles of the staged outputs: statistics from their footers as pyiceberg computes them, partition
     values from the job (the plan's spec), never inferred from footer min/max."""
-    import pyarrow.parquet as pq
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-    from layout.compaction import partitions as partitioning
-    from layout.compaction.proof import footer_statistics
 
     schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
     order_id = table.sort_order().order_id
@@ -261,7 +272,6 @@ def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
 def _one_shot(table: Table) -> Table:
     """The table with pyiceberg's own commit retries off (in memory only): `_commit` retries itself, at once
     and on freshly read state, where pyiceberg would back off up to seconds and revalidate each time."""
-    from pyiceberg.table import Table as IcebergTable
 
     properties = {**table.metadata.properties, "commit.retry.num-retries": "0"}
     return IcebergTable(identifier=table._identifier, metadata=table.metadata.model_copy(update={"properties": properties}),
@@ -284,10 +294,6 @@ class _RewriteFiles:
 
     @staticmethod
     def start(tx, table: Table, props: dict[str, str], scans: ManifestScans):
-        from pyiceberg.exceptions import ValidationException
-        from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
-        from pyiceberg.table.snapshots import Operation
-        from pyiceberg.table.update.snapshot import _OverwriteFiles
 
         class RewriteFiles(_OverwriteFiles):
             def _validate_concurrency(self) -> None:
@@ -347,7 +353,6 @@ class ManifestScans:
 
     def scan(self, manifest, io) -> tuple[list, list]:
         """(entries of inputs, other live entries) of a data manifest; ([], []) for others."""
-        from pyiceberg.manifest import ManifestContent
 
         key = manifest.manifest_path
         if key not in self._seen:
@@ -372,9 +377,7 @@ def staging_root(table: Table) -> str:
 
 def delete_staged(table: Table, run_id: str | None = None, *, keep: Sequence[str] = ()) -> int:
     """Delete staged files of one run (or of every run), except files the table references (`keep`)."""
-    from pyarrow import fs as pafs
 
-    from layout.io import resolve
 
     root = staging_root(table) + (f"/{run_id}" if run_id else "")
     filesystem, path = resolve(root)
@@ -391,7 +394,6 @@ def delete_staged(table: Table, run_id: str | None = None, *, keep: Sequence[str
 
 
 def _prune_empty_dirs(filesystem, path: str) -> None:
-    from pyarrow import fs as pafs
 
     dirs = sorted((i.path for i in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
                    if i.type == pafs.FileType.Directory), key=len, reverse=True)

@@ -70,10 +70,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import xxhash
 
 from layout.compaction.xxh64 import hash_bytes, hash_int, hash_long
 from layout.errors import InputError, ParquetError, UsageError
+from layout.io import resolve
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
@@ -495,9 +497,7 @@ def fingerprint_files(
     must then have those columns with the same types. INT96 timestamps are read as microseconds, as
     Spark reads them.
     """
-    import pyarrow.parquet as pq
 
-    from layout.io import resolve
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

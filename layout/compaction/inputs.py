@@ -21,12 +21,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import Schema
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import FileScanTask
+
+from layout.compaction import partitions as partitioning
 from layout.errors import InputError
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyiceberg.io import FileIO
-    from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
 
 GROUP = "lakesort_group"  # no leading underscore: Spark's readers skip `_` directories
@@ -57,8 +65,6 @@ _loaded: dict[str, tuple[TableMetadata, FileIO]] = {}
 
 def _metadata(source: InputSource) -> tuple[TableMetadata, FileIO]:
     """Table metadata and FileIO, loaded once per Python worker (every file of a run shares them)."""
-    from pyiceberg.io import load_file_io
-    from pyiceberg.serializers import FromInputFile
 
     with _lock:
         if source.metadata_location not in _loaded:
@@ -70,12 +76,7 @@ def _metadata(source: InputSource) -> tuple[TableMetadata, FileIO]:
 
 def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     """The rows of one planned file, in `schema`; its count must equal the manifest's `record_count`."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.table import FileScanTask
 
-    from layout.compaction import partitions as partitioning
     metadata, io = _metadata(source)
     spec = metadata.specs()[row["spec_id"]]
     data_file = DataFile.from_args(
@@ -105,10 +106,7 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
                    current_spec_id: int) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` body: for each planned file (one row of `files`), its rows cast to `target` (the
     table's columns as Spark declares them) plus the group id, the partition key and its directory name."""
-    import pyarrow as pa
-    from pyiceberg.schema import Schema
 
-    from layout.compaction import partitions as partitioning
     schema = Schema.model_validate_json(source.schema_json)
     columns = pa.schema([f for f in target if f.name not in (GROUP, PART, PART_KEY)])
     metadata, _ = _metadata(source)

@@ -34,14 +34,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from layout.errors import LakesortError
+from layout.models import Frozen
+from layout.settings import settings
 
 log = logging.getLogger(__name__)
 
-TTL_ENV = "LAKESORT_LEASE_TTL_HOURS"
-DEFAULT_TTL_HOURS = 12.0
 LEASE_FILE = "lease.json"
 LOCK_FILE = "lease.lock"
 # How long to wait for another process's critical section (milliseconds of work) before giving up.
@@ -63,10 +63,11 @@ def new_run_id(kind: str) -> str:
     return f"{kind}-{_now():%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-class LeaseOwner(BaseModel):
+class LeaseOwner(Frozen):
     """Who holds (or asks for) a table's lease. Two owners are the same run when kind, dag_id and run_id
     agree: a retried task (another process, maybe another host) takes its run's lease again."""
 
+    # Extra fields are ignored, unlike other contracts: a lease written by a newer version stays readable.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     kind: Kind
@@ -130,15 +131,11 @@ class TableBusy(LakesortError):
 
 def lease_ttl() -> dt.timedelta:
     """Age after which a lease is a dead run's: $LAKESORT_LEASE_TTL_HOURS, default 12."""
-    return dt.timedelta(hours=float(os.environ.get(TTL_ENV) or DEFAULT_TTL_HOURS))
+    return dt.timedelta(hours=settings().lease_ttl_hours)
 
 
 def lease_path(table: str) -> Path:
-    # Imported here: layout.compaction.steps (and what it imports) may take leases, so importing it at the top
-    # would make an import cycle.
-    from layout.compaction.steps import work_root
-
-    return work_root() / table / LEASE_FILE
+    return settings().work_dir / table / LEASE_FILE
 
 
 def read_lease(table: str) -> LeaseOwner | None:
@@ -283,9 +280,7 @@ def release_lease(table: str, owner: LeaseOwner) -> bool:
 
 def sweep_leases(owner: LeaseOwner) -> int:
     """Release every lease `owner`'s run still holds, on any table; how many it released."""
-    from layout.compaction.steps import work_root  # see lease_path
-
-    paths = sorted(work_root().glob(f"*/{LEASE_FILE}"))
+    paths = sorted(settings().work_dir.glob(f"*/{LEASE_FILE}"))
     return sum(_release_if_held(path, path.parent.name, owner) for path in paths)
 
 

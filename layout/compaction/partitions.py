@@ -15,23 +15,28 @@ short digest: a key can be longer than a file name may be.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import operator
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.conversions import from_bytes, to_bytes
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+from pyiceberg.typedef import Record
+
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
-    from pyiceberg.typedef import Record
 
 UNPARTITIONED = "[]"
 
 
 def encode(values: Sequence[Any] | Record, spec: PartitionSpec, schema: Schema) -> str:
     """The key of a partition `Record` (values in Iceberg's internal representation)."""
-    from pyiceberg.conversions import to_bytes
 
     fields = spec.partition_type(schema).fields
     out = []
@@ -43,8 +48,6 @@ def encode(values: Sequence[Any] | Record, spec: PartitionSpec, schema: Schema) 
 
 def decode(key: str, spec: PartitionSpec, schema: Schema) -> Record:
     """The pyiceberg `Record` of a key, for `DataFile.partition`."""
-    from pyiceberg.conversions import from_bytes
-    from pyiceberg.typedef import Record
 
     raw = json.loads(key)
     fields = spec.partition_type(schema).fields
@@ -69,12 +72,7 @@ def split_by_partition(batch: pa.RecordBatch, spec: PartitionSpec, schema: Schem
     As pyiceberg's writer does (`_determine_partitions`): the transforms over whole columns, the unique
     value tuples, one filter per tuple. A batch usually holds one or a few partitions.
     """
-    import functools
-    import operator
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 
     if not spec.fields:
         yield UNPARTITIONED, batch
@@ -99,7 +97,6 @@ def split_by_partition(batch: pa.RecordBatch, spec: PartitionSpec, schema: Schem
 
 def _column(table: pa.Table, dotted: str | None) -> pa.ChunkedArray:
     """A (possibly nested struct) column by its dotted Iceberg name."""
-    import pyarrow.compute as pc
 
     if dotted is None:
         raise ValueError("a partition source column is missing from the schema")

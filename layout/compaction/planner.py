@@ -17,16 +17,26 @@ JSON-serialisable value: the Spark job and the commit step read it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
+from pyiceberg.conversions import from_bytes
+from pyiceberg.types import DateType, TimestampType, TimestamptzType
+from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
+from layout.compaction import partitions as partitioning
+from layout.compaction.admission import check_table
+from layout.compaction.inputs import shareable_io_properties
 from layout.errors import UsageError
+from layout.models import Frozen
+from layout.read.overlap import overlap_depth
+from layout.spec import resolve_sort_keys
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -42,17 +52,13 @@ SPEC_HASH = "lakesort.spec-hash"
 Action = Literal["rewrite", "skip", "refuse"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SortKeyModel(_Frozen):
+class SortKeyModel(Frozen):
     column: str
     direction: Literal["asc", "desc"] = "asc"
     nulls: Literal["first", "last"] = "first"
 
 
-class MergeRuleModel(_Frozen):
+class MergeRuleModel(Frozen):
     """For keyed tables: one row per key survives (deduplicate: highest sequence; first-row: lowest)."""
 
     columns: tuple[str, ...]
@@ -60,7 +66,7 @@ class MergeRuleModel(_Frozen):
     merge: Literal["deduplicate", "first-row"]
 
 
-class InputFile(_Frozen):
+class InputFile(Frozen):
     path: str  # exactly as the manifest records it (the job reads it through the table's FileIO)
     size: int
     rows: int  # the manifest's record_count: the job checks every file reads back this many rows
@@ -70,7 +76,7 @@ class InputFile(_Frozen):
     partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.partitions`)
 
 
-class PartitionDecision(_Frozen):
+class PartitionDecision(Frozen):
     partition: str  # Iceberg partition path, e.g. "l_shipdate_month=1995-03" ("" when unpartitioned)
     action: Action
     reasons: tuple[str, ...]
@@ -83,7 +89,7 @@ class PartitionDecision(_Frozen):
     delete_files: int = 0
 
 
-class RewriteGroup(_Frozen):
+class RewriteGroup(Frozen):
     group_id: int
     partition: str
     inputs: tuple[InputFile, ...]
@@ -99,7 +105,7 @@ class RewriteGroup(_Frozen):
         return sum(f.rows for f in self.inputs)
 
 
-class RewritePlan(_Frozen):
+class RewritePlan(Frozen):
     """Everything the compaction job and the commit need; `groups` is empty when there is nothing to do."""
 
     run_id: str
@@ -107,7 +113,7 @@ class RewritePlan(_Frozen):
     catalog: str | None
     table_location: str
     metadata_location: str  # the metadata planned against: executors read the inputs through it
-    io_properties: dict[str, str] = {}  # the FileIO's properties, secrets left out
+    io_properties: dict[str, str] = Field(default_factory=dict)  # the FileIO's properties, secrets left out
     partition_spec_id: int = 0  # the current spec: outputs are partitioned by it
     snapshot_id: int | None  # the snapshot planned against: the commit refuses if inputs changed since
     spec_hash: str
@@ -137,7 +143,9 @@ class RewritePlan(_Frozen):
 # ---- reading the table's manifests ------------------------------------------------------------------
 
 
-class _Entry(BaseModel):
+class _Entry(Frozen):
+    """A live manifest entry as the planner needs it: its file, partition and bounds of the first sort key."""
+
     path: str
     size: int
     rows: int
@@ -155,9 +163,7 @@ def _entries(table: Table, first_key: str) -> list[_Entry]:
     """The live entries of the current snapshot, straight from its manifests (not `inspect.entries`,
     which decodes every column's metrics and fails on uuid columns). A file under an older partition
     spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current spec."""
-    from pyiceberg.conversions import from_bytes
 
-    from layout.compaction import partitions as partitioning
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
@@ -184,8 +190,6 @@ def _entries(table: Table, first_key: str) -> list[_Entry]:
 
 def _readable(iceberg_type: Any, value: Any) -> Any:
     """A bound in Python's own type (dates and timestamps as such), comparable within one column."""
-    from pyiceberg.types import DateType, TimestampType, TimestamptzType
-    from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
     if isinstance(iceberg_type, DateType):
         return days_to_date(value)
@@ -211,37 +215,9 @@ def _lakesort_snapshots(table: Table) -> dict[int, dict[str, str]]:
 
 def effective_hash(spec_hash: str, keys: Sequence[Any]) -> str:
     """The spec hash with the resolved sort keys in: keys taken from the table's sort order can change."""
-    import hashlib
 
     text = spec_hash + "|" + ";".join(f"{k.column},{k.direction},{k.nulls}" for k in keys)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def overlap_depth(intervals: Iterable[tuple[Any, Any]]) -> int:
-    """The most files that pairwise overlap in the key; a file without bounds overlaps everything.
-
-    Two closed ranges overlap when they intersect, except when one ends exactly where the other begins
-    ([1,2] and [2,3], or [2,2] and [2,2]): range partitioning splits a run of one key value across files
-    that way, and counting it would make every nightly run rewrite the partition again.
-    """
-    CLOSE, POINT, OPEN = 0, 1, 2  # at one key: ranges ending there, then single-value ranges, then starts
-    events, unknown = [], 0
-    for lo, hi in intervals:
-        if lo is None or hi is None:
-            unknown += 1
-        elif lo == hi:
-            events.append((lo, POINT))
-        else:
-            events.append((lo, OPEN))
-            events.append((hi, CLOSE))
-    depth = best = 0
-    for _, kind in sorted(events, key=lambda e: (e[0], e[1])):
-        if kind == POINT:  # overlaps the ranges open across this key, touches the rest
-            best = max(best, depth + 1)
-        else:
-            depth += 1 if kind == OPEN else -1
-            best = max(best, depth)
-    return best + unknown
 
 
 def _components(files: Sequence[_Entry]) -> list[list[_Entry]]:
@@ -267,9 +243,6 @@ def plan_rewrite(
     run_id: str | None = None,
 ) -> RewritePlan:
     """Decide per partition; group the files to rewrite. Reads manifests only."""
-    from layout.compaction.admission import check_table
-    from layout.compaction.inputs import shareable_io_properties
-    from layout.spec import resolve_sort_keys
 
     started = time.perf_counter()
     check_table(table, spec)  # every mistake the schema reveals, before any work (exit 2)

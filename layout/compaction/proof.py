@@ -26,8 +26,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.parquet as pq
 from pyiceberg import types as pt
 from pyiceberg.conversions import from_bytes
+from pyiceberg.io import pyarrow as pyio
+from pyiceberg.io.pyarrow import (
+    MetricModeTypes,
+    match_metrics_mode,
+    parquet_path_to_id_mapping,
+    pyarrow_to_schema,
+)
+from pyiceberg.manifest import DataFileContent
 
 from layout.errors import LakesortError
 
@@ -162,7 +171,6 @@ def _leaves(schema: Schema) -> list[_Leaf]:
 
 
 def _mode(properties: Mapping[str, str], name: str) -> Any:
-    from pyiceberg.io.pyarrow import match_metrics_mode
 
     return match_metrics_mode(properties.get(_COLUMN_MODE_PREFIX + name)
                               or properties.get(_DEFAULT_MODE_KEY, f"truncate({DEFAULT_TRUNCATE})"))
@@ -177,7 +185,6 @@ def _truncation(properties: Mapping[str, str], leaf: _Leaf, *, conservative: boo
     """
     if not isinstance(leaf.type, pt.StringType | pt.BinaryType):
         return None
-    from pyiceberg.io.pyarrow import MetricModeTypes
 
     mode = _mode(properties, leaf.name)
     length = mode.length if mode.type == MetricModeTypes.TRUNCATE else None
@@ -253,8 +260,6 @@ def _aggregate(files: Sequence[_File], leaves: Sequence[_Leaf], properties: Mapp
 def input_stats(data_files: Iterable[DataFile], schema: Schema,
                 properties: Mapping[str, str] | None = None) -> GroupStats:
     """The inputs' figures from their manifest entries (`plan_files()` tasks' `.file`, or entries)."""
-    from pyiceberg.io.pyarrow import MetricModeTypes
-    from pyiceberg.manifest import DataFileContent
 
     props = properties or {}
     leaves = _leaves(schema)
@@ -286,7 +291,6 @@ def input_stats(data_files: Iterable[DataFile], schema: Schema,
 
 def _id_problems(path: str, metadata: Any, expected: Mapping[str, int]) -> list[Difference]:
     """Every Parquet column must carry the field id the table schema gives its path."""
-    from pyiceberg.io.pyarrow import parquet_path_to_id_mapping, pyarrow_to_schema
 
     try:
         in_file = parquet_path_to_id_mapping(pyarrow_to_schema(metadata.schema.to_arrow_schema()))
@@ -326,7 +330,6 @@ def footer_statistics(metadata: Any, schema: Schema, properties: Mapping[str, st
     """A Parquet footer as the Iceberg statistics of a DataFile, serialized: pyiceberg's own computation,
     without the bounds of columns whose footer holds NaN bounds (`nan_tainted`). The commit builds its
     DataFiles with this, and the proof compares the same figures."""
-    from pyiceberg.io import pyarrow as pyio
 
     mapping = pyio.parquet_path_to_id_mapping(schema)
     stats = pyio.data_file_statistics_from_parquet_metadata(
@@ -341,8 +344,6 @@ def footer_statistics(metadata: Any, schema: Schema, properties: Mapping[str, st
 
 def output_stats(paths: Iterable[str], table_metadata: TableMetadata, io: FileIO) -> GroupStats:
     """The staged files' footers as Iceberg statistics, computed the way pyiceberg's commit does."""
-    import pyarrow.parquet as pq
-    from pyiceberg.io import pyarrow as pyio
 
     schema = table_metadata.schema()
     props = table_metadata.properties

@@ -18,16 +18,42 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
-import tempfile
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+import pyarrow.parquet as pq
+from pydantic import Field
+from pyiceberg.io import load_file_io
+from pyiceberg.table import Table
 
-from layout.errors import LakesortError
+from layout.catalog import load_catalog, load_table
+from layout.compaction.commit import (
+    CommitRefused,
+    CommitResult,
+    check_staged,
+    commit_rewrite,
+    delete_staged,
+    prove_staged,
+    staged_columns,
+)
+from layout.compaction.planner import RewriteGroup, RewritePlan, plan_rewrite
+from layout.errors import LakesortError, ParquetError
+from layout.manifest import StagedManifest
+from layout.metrics.measure import RunRecord, probes_for, record_run
+from layout.metrics.measure import measure as measure_snapshot
+from layout.models import Frozen
+from layout.registry import find_spec
+from layout.settings import settings
+from layout.spec import TableSpec, resolve_sort_keys
+from layout.verify.expectations import gx_verifier
+from layout.verify.rules import Finding, VerificationFailed, verify_staged
+
+__all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "Trigger", "VerifyOutcome", "abandon", "check_inputs",
+           "commit", "live_totals", "measure", "prepare", "record", "staged_manifest", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -36,24 +62,40 @@ Trigger = Literal["nightly", "backfill", "manual"]
 # jobs (each retried on its own) for a large one.
 MAX_JOB_BYTES = 16 << 30
 VERIFIED = "verified.json"
+# A stand-in for the layout rules and GX (tests): it may raise to refuse the commit.
+Verifier = Callable[[StagedManifest], Sequence[Finding] | None]
 
 
 class NotVerified(LakesortError):
     """The commit step found no verification of exactly this staged output."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class VerifyOutcome(Frozen):
+    """What the verify step found, saved beside the run; the commit checks `manifest` against the output."""
+
+    run_id: str
+    manifest: str  # sha256 of the staged manifest that was verified
+    status: Literal["passed"]
+    findings: tuple[Finding, ...]  # warnings and information (errors refuse the run)
 
 
-class SparkJob(_Frozen):
+class MeasureOutcome(Frozen):
+    """The owners' probes on the snapshots before and after a run (rows in lakesort.pruning_metrics)."""
+
+    probes: int
+    bytes_selected_before: int | None = None  # the owners' probes, summed
+    bytes_selected_after: int | None = None
+    by_probe: dict[str, tuple[int, int]] = Field(default_factory=dict)  # probe -> (bytes selected before, after)
+
+
+class SparkJob(Frozen):
     job_id: int
     group_ids: tuple[int, ...]
     input_bytes: int
     manifest_path: str
 
 
-class PreparedRun(_Frozen):
+class PreparedRun(Frozen):
     table: str
     catalog: str | None
     run_id: str
@@ -79,13 +121,11 @@ class PreparedRun(_Frozen):
         return Path(self.work_dir) / "run.json"
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> PreparedRun:
+    def load(cls, path: str | Path) -> PreparedRun:
         path = Path(path)
         return cls.model_validate_json((path / "run.json" if path.is_dir() else path).read_text())
 
-    def plan(self):
-        from layout.compaction.planner import RewritePlan
-
+    def plan(self) -> RewritePlan:
         return RewritePlan.from_json(Path(self.plan_path).read_text())
 
     def summary(self) -> str:
@@ -98,16 +138,10 @@ class PreparedRun(_Frozen):
                 f"group(s), {self.input_bytes} input bytes, in {len(self.jobs)} Spark job(s); run {self.run_id}")
 
 
-def work_root() -> Path:
-    return Path(os.environ.get("LAKESORT_WORK_DIR") or Path(tempfile.gettempdir()) / "lakesort-work")
-
-
 def prune_work_dirs(table_dir: Path, *, keep_days: float | None = None, now: float | None = None) -> int:
     """Remove a table's run directories (plans, manifests, the layout zip) older than `keep_days`
     ($LAKESORT_WORK_KEEP_DAYS, default 14): a nightly run leaves one a night. Returns how many went."""
-    import shutil
-
-    days = keep_days if keep_days is not None else float(os.environ.get("LAKESORT_WORK_KEEP_DAYS", "14"))
+    days = keep_days if keep_days is not None else settings().work_keep_days
     cutoff = (now if now is not None else time.time()) - days * 86_400
     removed = 0
     for run in table_dir.glob("*/run.json"):
@@ -120,15 +154,11 @@ def prune_work_dirs(table_dir: Path, *, keep_days: float | None = None, now: flo
 
 
 def prepare(
-    table_id: str, *, spec=None, partitions: Sequence[str] | None = None, force: bool = False,
+    table_id: str, *, spec: TableSpec | None = None, partitions: Sequence[str] | None = None, force: bool = False,
     trigger: Trigger = "manual", dry_run: bool = False, work_dir: Path | None = None,
     max_job_bytes: int = MAX_JOB_BYTES,
 ) -> PreparedRun:
     """Plan the run; unless it is a dry run or there is nothing to do, check the inputs and write the plan."""
-    from layout.catalog import load_table
-    from layout.compaction.driver import check_inputs, find_spec
-    from layout.compaction.planner import plan_rewrite
-
     started = time.time()
     spec = spec or find_spec(table_id)
     table = load_table(spec.table, spec.catalog)
@@ -136,8 +166,8 @@ def prepare(
     files_before, bytes_before = live_totals(table)
     plan = plan_rewrite(table, spec, partitions=partitions, force=force)
     if work_dir is None:
-        prune_work_dirs(work_root() / spec.table)
-    work = Path(work_dir or work_root() / spec.table / plan.run_id)
+        prune_work_dirs(settings().work_dir / spec.table)
+    work = Path(work_dir or settings().work_dir / spec.table / plan.run_id)
     work.mkdir(parents=True, exist_ok=True)
     plan_path = work / "plan.json"
     plan_path.write_text(plan.to_json())
@@ -160,9 +190,9 @@ def prepare(
     return prepared
 
 
-def _jobs(plan, work: Path, max_job_bytes: int) -> tuple[SparkJob, ...]:
+def _jobs(plan: RewritePlan, work: Path, max_job_bytes: int) -> tuple[SparkJob, ...]:
     """Groups packed in plan order into jobs of at most `max_job_bytes` input (a bigger group: alone)."""
-    batches: list[list[Any]] = []
+    batches: list[list[RewriteGroup]] = []
     size = 0
     for group in plan.groups:
         if not batches or size + group.bytes > max_job_bytes:
@@ -177,17 +207,8 @@ def _jobs(plan, work: Path, max_job_bytes: int) -> tuple[SparkJob, ...]:
     )
 
 
-def job_arguments(prepared: PreparedRun, job: SparkJob) -> list[str]:
-    """The arguments of `jobs/compact.py` for one job."""
-    return ["--plan", prepared.plan_path, "--manifest", job.manifest_path,
-            "--groups", ",".join(str(g) for g in job.group_ids)]
-
-
-def staged_manifest(prepared: PreparedRun):
+def staged_manifest(prepared: PreparedRun) -> StagedManifest:
     """The jobs' manifests as one; a job that did not finish is an error naming it."""
-    from layout.compaction.commit import CommitRefused
-    from layout.manifest import StagedManifest
-
     parts = []
     for job in prepared.jobs:
         path = Path(job.manifest_path)
@@ -201,34 +222,48 @@ def staged_manifest(prepared: PreparedRun):
                                     "seconds": sum(p.seconds for p in parts)})
 
 
-def verify(prepared: PreparedRun, *, spec=None, verifier=None) -> dict[str, Any]:
+def check_inputs(plan: RewritePlan) -> None:
+    """Open every input file's footer before any Spark work: a corrupt or missing file fails here, named,
+    instead of deep inside an executor (about a millisecond per file). Files are opened through the
+    table's FileIO with their paths exactly as the manifests record them, as the executors will."""
+    io = load_file_io(dict(plan.io_properties), plan.metadata_location)
+    for group in plan.groups:
+        for f in group.inputs:
+            try:
+                with io.new_input(f.path).open() as stream:
+                    rows = pq.read_metadata(stream).num_rows
+            except FileNotFoundError as exc:
+                raise ParquetError(f.path, "input file not found", hint="the table references a file that is "
+                                   "gone; restore it or remove it from the table") from exc
+            except Exception as exc:
+                raise ParquetError(f.path, f"cannot read the Parquet footer ({exc})",
+                                   hint="the file is corrupt or not Parquet; nothing was rewritten") from exc
+            if rows != f.rows:
+                raise ParquetError(f.path, f"the footer holds {rows} rows, the table's manifest {f.rows}",
+                                   hint="the file changed after it was committed; nothing was rewritten")
+
+
+def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
+           verifier: Verifier | None = None) -> VerifyOutcome:
     """Check the staged output (rows, fingerprints, then the layout rules and GX, or `verifier`) and
     mark it verified; on failure remove the staged files and record the findings."""
-    from layout.catalog import load_table
-    from layout.compaction.commit import _columns, check_staged, prove_staged
-
     with _failure_recorded(prepared, "verify", remove_staged=True):
         manifest = staged_manifest(prepared)
-        check_staged(manifest, _columns(prepared.plan()))
-        prove_staged(load_table(prepared.table, prepared.catalog), prepared.plan(), manifest)
+        plan = prepared.plan()
+        check_staged(manifest, staged_columns(plan))
+        prove_staged(load_table(prepared.table, prepared.catalog), plan, manifest)
         findings = verifier(manifest) if verifier is not None else _verify_layout(prepared, manifest, spec)
-        outcome = {"run_id": prepared.run_id, "manifest": _digest(manifest), "status": "passed",
-                   "findings": findings or []}
-        (Path(prepared.work_dir) / VERIFIED).write_text(json.dumps(outcome))
+        outcome = VerifyOutcome(run_id=prepared.run_id, manifest=_digest(manifest), status="passed",
+                                findings=tuple(findings or ()))
+        (Path(prepared.work_dir) / VERIFIED).write_text(outcome.model_dump_json())
         log.info("%s run %s: staged output verified (%d group(s), %d warning(s))", prepared.table,
-                 prepared.run_id, len(manifest.groups), len(outcome["findings"]))
+                 prepared.run_id, len(manifest.groups), len(outcome.findings))
         return outcome
 
 
-def _verify_layout(prepared: PreparedRun, manifest, spec=None) -> list[dict[str, Any]]:
-    """The layout rules (`layout.verify.rules`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
+def _verify_layout(prepared: PreparedRun, manifest: StagedManifest, spec: TableSpec | None) -> list[Finding]:
+    """The layout rules (`layout.verify`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
     before either refuses, so the Data Docs always show this run. Returns the findings (warnings)."""
-    from layout.catalog import load_table
-    from layout.compaction.driver import find_spec, report_dir
-    from layout.spec import resolve_sort_keys
-    from layout.verify.expectations import gx_verifier
-    from layout.verify.rules import VerificationFailed, verify_staged
-
     spec = spec or find_spec(prepared.table)
     keys = resolve_sort_keys(spec, load_table(prepared.table, prepared.catalog))
     report = verify_staged(manifest, spec, keys)
@@ -236,28 +271,25 @@ def _verify_layout(prepared: PreparedRun, manifest, spec=None) -> list[dict[str,
         log.warning("%s: %s", finding.rule, finding.diagnosis)
     failures: list[Exception] = [] if report.ok else [VerificationFailed(report)]
     try:
-        gx_verifier(spec, keys, docs_dir=report_dir() / "gx")(manifest)
+        gx_verifier(spec, keys, docs_dir=settings().report_dir / "gx")(manifest)
     except LakesortError as exc:
         failures.append(exc)
     if failures:
         raise failures[0]
-    return [f.to_json() for f in report.findings]
+    return list(report.findings)
 
 
-def commit(prepared: PreparedRun):
+def commit(prepared: PreparedRun) -> CommitResult:
     """Commit the verified staged output atomically and record the run; returns the CommitResult.
 
     The `verify` step must have passed for exactly this output (its digest); the commit re-checks rows
     and fingerprints itself, then swaps the files in one Iceberg overwrite.
     """
-    from layout.catalog import load_table
-    from layout.compaction.commit import commit_rewrite
-
     with _failure_recorded(prepared, "commit"):
         manifest = staged_manifest(prepared)
         marker = Path(prepared.work_dir) / VERIFIED
-        verified = json.loads(marker.read_text()) if marker.exists() else {}
-        if verified.get("manifest") != _digest(manifest):
+        verified = VerifyOutcome.model_validate_json(marker.read_text()) if marker.exists() else None
+        if verified is None or verified.manifest != _digest(manifest):
             raise NotVerified(f"{prepared.table} run {prepared.run_id}: the staged output was not verified "
                               "(run the verify step first); nothing committed")
         table = load_table(prepared.table, prepared.catalog)
@@ -266,40 +298,34 @@ def commit(prepared: PreparedRun):
         record(prepared, "committed", snapshot_after=result.snapshot_id, files_after=files_after,
                bytes_after=bytes_after, files_removed=result.files_removed, files_added=result.files_added,
                bytes_rewritten=result.bytes_removed, rows_rewritten=result.rows,
-               verification="passed", findings=json.dumps(verified["findings"]))
+               verification="passed", findings=_findings_json(verified.findings))
         return result
 
 
-def measure(prepared: PreparedRun, snapshot_after: int | None = None, *, spec=None) -> dict[str, Any]:
+def measure(prepared: PreparedRun, snapshot_after: int | None = None, *,
+            spec: TableSpec | None = None) -> MeasureOutcome:
     """Every probe on the snapshot before the run and the one after, with the same probes."""
-    from layout.catalog import load_table
-    from layout.compaction.driver import find_spec
-    from layout.metrics.measure import measure as measure_snapshot
-    from layout.metrics.measure import probes_for
-
     spec = spec or find_spec(prepared.table)
     table = load_table(prepared.table, prepared.catalog)
     if snapshot_after is None:
         current = table.current_snapshot()
         snapshot_after = current.snapshot_id if current else None
     if prepared.snapshot_before is None or snapshot_after is None:
-        return {"probes": 0}
+        return MeasureOutcome(probes=0)
     probes = probes_for(spec, table, prepared.snapshot_before)
     before = measure_snapshot(prepared.table, snapshot_id=prepared.snapshot_before, run_id=prepared.run_id,
                               phase="before", spec=spec, probes=probes)
     after = measure_snapshot(prepared.table, snapshot_id=snapshot_after, run_id=prepared.run_id,
                              phase="after", spec=spec, probes=probes)
-    return {"probes": len(probes),
-            "bytes_selected_before": sum(m.bytes_selected for m in before if m.probe_kind == "owner"),
-            "bytes_selected_after": sum(m.bytes_selected for m in after if m.probe_kind == "owner"),
-            "by_probe": {b.probe: [b.bytes_selected, a.bytes_selected] for b, a in zip(before, after, strict=True)}}
+    return MeasureOutcome(
+        probes=len(probes),
+        bytes_selected_before=sum(m.bytes_selected for m in before if m.probe_kind == "owner"),
+        bytes_selected_after=sum(m.bytes_selected for m in after if m.probe_kind == "owner"),
+        by_probe={b.probe: (b.bytes_selected, a.bytes_selected) for b, a in zip(before, after, strict=True)})
 
 
 def abandon(prepared: PreparedRun, reason: str) -> int:
     """A step failed outside our code (the Spark job): remove the staged files, record the failure."""
-    from layout.catalog import load_table
-    from layout.compaction.commit import delete_staged
-
     removed = delete_staged(load_table(prepared.table, prepared.catalog), prepared.run_id)
     record(prepared, "failed", error=reason)
     log.warning("%s run %s abandoned (%s): table unchanged, %d staged file(s) removed", prepared.table,
@@ -307,11 +333,8 @@ def abandon(prepared: PreparedRun, reason: str) -> int:
     return removed
 
 
-def record(prepared: PreparedRun, status: str, **figures: Any) -> None:
+def record(prepared: PreparedRun, status: str, **figures: object) -> None:
     """The run's row in `lakesort.compaction_runs` (replaced by a later step of the same run)."""
-    from layout.catalog import load_catalog
-    from layout.metrics.measure import RunRecord, record_run
-
     row = RunRecord(
         run_id=prepared.run_id, table=prepared.table, status=status, trigger=prepared.trigger,
         started_at=dt.datetime.fromtimestamp(prepared.started_at, dt.UTC),
@@ -327,36 +350,33 @@ def record(prepared: PreparedRun, status: str, **figures: Any) -> None:
         log.warning("could not record run %s in the metrics tables: %s", prepared.run_id, exc)
 
 
-class _failure_recorded:
+@contextmanager
+def _failure_recorded(prepared: PreparedRun, step: str, *, remove_staged: bool = False) -> Iterator[None]:
     """On an exception in a step: record the run as failed (with findings, if any) and re-raise; with
     `remove_staged`, first delete the run's staged files (the commit step does that itself)."""
-
-    def __init__(self, prepared: PreparedRun, step: str, *, remove_staged: bool = False) -> None:
-        self.prepared, self.step, self.remove_staged = prepared, step, remove_staged
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, error, tb) -> bool:
-        if error is not None and self.remove_staged:
-            from layout.catalog import load_table
-            from layout.compaction.commit import delete_staged
-
-            delete_staged(load_table(self.prepared.table, self.prepared.catalog), self.prepared.run_id)
-        if error is not None and isinstance(error, Exception):
+    try:
+        yield
+    except BaseException as error:
+        if remove_staged:
+            delete_staged(load_table(prepared.table, prepared.catalog), prepared.run_id)
+        if isinstance(error, Exception):
             report = getattr(error, "report", None)
-            findings = json.dumps([f.to_json() for f in report.findings]) if report is not None else "[]"
-            log.error("%s run %s: %s failed: %s", self.prepared.table, self.prepared.run_id, self.step, error)
-            record(self.prepared, "failed", error=f"{self.step}: {error}"[:4000], findings=findings,
-                   verification="failed" if self.step == "verify" else "skipped")
-        return False
+            findings = _findings_json(report.findings) if report is not None else "[]"
+            log.error("%s run %s: %s failed: %s", prepared.table, prepared.run_id, step, error)
+            record(prepared, "failed", error=f"{step}: {error}"[:4000], findings=findings,
+                   verification="failed" if step == "verify" else "skipped")
+        raise
 
 
-def _digest(manifest) -> str:
+def _findings_json(findings: Sequence[Finding]) -> str:
+    return json.dumps([f.to_json() for f in findings])
+
+
+def _digest(manifest: StagedManifest) -> str:
     return hashlib.sha256(manifest.to_json().encode()).hexdigest()
 
 
-def live_totals(table) -> tuple[int, int]:
+def live_totals(table: Table) -> tuple[int, int]:
     """(files, bytes) of the table's current snapshot."""
     if table.current_snapshot() is None:
         return 0, 0

@@ -19,17 +19,31 @@ import datetime as dt
 import logging
 import math
 import random
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from layout.catalog import load_catalog
+from layout.expr.predicate import sql_literal
+from layout.io import resolve
 from layout.metrics import store
-
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
+from layout.parquet import ParquetFile
+from layout.read.cache import MetadataCache
+from layout.read.iceberg import snapshot_files
+from layout.read.plan import needed_columns, plan, selected_pages
+from layout.read.plan_values import Plan
+from layout.read.scan import match_selections
+from layout.registry import find_spec
+from layout.spec import TableSpec, resolve_sort_keys
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +98,7 @@ class Measurement:
         return asdict(self)
 
 
-def owner_probes(spec) -> list[Probe]:
+def owner_probes(spec: TableSpec) -> list[Probe]:
     return [Probe(p.name, p.where, tuple(p.columns) if p.columns else None, "owner") for p in spec.probes]
 
 
@@ -94,33 +108,28 @@ def standard_probes(table: Table, columns: Sequence[str], snapshot_id: int | Non
     name = ".".join(table.name())
     for column in columns:
         values = _sample(table, column, snapshot_id, random.Random(zlib.crc32(f"{name}:{column}".encode())))
-        if not values or _sql_literal(values[0]) is None:
+        if not values or _probe_literal(values[0]) is None:
             log.info("%s: no standard probes on %s (no values, or a type without SQL literals)", name, column)
             continue
         rng = random.Random(zlib.crc32(f"{name}:{column}:probes".encode()))
         safe = column.replace(".", "_")
         point = values[rng.randrange(len(values))]
-        probes.append(Probe(f"std_{safe}_point", f"{column} = {_sql_literal(point)}", None, "standard"))
+        probes.append(Probe(f"std_{safe}_point", f"{column} = {_probe_literal(point)}", None, "standard"))
         for label, fraction in STANDARD_SELECTIVITIES:
             width = max(1, round(fraction * len(values)))
             start = rng.randrange(max(1, len(values) - width))
             lo, hi = values[start], values[min(start + width, len(values) - 1)]
-            probes.append(Probe(f"std_{safe}_{label}", f"{column} BETWEEN {_sql_literal(lo)} AND {_sql_literal(hi)}",
+            probes.append(Probe(f"std_{safe}_{label}", f"{column} BETWEEN {_probe_literal(lo)} AND {_probe_literal(hi)}",
                                 None, "standard"))
     return probes
 
 
 def _sample(table: Table, column: str, snapshot_id: int | None, rng: random.Random) -> list[Any]:
     """Sorted non-null values of `column` from a seeded sample of the snapshot's files."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from layout.io import resolve
-    from layout.read.iceberg import snapshot_files
 
     files = sorted(snapshot_files(table, None, None, snapshot_id), key=lambda f: f.path)
     chosen = rng.sample(files, min(SAMPLE_FILES, len(files)))
-    import pyarrow as pa
 
     chunks = []
     for f in chosen:
@@ -134,28 +143,20 @@ def _sample(table: Table, column: str, snapshot_id: int | None, rng: random.Rand
     return values.take(pc.sort_indices(values)).to_pylist()
 
 
-def _sql_literal(value: Any) -> str | None:
-    """`value` as Spark SQL text (None: a type we make no standard probes for)."""
+def _probe_literal(value: Any) -> str | None:
+    """`value` as SQL text for a standard probe (None: a type we make no standard probes for)."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, dt.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, dt.date):
-        return f"DATE '{value.isoformat()}'"
-    if isinstance(value, int | Decimal):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else None
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dt.date | int | Decimal | float | str):  # datetime is a date
+        return sql_literal(value)
     return None
 
 
 def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, run_id: str,
                   phase: Phase) -> Measurement:
     """Plan `probe` cold and warm on the snapshot, then count the pages the matching rows need."""
-    from layout.read.cache import MetadataCache
-    from layout.read.plan import plan
 
     cache = MetadataCache()
     cold = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
@@ -175,11 +176,8 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
     )
 
 
-def ideal(planned) -> tuple[int, int, int]:
+def ideal(planned: Plan) -> tuple[int, int, int]:
     """(pages, bytes, rows) of the ideal read of a plan: the pages of its columns that hold a matching row."""
-    from layout.parquet import ParquetFile
-    from layout.read.plan import needed_columns, selected_pages
-    from layout.read.scan import match_selections
 
     pages_ideal = bytes_ideal = rows_matching = 0
     for file, groups in match_selections(planned):
@@ -197,9 +195,8 @@ def ideal(planned) -> tuple[int, int, int]:
     return pages_ideal, bytes_ideal, rows_matching
 
 
-def probes_for(spec, table: Table, snapshot_id: int | None = None) -> list[Probe]:
+def probes_for(spec: TableSpec, table: Table, snapshot_id: int | None = None) -> list[Probe]:
     """The owners' probes, then the standard set for each sort key."""
-    from layout.spec import resolve_sort_keys
 
     keys = [k.column for k in resolve_sort_keys(spec, table)]
     return owner_probes(spec) + standard_probes(table, keys, snapshot_id)
@@ -207,17 +204,14 @@ def probes_for(spec, table: Table, snapshot_id: int | None = None) -> list[Probe
 
 def measure(
     table_id: str, *, snapshot_id: int | None = None, run_id: str | None = None, phase: Phase = "on-demand",
-    spec=None, probes: Sequence[Probe] | None = None, record: bool = True,
+    spec: TableSpec | None = None, probes: Sequence[Probe] | None = None, record: bool = True,
 ) -> list[Measurement]:
     """Measure every probe of a table on a snapshot (default: the current one) and record the rows.
 
     An on-demand measurement's run id is `measure-<snapshot id>`: measuring a snapshot twice replaces
     its rows instead of adding more.
     """
-    import time
 
-    from layout.catalog import load_catalog
-    from layout.compaction.driver import find_spec
 
     spec = spec or find_spec(table_id)
     catalog = load_catalog(spec.catalog)

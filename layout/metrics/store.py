@@ -27,8 +27,13 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.expressions import AlwaysTrue, And, EqualTo, Or
+from pyiceberg.schema import Schema
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
+
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
@@ -69,15 +74,12 @@ RUNS_KEY = ("run_id", "table")
 
 
 def arrow_schema(fields: Sequence[tuple[str, str, bool]]) -> pa.Schema:
-    import pyarrow as pa
 
     types = {_LONG: pa.int64(), _DOUBLE: pa.float64(), _STRING: pa.string(), _TS: pa.timestamp("us", tz="UTC")}
     return pa.schema([pa.field(name, types[kind], nullable=not required) for name, kind, required in fields])
 
 
 def _iceberg_schema(fields: Sequence[tuple[str, str, bool]]) -> Any:
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
 
     types = {_LONG: LongType(), _DOUBLE: DoubleType(), _STRING: StringType(), _TS: TimestamptzType()}
     return Schema(*(NestedField(i, name, types[kind], required=required)
@@ -86,7 +88,6 @@ def _iceberg_schema(fields: Sequence[tuple[str, str, bool]]) -> Any:
 
 def ensure_table(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, bool]]) -> Table:
     """The metrics table, created (with its namespace) on first use."""
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 
     try:
         return catalog.load_table(identifier)
@@ -107,8 +108,6 @@ def ensure_table(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, 
 def upsert(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, bool]],
            key: Sequence[str], rows: Sequence[dict[str, Any]]) -> int:
     """Replace the rows with the same key values, then append, in one snapshot; returns rows written."""
-    import pyarrow as pa
-    from pyiceberg.expressions import And, EqualTo, Or
 
     if not rows:
         return 0
@@ -129,8 +128,6 @@ def upsert(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, b
 def read(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, bool]],
          table: str | None = None) -> pa.Table:
     """All rows (or one table's), empty with the schema when nothing was recorded yet."""
-    from pyiceberg.exceptions import NoSuchTableError
-    from pyiceberg.expressions import AlwaysTrue, EqualTo
 
     try:
         t = catalog.load_table(identifier)

@@ -7,6 +7,9 @@
     pf.bloom_filter(rg, "col")             # BloomFilter | None
 
 Errors about the file (corrupt, truncated, encrypted, not Parquet) are `layout.errors.ParquetError`.
+
+May import: the ground floor (errors, io) only. It knows no predicates: `layout.expr` and `layout.read`
+sit above it.
 """
 
 from layout.parquet.bloom import BloomFilter

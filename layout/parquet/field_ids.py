@@ -17,6 +17,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from layout.io import resolve
 from layout.parquet import format as fmt
 from layout.parquet import thrift
 
@@ -123,7 +124,6 @@ def patch_file_bytes(data: bytes, ids: Mapping[tuple[str, ...], int]) -> bytes |
 
 def patch_path(location: str, ids: Mapping[tuple[str, ...], int]) -> bool:
     """Patch one file in place (rewritten whole: object stores cannot append); True when it changed."""
-    from layout.io import resolve
 
     filesystem, path = resolve(location)
     with filesystem.open_input_file(path) as f:

@@ -21,6 +21,8 @@ import functools
 import struct
 from typing import Any
 
+import numpy
+
 from layout.parquet import format as fmt
 
 MAX_DEPTH = 64
@@ -343,7 +345,6 @@ def _np_varints(b: bytes, p: int, n: int, per: int, headers: tuple[int, ...] | N
     """
     global _np
     if _np is None:
-        import numpy
 
         _np = numpy
     np = _np

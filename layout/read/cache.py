@@ -14,28 +14,33 @@ Bounds: total bytes (least recently used items go first, across the whole cache,
 size of one item (bigger values are returned but not kept), and an expiry measured from last access.
 Sizes are not measured here: `load` returns `(value, size)` and the caller estimates the size (for
 example the raw metadata bytes times a factor for the decoded Python objects and the entry overhead).
+The items live in one `cachetools.TTLCache`, which keeps the LRU order, the expiry and the byte bound;
+this module adds the file versions, the per-item size limit, the counters and the shared loads.
 
-Concurrency: one lock guards all state. It is never held while loading. Concurrent `get_or_load`
-calls for the same item share one load (an in-flight marker): the first caller loads, the others wait
-for its result. If that load fails, the error goes to the caller that ran it and each waiter retries
-(one of them becomes the next loader). One lock is enough: every operation under it is a few dict
-operations, and the least-recently-used order spans all tiers, so per-tier locks would still need a
-global one for it.
+Concurrency: one lock guards all state (cachetools' caches are not thread-safe). It is never held while
+loading. Concurrent `get_or_load` calls for the same item share one load (an in-flight marker): the
+first caller loads, the others wait for its result. If that load fails, the error goes to the caller
+that ran it and each waiter retries (one of them becomes the next loader). One lock is enough: every
+operation under it is a few dict operations, and the least-recently-used order spans all tiers, so
+per-tier locks would still need a global one for it.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cachetools import TTLCache
+from pyarrow import fs
+
 from layout.errors import ConfigError, InputError, UsageError
+from layout.settings import settings
+from layout.sizes import MiB
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
@@ -51,8 +56,8 @@ __all__ = [
     "set_default_cache",
 ]
 
-MiB = 1024 * 1024
 V = TypeVar("V")
+_Ident = tuple[str, str, Hashable]  # (fs_id, path, item): one item in the store
 
 
 @dataclass(frozen=True)
@@ -91,58 +96,18 @@ class CacheConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CacheConfig:
-        """The defaults, overridden by the `LAKESORT_CACHE_*` variables that are set and not empty.
+        """The `LAKESORT_CACHE_*` settings (`layout.settings`; unset or empty variables take the defaults).
 
-        LAKESORT_CACHE_ENABLED (true/false/1/0), LAKESORT_CACHE_MAX_BYTES and
-        LAKESORT_CACHE_MAX_ENTRY_BYTES (bytes, or a number with KiB/MiB/GiB/TiB such as `256MiB`),
-        LAKESORT_CACHE_EXPIRE_SECONDS (a positive number of seconds).
+        LAKESORT_CACHE_ENABLED, LAKESORT_CACHE_MAX_BYTES, LAKESORT_CACHE_MAX_ENTRY_BYTES and
+        LAKESORT_CACHE_EXPIRE_SECONDS; a bad value is a `ConfigError` naming the variable.
         """
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for var, field, parse in (
-            ("LAKESORT_CACHE_ENABLED", "enabled", _parse_bool),
-            ("LAKESORT_CACHE_MAX_BYTES", "max_total_bytes", _parse_bytes),
-            ("LAKESORT_CACHE_MAX_ENTRY_BYTES", "max_entry_bytes", _parse_bytes),
-            ("LAKESORT_CACHE_EXPIRE_SECONDS", "expire_after_seconds", _parse_seconds),
-        ):
-            raw = env.get(var)
-            if raw is not None and raw.strip():
-                values[field] = parse(var, raw.strip())
-        return cls(**values)
-
-
-def _parse_bool(var: str, raw: str) -> bool:
-    text = raw.lower()
-    if text in ("true", "1"):
-        return True
-    if text in ("false", "0"):
-        return False
-    raise ConfigError(f"{var}={raw!r}: not a boolean; use true, false, 1 or 0")
-
-
-_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": MiB, "gib": 1024 * MiB, "tib": 1024 * 1024 * MiB}
-_SIZE = re.compile(r"(\d+)\s*([a-z]*)", re.IGNORECASE)
-
-
-def _parse_bytes(var: str, raw: str) -> int:
-    match = _SIZE.fullmatch(raw)
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _UNITS or int(match.group(1)) == 0:
-        raise ConfigError(
-            f"{var}={raw!r}: not a positive size; use a plain number of bytes (268435456) "
-            "or a number with KiB, MiB, GiB or TiB (256MiB, 1GiB)"
+        given = settings(environ)
+        return cls(
+            enabled=given.cache_enabled,
+            max_total_bytes=given.cache_max_bytes,
+            max_entry_bytes=given.cache_max_entry_bytes,
+            expire_after_seconds=given.cache_expire_seconds,
         )
-    return int(match.group(1)) * _UNITS[unit]
-
-
-def _parse_seconds(var: str, raw: str) -> float:
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not seconds > 0:  # also rejects nan
-        raise ConfigError(f"{var}={raw!r}: not a positive number of seconds; use e.g. 3600 or 0.5 or inf")
-    return seconds
 
 
 @dataclass(frozen=True)
@@ -179,25 +144,65 @@ class CacheStats:
         return self.hits / self.lookups if self.lookups else 0.0
 
 
-class _Entry:
-    # Mutable on purpose (last access moves); never leaves the cache.
-    __slots__ = ("fs_id", "item", "last_access", "path", "size", "value")
-
-    def __init__(self, fs_id: str, path: str, item: Hashable, value: Any, size: int, now: float) -> None:
-        self.fs_id, self.path, self.item = fs_id, path, item
-        self.value, self.size, self.last_access = value, size, now
-
-
 class _File:
+    # Hand-written: cachetools has no secondary index, and a rewritten file must lose all its items at
+    # once (found here, not by scanning the whole store). `items` holds the store's own `(value, size)`
+    # tuples, so a hit reads the value here and only writes it back to the store.
     __slots__ = ("items", "key")
 
     def __init__(self, key: FileKey) -> None:
         self.key = key
-        self.items: dict[Hashable, _Entry] = {}
+        self.items: dict[Hashable, tuple[Any, int]] = {}
+
+
+class _Store(TTLCache):
+    """The items, `(fs_id, path, item) -> (value, size)`, and the files they belong to (`files`).
+
+    cachetools keeps the LRU order, the expiry and the byte bound. What it drops on its own is counted in
+    `counts` and unindexed, through the two methods cachetools documents for that: `popitem` (the least
+    recently used, evicted for room) and `expire` (timed out). No reference back to the `MetadataCache`:
+    a cache that is let go is freed at once, with all it holds, not later by the cycle collector.
+    """
+
+    def __init__(self, config: CacheConfig, clock: Callable[[], float], counts: Counter[str]) -> None:
+        super().__init__(maxsize=config.max_total_bytes, ttl=config.expire_after_seconds, timer=clock,
+                         getsizeof=itemgetter(1))
+        self.counts = counts
+        self.files: dict[tuple[str, str], _File] = {}  # (fs_id, path) -> the version held and its items
+
+    def popitem(self) -> tuple[_Ident, tuple[Any, int]]:
+        ident, entry = super().popitem()
+        self.counts["evictions"] += 1
+        self.unindex(ident)
+        return ident, entry
+
+    def expire(self, time: float | None = None) -> list[tuple[_Ident, tuple[Any, int]]]:
+        expired = super().expire(time)
+        for ident, _ in expired:
+            self.counts["expirations"] += 1
+            self.unindex(ident)
+        return expired
+
+    def clear(self) -> None:
+        super().clear()
+        self.files.clear()
+
+    def unindex(self, ident: _Ident) -> None:
+        fs_id, path, item = ident
+        file = self.files[fs_id, path]
+        del file.items[item]
+        # Empty files go too, so a cache of many short-lived files does not keep their shells.
+        if not file.items:
+            del self.files[fs_id, path]
 
 
 class _Flight:
-    """One load in progress; waiters block on `done` and then read `ok`/`value`."""
+    """One load in progress; waiters block on `done` and then read `ok`/`value`.
+
+    Hand-written rather than cachetools' `cached(lock=..., condition=...)`: the loader is a closure per
+    call, not a function of the key; waiters must get the leader's value even when it was not kept (over
+    `max_entry_bytes`); a load that straddles `invalidate` must not be stored; and the waits are counted.
+    """
 
     __slots__ = ("done", "ok", "value")
 
@@ -216,19 +221,12 @@ class MetadataCache:
     def __init__(self, config: CacheConfig | None = None, *, clock: Callable[[], float] = time.monotonic):
         self._config = config or CacheConfig()
         self._max_entry = min(self._config.max_entry_bytes, self._config.max_total_bytes)
-        self._clock = clock
         self._lock = threading.Lock()
-        self._tiers: dict[str, dict[str, _File]] = {}
-        # Every entry once, oldest access first: the LRU order and the expiry order at the same time,
-        # because expiry is measured from last access and the clock is monotonic.
-        self._lru: OrderedDict[tuple[str, str, Hashable], _Entry] = OrderedDict()
+        self._counts: Counter[str] = Counter()
+        self._store = _Store(self._config, clock, self._counts)
         self._inflight: dict[tuple[str, FileKey, Hashable], _Flight] = {}
         # Bumped by invalidate/clear, so a load that started before one is returned but not stored.
         self._generation = 0
-        self._bytes = 0
-        self._hits = self._misses = self._loads = self._coalesced = 0
-        self._evictions = self._expirations = self._invalidations = self._rejected = 0
-        self._load_seconds = 0.0
 
     @property
     def config(self) -> CacheConfig:
@@ -238,7 +236,7 @@ class MetadataCache:
         """The cached value, or `default` on a miss (pass a sentinel if None is a valid value)."""
         with self._lock:
             entry = self._lookup_locked(fs_id, key, item)
-            return default if entry is None else entry.value
+            return default if entry is None else entry[0]
 
     def put(self, fs_id: str, key: FileKey, item: Hashable, value: Any, size: int) -> bool:
         """Keep `value` (estimated at `size` bytes); False if it was not kept (disabled or too big).
@@ -258,7 +256,7 @@ class MetadataCache:
         if not self._config.enabled:
             # Nothing is stored, so there is nothing to share either: every caller loads.
             with self._lock:
-                self._misses += 1
+                self._counts["misses"] += 1
             value, _ = self._run_load(load)
             return value
         flight_key = (fs_id, key, item)
@@ -266,16 +264,13 @@ class MetadataCache:
             with self._lock:
                 entry = self._lookup_locked(fs_id, key, item)
                 if entry is not None:
-                    return entry.value
+                    return entry[0]
                 flight = self._inflight.get(flight_key)
-                leader = flight is None
                 if flight is None:
                     flight = self._inflight[flight_key] = _Flight()
                     generation = self._generation
-                else:
-                    self._coalesced += 1
-            if leader:
-                break
+                    break
+                self._counts["coalesced"] += 1
             flight.done.wait()
             if flight.ok:
                 return flight.value
@@ -295,7 +290,8 @@ class MetadataCache:
 
     def invalidate(self, fs_id: str, path: str) -> int:
         """Drop everything cached for `path` on `fs_id` (any version); the number of items dropped."""
-        with self._lock:
+        with self._lock, self._store.timer as now:
+            self._store.expire(now)
             self._generation += 1
             for flight_key in [k for k in self._inflight if k[0] == fs_id and k[1].path == path]:
                 del self._inflight[flight_key]  # new callers start a fresh load
@@ -306,18 +302,18 @@ class MetadataCache:
         with self._lock:
             self._generation += 1
             self._inflight.clear()
-            self._invalidations += len(self._lru)
-            self._tiers.clear()
-            self._lru.clear()
-            self._bytes = 0
+            self._counts["invalidations"] += len(self._store)  # len() expires the timed-out ones first
+            self._store.clear()
 
     def stats(self) -> CacheStats:
-        with self._lock:
+        with self._lock, self._store.timer:
+            counts = self._counts
             return CacheStats(
-                hits=self._hits, misses=self._misses, loads=self._loads, coalesced=self._coalesced,
-                load_seconds=self._load_seconds, evictions=self._evictions,
-                expirations=self._expirations, invalidations=self._invalidations,
-                rejected=self._rejected, bytes=self._bytes, entries=len(self._lru),
+                hits=counts["hits"], misses=counts["misses"], loads=counts["loads"],
+                coalesced=counts["coalesced"], load_seconds=float(counts["load_seconds"]),
+                evictions=counts["evictions"], expirations=counts["expirations"],
+                invalidations=counts["invalidations"], rejected=counts["rejected"],
+                bytes=self._store.currsize, entries=len(self._store),
             )
 
     # -- internals; every *_locked method runs with self._lock held ---------------------------------
@@ -329,89 +325,69 @@ class MetadataCache:
         finally:
             elapsed = time.perf_counter() - started
             with self._lock:
-                self._loads += 1
-                self._load_seconds += elapsed
+                self._counts["loads"] += 1
+                self._counts["load_seconds"] += elapsed
         _check_size(size)
         return value, size
 
-    def _lookup_locked(self, fs_id: str, key: FileKey, item: Hashable) -> _Entry | None:
-        now = self._clock()
-        self._expire_locked(now)
-        file = self._tiers.get(fs_id, {}).get(key.path)
-        if file is not None and file.key != key:
-            # The file was rewritten (or the caller holds an older stat): the old items are dead weight.
-            self._drop_file_locked(fs_id, key.path)
-            file = None
-        entry = file.items.get(item) if file is not None else None
-        if entry is None:
-            self._misses += 1
-            return None
-        self._hits += 1
-        entry.last_access = now
-        self._lru.move_to_end((fs_id, key.path, item))
-        return entry
+    def _lookup_locked(self, fs_id: str, key: FileKey, item: Hashable) -> tuple[Any, int] | None:
+        store = self._store
+        with store.timer as now:  # one reading of the clock for the whole lookup
+            store.expire(now)
+            file = self._file_locked(fs_id, key)
+            entry = None if file is None else file.items.get(item)
+            if entry is None:
+                self._counts["misses"] += 1
+                return None
+            self._counts["hits"] += 1
+            # Written back: TTLCache times an item from its last write, this cache from its last access.
+            store[fs_id, key.path, item] = entry
+            return entry
 
     def _store_locked(self, fs_id: str, key: FileKey, item: Hashable, value: Any, size: int) -> bool:
         if not self._config.enabled:
             return False
-        now = self._clock()
-        self._expire_locked(now)
-        file = self._tiers.get(fs_id, {}).get(key.path)
-        if file is not None and file.key != key:
-            self._drop_file_locked(fs_id, key.path)
-            file = None
-        old = file.items.get(item) if file is not None else None
-        if old is not None:
-            # Replaced, whether or not the new value is kept: the old one must not be served again, and it
-            # may be the same object grown past its accounted size (a ParquetFile that read page indexes).
-            self._remove_locked(old)  # may drop the file and tier if it was their last item
-        if size > self._max_entry:
-            self._rejected += 1
-            self._evictions += old is not None
-            return False
-        files = self._tiers.setdefault(fs_id, {})
-        file = files.get(key.path)
-        if file is None:
-            file = files[key.path] = _File(key)
-        entry = _Entry(fs_id, key.path, item, value, size, now)
-        file.items[item] = entry
-        self._lru[(fs_id, key.path, item)] = entry
-        self._bytes += size
-        while self._bytes > self._config.max_total_bytes:
-            self._remove_locked(self._lru[next(iter(self._lru))])
-            self._evictions += 1
-        return True
+        store = self._store
+        with store.timer as now:
+            store.expire(now)
+            file = self._file_locked(fs_id, key)
+            ident = (fs_id, key.path, item)
+            replaced = file is not None and item in file.items
+            if replaced:
+                # Replaced, whether or not the new value is kept: the old one must not be served again, and
+                # it may be the same object grown past its accounted size (a ParquetFile that read page
+                # indexes). Removed first, so making room for the new value never counts it as evicted.
+                del store[ident]
+                store.unindex(ident)
+            if size > self._max_entry:
+                self._counts["rejected"] += 1
+                self._counts["evictions"] += replaced
+                return False
+            entry = store[ident] = (value, size)  # evicts the least recently used items while over the bound
+            file = store.files.get((fs_id, key.path))
+            if file is None:
+                file = store.files[fs_id, key.path] = _File(key)
+            file.items[item] = entry
+            return True
 
-    def _expire_locked(self, now: float) -> None:
-        ttl = self._config.expire_after_seconds
-        while self._lru:
-            oldest = self._lru[next(iter(self._lru))]
-            if now - oldest.last_access < ttl:
-                return
-            self._remove_locked(oldest)
-            self._expirations += 1
+    def _file_locked(self, fs_id: str, key: FileKey) -> _File | None:
+        """The items held of `key`'s file, if they are of that version; those of another version go."""
+        file = self._store.files.get((fs_id, key.path))
+        if file is not None and file.key != key:
+            # The file was rewritten (or the caller holds an older stat): the old items are dead weight.
+            self._drop_file_locked(fs_id, key.path)
+            return None
+        return file
 
     def _drop_file_locked(self, fs_id: str, path: str) -> int:
-        file = self._tiers.get(fs_id, {}).get(path)
+        # Only after `expire` at a frozen time: TTLCache refuses to delete an expired item.
+        file = self._store.files.pop((fs_id, path), None)
         if file is None:
             return 0
-        entries = list(file.items.values())
-        for entry in entries:
-            self._remove_locked(entry)
-        self._invalidations += len(entries)
-        return len(entries)
-
-    def _remove_locked(self, entry: _Entry) -> None:
-        del self._lru[(entry.fs_id, entry.path, entry.item)]
-        self._bytes -= entry.size
-        files = self._tiers[entry.fs_id]
-        file = files[entry.path]
-        del file.items[entry.item]
-        # Empty tiers go too, so a cache of many short-lived files does not keep their shells.
-        if not file.items:
-            del files[entry.path]
-            if not files:
-                del self._tiers[entry.fs_id]
+        for item in file.items:
+            del self._store[fs_id, path, item]
+        self._counts["invalidations"] += len(file.items)
+        return len(file.items)
 
 
 def _check_size(size: object) -> None:
@@ -421,7 +397,6 @@ def _check_size(size: object) -> None:
 
 def file_key(filesystem: FileSystem, path: str) -> FileKey:
     """The key of `path`'s current version, from one `get_file_info` (size and mtime)."""
-    from pyarrow import fs
 
     info = filesystem.get_file_info(path)
     if info.type == fs.FileType.NotFound:

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+
+import pyiceberg.expressions as ice
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.types import DecimalType
 
 from layout.errors import UsageError
 from layout.expr.predicate import Expr, PredicateVisitor, rewrite_not, visit
@@ -49,7 +55,6 @@ def snapshot_files(table: Table, expr: Expr | None, cache: MetadataCache | None,
     iceberg_expr = to_iceberg(table, expr) if expr is not None else None
 
     def load() -> tuple[list[IcebergFile], int]:
-        from pyiceberg.expressions import AlwaysTrue
 
         scan = table.scan(row_filter=iceberg_expr if iceberg_expr is not None else AlwaysTrue(),
                           snapshot_id=snapshot.snapshot_id)
@@ -72,13 +77,11 @@ def to_iceberg(table: Table, expr: Expr) -> Any:
 
 class _ToIceberg(PredicateVisitor[Any]):
     def __init__(self, schema: Any) -> None:
-        import pyiceberg.expressions as ice
 
         self.ice = ice
         self.schema = schema
 
     def _leaf(self, make: Any, *args: Any) -> Any:
-        from pyiceberg.expressions.visitors import bind
 
         try:
             if not self._exact(*args):
@@ -93,9 +96,7 @@ class _ToIceberg(PredicateVisitor[Any]):
     def _exact(self, column: str, *literals: Any) -> bool:
         """pyiceberg rounds a decimal literal to the column's scale when binding (1.004 < x becomes
         1.00 < x on DECIMAL(p, 2)), which would prune wrongly: such leaves are not handed to it."""
-        from decimal import Decimal
 
-        from pyiceberg.types import DecimalType
 
         try:
             field_type = self.schema.find_field(column).field_type

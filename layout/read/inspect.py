@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layout.parquet import ColumnType, OffsetIndex, ParquetFile, TypedColumnIndex, TypedStatistics
+from layout.sizes import format_size
 
 ABSENT = "absent"
 
@@ -144,11 +145,11 @@ def _sorting_columns(pf: ParquetFile) -> tuple[str, ...]:
 def render_pages(layout: FileLayout) -> Iterator[str]:
     """Per row group and column: the column index and offset index side by side, page by page."""
     yield f"file: {layout.path}"
-    yield f"  rows: {layout.num_rows}  size: {_bytes(layout.size)}  created by: {layout.created_by or '?'}"
+    yield f"  rows: {layout.num_rows}  size: {format_size(layout.size)}  created by: {layout.created_by or '?'}"
     if layout.sorting_columns:
         yield f"  sorting columns: {', '.join(layout.sorting_columns)}"
     for rg in layout.row_groups:
-        yield f"row group {rg.index}: {rg.num_rows} rows, {_bytes(rg.total_byte_size)} uncompressed"
+        yield f"row group {rg.index}: {rg.num_rows} rows, {format_size(rg.total_byte_size)} uncompressed"
         for chunk in rg.columns:
             yield from _render_chunk(chunk)
     yield ""
@@ -198,7 +199,7 @@ def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
     for lay in layouts:
         pages = sum(c.num_pages or 0 for rg in lay.row_groups for c in rg.columns[:1])
         name = os.path.relpath(lay.path, root) if root else lay.path
-        rows.append((name, str(lay.num_rows), str(len(lay.row_groups)), str(pages or "-"), _bytes(lay.size),
+        rows.append((name, str(lay.num_rows), str(len(lay.row_groups)), str(pages or "-"), format_size(lay.size),
                      (lay.created_by or "?")[:40]))
     hidden = len(rows) - 21
     shown = rows if hidden <= 0 else rows[:11] + [(f"... {hidden} more", "", "", "", "", "")] + rows[-10:]
@@ -206,9 +207,9 @@ def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
     sizes = [lay.size for lay in layouts]
     total_rows = sum(lay.num_rows for lay in layouts)
     yield ""
-    yield (f"{len(layouts)} files, {total_rows} rows, {_bytes(sum(sizes))} "
-           f"(average file {_bytes(sum(sizes) // max(len(sizes), 1))}, smallest {_bytes(min(sizes, default=0))}, "
-           f"largest {_bytes(max(sizes, default=0))})")
+    yield (f"{len(layouts)} files, {total_rows} rows, {format_size(sum(sizes))} "
+           f"(average file {format_size(sum(sizes) // max(len(sizes), 1))}, smallest {format_size(min(sizes, default=0))}, "
+           f"largest {format_size(max(sizes, default=0))})")
     yield ""
     by_column: dict[str, list[ChunkLayout]] = {}
     for lay in layouts:
@@ -238,11 +239,3 @@ def _table(rows: list[tuple[str, ...]], right: set[int] = frozenset()) -> Iterat
 def _cell(value: Any, width: int = 40) -> str:
     text = "null" if value is None else str(value)
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)

@@ -4,7 +4,7 @@ Files (Iceberg manifest bounds through pyiceberg, or the footers' row-group stat
 row groups (footer statistics, then bloom filters for `=` / `IN`), pages (column indexes, binary
 search when ordered) into row selections intersected across the columns of an AND and united for an
 OR. A plan is a value: planning produces it, `layout.read.scan` reads it. Pruning is sound: the selection
-holds every matching row; `to_arrow()` then filters exactly.
+holds every matching row; `layout.read.scan.read_table` then filters exactly.
 
 Through the metadata cache (the default), a file's footer and each column chunk's page structures (the
 search structure over its column index, its pages' first rows and byte sums) are built once per file
@@ -20,31 +20,25 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from layout.catalog import load_table
 from layout.errors import UsageError
 from layout.expr.bind import Kind, bind
 from layout.expr.predicate import AlwaysTrue, Expr, rewrite_not
 from layout.expr.predicate import columns as expr_columns
 from layout.expr.sql import parse_where
+from layout.io import list_parquet_files, resolve, table_identifier
 from layout.parquet import ColumnType, ParquetFile
 from layout.read.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
-from layout.read.pruning import (
-    BloomEvaluator,
-    ChunkPages,
-    ChunkStructures,
-    ColumnStats,
-    PageSelector,
-    StatsEvaluator,
-    Truth,
-    chunk_pages,
-)
+from layout.read.chunks import ChunkPages, ChunkStructures, chunk_pages
+from layout.read.iceberg import snapshot_files
+from layout.read.plan_values import FilePlan, Plan, PlanCounts, RowGroupPlan
+from layout.read.pruning import BloomEvaluator, ColumnStats, PageSelector, StatsEvaluator, Truth
 from layout.read.selection import RowSelection
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -65,90 +59,6 @@ def kind_of(ct: ColumnType) -> Kind | None:
     if ct.kind == "timestamp":
         return Kind.TIMESTAMP_TZ if ct.utc else Kind.TIMESTAMP
     return _KINDS.get(ct.kind)
-
-
-@dataclass(frozen=True, slots=True)
-class RowGroupPlan:
-    index: int
-    num_rows: int
-    selection: RowSelection  # rows that might match
-    all_match: bool  # statistics prove every row matches: no exact filter needed
-
-
-@dataclass(frozen=True, slots=True)
-class FilePlan:
-    path: str
-    row_groups: tuple[RowGroupPlan, ...]
-    filesystem: Any = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class PlanCounts:
-    files_total: int = 0
-    files_selected: int = 0
-    row_groups_total: int = 0
-    row_groups_selected: int = 0
-    pages_total: int = 0
-    pages_selected: int = 0
-    rows_total: int = 0
-    rows_selected: int = 0
-    bytes_total: int = 0
-    bytes_selected: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    source: str
-    predicate: Expr  # bound, NOT-free
-    columns: tuple[str, ...] | None  # projection; None = every column
-    files: tuple[FilePlan, ...]
-    counts: PlanCounts
-    plan_ms: float
-    page_comparisons: int = 0  # column-index bound comparisons made by page search
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "source": self.source, "where": str(self.predicate),
-            "columns": list(self.columns) if self.columns is not None else None,
-            **{k: getattr(self.counts, k) for k in PlanCounts.__dataclass_fields__},
-            "plan_ms": round(self.plan_ms, 3),
-            "selection": [
-                {"path": f.path, "row_group": rg.index, "ranges": [list(r) for r in rg.selection.ranges]}
-                for f in self.files for rg in f.row_groups
-            ],
-        }
-        return out
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        from layout.read.scan import read_batches
-
-        return read_batches(self)
-
-    def to_arrow(self) -> pa.Table:
-        from layout.read.scan import read_table
-
-        return read_table(self)
-
-    def to_sorted_batches(
-        self, key: str | Sequence[str], *, merge: Literal["deduplicate", "first-row"] | None = None,
-        sequence: str | None = None, descending: bool = False, batch_size: int = 65_536,
-    ) -> Iterator[pa.RecordBatch]:
-        """The plan's matching rows as one stream sorted by `key`, merged from files each sorted by it
-        (a loser-tree merge, no full sort); `merge` keeps one row per key (see `layout.read.merge`)."""
-        from layout.read.scan import read_sorted
-
-        return read_sorted(self, key, merge=merge, sequence=sequence, descending=descending,
-                           batch_size=batch_size)
-
-
-class _Tally(dict):
-    """Mutable counters while planning (the PlanCounts fields); frozen into PlanCounts at the end."""
-
-    def __missing__(self, key: str) -> int:
-        return 0
-
-    def freeze(self) -> PlanCounts:
-        return PlanCounts(**self)
 
 
 def plan(
@@ -177,16 +87,13 @@ def plan(
     bound = rewrite_not(bind(expr, kinds))
     selected_paths = None
     if table is not None:  # file pruning on manifest bounds, with the bound (coerced) predicate
-        from layout.io import resolve
-        from layout.read.iceberg import snapshot_files
-
         selected_paths = {resolve(f.path)[1] for f in snapshot_files(table, bound, the_cache, snapshot_id)}
     predicate_columns = sorted(expr_columns(bound))
     projected = tuple(columns) if columns is not None else None
     for name in (*predicate_columns, *(projected or ())):
         first.column(name)  # UsageError naming the file and the valid columns
     needed = _needed(predicate_columns, projected, first)
-    tally = _Tally()
+    tally: Counter[str] = Counter()
     file_plans = []
     comparisons = 0
     for entry in files:
@@ -198,7 +105,7 @@ def plan(
             file_plans.append(planned)
         _recache(facts, the_cache)
     elapsed = (time.perf_counter() - started) * 1000
-    counts = tally.freeze()
+    counts = PlanCounts(**tally)
     log.info("planned %s: files %d/%d, row groups %d/%d, pages %d/%d, rows %d/%d in %.1f ms",
              source, counts.files_selected, counts.files_total, counts.row_groups_selected,
              counts.row_groups_total, counts.pages_selected, counts.pages_total, counts.rows_selected,
@@ -216,16 +123,11 @@ class _Entry:
 
 def _resolve(source: str, cache: MetadataCache | None, snapshot_id: int | None = None) -> tuple[list[_Entry], Any]:
     """All data files of the source, and the Iceberg table when the source is one (else None)."""
-    from layout.io import list_parquet_files, resolve, table_identifier
-
     identifier = table_identifier(source)
     if identifier is None:
         if snapshot_id is not None:
             raise UsageError(f"{source}: a snapshot id needs an Iceberg table (namespace.name), not a path")
         return [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)], None
-    from layout.catalog import load_table
-    from layout.read.iceberg import snapshot_files
-
     table = load_table(identifier)
     every = snapshot_files(table, None, cache, snapshot_id)
     if any(f.delete_files for f in every):
@@ -351,7 +253,7 @@ def _recache(facts: _FileFacts, cache: MetadataCache | None) -> None:
 
 def _plan_file(
     facts: _FileFacts, entry: _Entry, expr: Expr, predicate_columns: list[str], needed: list[str],
-    selected_paths: set[str] | None, tally: _Tally, chunks: ChunkStructures,
+    selected_paths: set[str] | None, tally: Counter[str], chunks: ChunkStructures,
 ) -> tuple[FilePlan | None, int]:
     pf = facts.pf
     tally["files_total"] += 1

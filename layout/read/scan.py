@@ -10,18 +10,18 @@ row order. I/O is per column chunk: pyarrow cannot decode a subset of a chunk's 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from layout.errors import UsageError
 from layout.expr.bind import to_arrow_filter
 from layout.expr.predicate import columns as expr_columns
+from layout.io import data_files
+from layout.read.merge import merge_sorted
+from layout.read.plan_values import FilePlan, Plan, RowGroupPlan
 from layout.read.selection import RowSelection
-
-if TYPE_CHECKING:
-    from layout.read.plan import FilePlan, Plan, RowGroupPlan
 
 COALESCE_HOLE_BYTES = 1 << 20  # arrow-rs object_store coalescing gap
 COALESCE_MAX_BYTES = 32 << 20
@@ -47,8 +47,6 @@ def read_batches(plan: Plan) -> Iterator[pa.RecordBatch]:
 
 def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False, batch_size=65_536):
     """Each file's matching rows as one sorted stream, merged (files are read as the merge needs them)."""
-    from layout.errors import UsageError
-    from layout.read.merge import merge_sorted
 
     keys = [key] if isinstance(key, str) else list(key)
     wanted = [*keys, *([sequence] if sequence else [])]
@@ -164,7 +162,6 @@ def _read_file(plan: Plan, file: FilePlan, fmt: ds.ParquetFileFormat) -> pa.Tabl
 
 def _empty(plan: Plan, fmt: ds.ParquetFileFormat) -> pa.Table:
     """An empty table with the projected schema (from the source's first file)."""
-    from layout.io import data_files
 
     filesystem, path = data_files(plan.source)[0]
     schema = fmt.make_fragment(path, filesystem=filesystem).physical_schema

@@ -1,13 +1,13 @@
-"""The look of the HTML reports: hand-written SVG charts (a line chart over time, a horizontal bar chart),
-the number formats their labels and the pages share, and the pages' stylesheet.
+"""The report's charts, hand-written SVG: a line chart over time and a horizontal grouped bar chart.
 
-No plotting library and nothing fetched: each chart is one `<svg>` element as a string, well-formed
-XML (it parses with `xml.etree`), inlined in the page. Colors come from one fixed palette in series
-order, so the same input always gives the same bytes. Every point and bar carries a `<title>` (a
+No plotting library and nothing fetched: each chart is one `<svg>` element, well-formed XML (it parses
+with `xml.etree`), returned as `markupsafe.Markup` because every text in it (titles, legend, labels,
+tooltips) is escaped here, so the templates inline it as it is. Colors come from one fixed palette in
+series order, so the same input always gives the same bytes. Every point and bar carries a `<title>` (a
 hover tooltip in browsers) with its exact value.
 
-    line_chart([Series("bytes read", [(t0, 1e6), (t1, 2e5)])], title="...", y_format=format_bytes)
-    bar_chart(["probe_a"], [("before", [1e6]), ("after", [2e5])], title="...", y_format=format_bytes)
+    line_chart([Series("bytes read", [(t0, 1e6), (t1, 2e5)])], title="...", y_format=format_size)
+    bar_chart(["probe_a"], [("before", [1e6]), ("after", [2e5])], title="...", y_format=format_size)
 """
 
 from __future__ import annotations
@@ -18,91 +18,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 
-__all__ = ["PALETTE", "STYLESHEET", "Series", "bar_chart", "byte_unit", "format_bytes", "format_duration",
-           "format_percent", "line_chart", "nice_ticks", "time_ticks"]
+from markupsafe import Markup
+
+from layout.report.formats import format_moment
+
+__all__ = ["PALETTE", "Series", "bar_chart", "line_chart", "nice_ticks", "time_ticks"]
 
 # Colorblind-safe (Okabe-Ito), in the order series get them.
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
 _AXIS, _GRID, _TEXT = "#555555", "#e3e3e3", "#222222"
 _CHAR_W = 6.6  # average glyph width of the 11px sans-serif labels, for layout estimates
 _FONT = 'font-family="system-ui, sans-serif" font-size="11"'
-# The stylesheet of the report pages (inlined in each page's <style>): no `<` or `&`, so pages stay XML.
-STYLESHEET = """
-:root { --fg: #1d2330; --muted: #5b6473; --line: #d8dce3; --bg: #f6f7f9; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 15px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
-header, main, footer { max-width: 1080px; margin: 0 auto; padding: 0 20px; }
-header { padding-top: 18px; } a { color: #0b5cad; }
-h1 { font-size: 1.6em; margin: 0.2em 0; word-break: break-all; } h3 { font-size: 1em; }
-h2 { font-size: 1.2em; margin: 1.6em 0 0.5em; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-.muted, .note { color: var(--muted); } .note { font-size: 0.9em; max-width: 80ch; }
-.headline { font-size: 1.15em; background: #fff; border-left: 4px solid #0072b2; padding: 10px 14px; }
-.empty { background: #fff; border: 1px dashed var(--line); padding: 12px 14px; color: var(--muted); }
-.cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0; }
-.card { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
-.card .label { color: var(--muted); font-size: 0.85em; } .card .value { font-size: 1.15em; font-weight: 600; }
-.scroll { overflow-x: auto; margin: 6px 0 12px; }
-table { border-collapse: collapse; background: #fff; width: 100%; }
-th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #eef0f4; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; } td.num { white-space: nowrap; }
-code { font: 0.9em ui-monospace, Menlo, monospace; overflow-wrap: break-word; }
-.badge { padding: 0 7px; border-radius: 9px; font-size: 0.85em; font-weight: 600; background: #e7e9ee;
-  white-space: nowrap; }
-.badge.ok { background: #dcf2e3; color: #15603a; } .badge.bad { background: #fbe0de; color: #9b1c13; }
-.badge.warn { background: #fdf0d2; color: #7a5200; }
-.good { color: #15603a; font-weight: 600; } .worse { color: #9b1c13; font-weight: 600; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px; } figure { margin: 0; }
-figcaption { font-size: 0.9em; font-weight: 600; margin-bottom: 4px; }
-svg.chart { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); }
-footer { margin-top: 30px; padding-bottom: 24px; color: var(--muted); font-size: 0.85em; }
-"""
-
-DASH = "\u2013"  # shown for a missing value
-
-
-def format_bytes(n: float | None) -> str:
-    """Binary units, three significant digits: ``512 B``, ``1.50 KiB``, ``12.3 MiB``, ``240 GiB``."""
-    if n is None or not math.isfinite(n):
-        return DASH
-    value, units, index = float(n), ("B", "KiB", "MiB", "GiB", "TiB", "PiB"), 0
-    while abs(value) >= 1024 and index < len(units) - 1:
-        value, index = value / 1024, index + 1
-    if index == 0:
-        return f"{int(value)} B"
-    digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
-    return f"{value:.{digits}f} {units[index]}"
-
-
-def format_duration(seconds: float | None) -> str:
-    """``0.8 s``, ``42 s``, ``12 min 05 s``, ``2 h 03 min``."""
-    if seconds is None or not math.isfinite(seconds):
-        return DASH
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
-
-
-def format_percent(fraction: float | None) -> str:
-    """A fraction as a percentage: one decimal below 10% (``4.5%``), none above (``87%``)."""
-    if fraction is None or not math.isfinite(fraction):
-        return DASH
-    value = fraction * 100
-    return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
-
-
-def byte_unit(high: float) -> float:
-    """The binary unit (1, 1024, 1024^2, ...) `format_bytes` shows `high` in: axis ticks step in it."""
-    unit = 1.0
-    while high >= 1024 * unit and unit < 1024.0**5:
-        unit *= 1024
-    return unit
-
 
 
 @dataclass(frozen=True)
@@ -115,7 +41,7 @@ class Series:
 
 
 def _a(value: object) -> str:
-    """An attribute or text value, escaped for XML and HTML alike."""
+    """An attribute or text value, escaped for XML and HTML alike: what makes a chart `Markup`."""
     return escape(str(value), quote=True)
 
 
@@ -205,11 +131,11 @@ def line_chart(
     width: int = 640,
     height: int = 240,
     klass: str = "line-chart",
-) -> str:
+) -> Markup:
     """Lines over a time axis (x in epoch seconds); y from 0. Empty series are left out of the plot
     but keep their color and legend entry, so a probe keeps its color across charts."""
     points = [p for s in series for p in s.points if math.isfinite(p[1])]
-    x_format = x_format or (lambda x: datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    x_format = x_format or (lambda x: format_moment(datetime.fromtimestamp(x, UTC)))
     legend_h = 16 * _legend_rows([s.name for s in series], width - 20) + 6
     ticks = nice_ticks(max(max((p[1] for p in points), default=0.0), y_max or 0.0), unit=y_unit)
     y_hi = ticks[-1] or 1.0
@@ -222,7 +148,7 @@ def line_chart(
         out.append(f'<text x="{_n(width / 2)}" y="{_n(top + plot_h / 2)}" text-anchor="middle" '
                    f'fill="{_AXIS}">no data yet</text>')
         out.append("</svg>")
-        return "\n".join(out)
+        return Markup("\n".join(out))
     x_lo, x_hi = min(p[0] for p in points), max(p[0] for p in points)
 
     def sx(x: float) -> float:
@@ -266,7 +192,7 @@ def line_chart(
             out.append(f'<circle cx="{_n(sx(x))}" cy="{_n(sy(y))}" r="3" fill="{color}">'
                        f"<title>{_a(f'{line.name}: {y_format(y)} at {x_format(x)}')}</title></circle>")
     out.append("</svg>")
-    return "\n".join(out)
+    return Markup("\n".join(out))
 
 
 def bar_chart(
@@ -278,7 +204,7 @@ def bar_chart(
     y_unit: float = 1.0,
     width: int = 640,
     klass: str = "bar-chart",
-) -> str:
+) -> Markup:
     """Horizontal grouped bars: one group per category (label on the left), one bar per series, the
     value printed at the bar's end; None is a missing bar ("not measured")."""
     bar_h, gap = 12, 10
@@ -324,4 +250,4 @@ def bar_chart(
             out.append(f'<text x="{_n(left + w + 4)}" y="{_n(y + bar_h - 3)}" fill="{_TEXT}">'
                        f"{_a(y_format(value))}</text>")
     out.append("</svg>")
-    return "\n".join(out)
+    return Markup("\n".join(out))

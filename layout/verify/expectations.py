@@ -37,11 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from layout.errors import LakesortError
+from layout.verify.facts import layout_facts
+from layout.verify.rules import Intent
+from layout.verify.sources import resolve_source, staged_files
 
 if TYPE_CHECKING:
     import pandas as pd
-    import pyarrow as pa
     from great_expectations import ExpectationSuite
     from great_expectations.data_context import AbstractDataContext
 
@@ -90,6 +95,7 @@ def _gx() -> Any:
     # Before the first import: no usage statistics from CI or the nightly run.
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     with _quiet():
+        # GX is optional (the pipeline extra) and takes ~3.7 s to import: imported where it is used.
         import great_expectations as gx
 
     return gx
@@ -116,6 +122,7 @@ def _quiet() -> Any:
 
 
 def _no_progress_bars(context: AbstractDataContext) -> None:
+    # GX is optional (the pipeline extra) and takes ~3.7 s to import: imported where it is used.
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
@@ -195,10 +202,10 @@ def _add(suite: list[Any], cls: type, severity: str, rule: str, note: str, **kwa
 def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None) -> ExpectationSuite:
     """The facts suite `lakesort.<table>` (a spec of None: column and offset indexes on every column)."""
     gx = _gx()
+    # GX is optional (the pipeline extra) and takes ~3.7 s to import: imported where it is used.
     from great_expectations import expectations as E
     from great_expectations.expectations.row_conditions import Column
 
-    from layout.verify.rules import Intent
 
     intent = Intent.of(spec, sort_keys)
     name = f"lakesort.{spec.table}" if spec is not None else "lakesort.default"
@@ -255,6 +262,7 @@ def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None
 def data_suite_for(spec: TableSpec) -> ExpectationSuite:
     """`lakesort.<table>.data`: the staged rows number `$PARAMETER expected_rows`; keys present and unique."""
     gx = _gx()
+    # GX is optional (the pipeline extra) and takes ~3.7 s to import: imported where it is used.
     from great_expectations import expectations as E
 
     suite: list[Any] = []
@@ -348,14 +356,8 @@ def validate_facts(facts: pa.Table, spec: TableSpec | None, sort_keys: Sequence[
 
 
 def _staged_paths(manifest: StagedManifest) -> list[tuple[Any, str, str]]:
-    from layout.io import resolve
-
-    out = []
-    for group in manifest.groups:
-        for staged in group.outputs:
-            filesystem, path = resolve(staged.path)
-            out.append((filesystem, path, group.partition))
-    return out
+    files, partitions = staged_files(manifest)
+    return [(filesystem, path, partitions[path]) for filesystem, path in files]
 
 
 def validate_staged_data(manifest: StagedManifest, spec: TableSpec, sort_keys: Sequence[SortKey] | None = None, *,
@@ -363,8 +365,6 @@ def validate_staged_data(manifest: StagedManifest, spec: TableSpec, sort_keys: S
     """Row count equals the manifest's expected rows; keyed tables: keys not null and unique.
 
     Reads only the key columns (unkeyed: the first sort key, else the first column) of the staged files."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     files = _staged_paths(manifest)
     keys = list(spec.keys.columns) if spec.keys is not None else []
@@ -387,8 +387,6 @@ def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
     """For `commit_rewrite(..., verify=...)` after `staged_verifier`: run the facts and data suites on
     the staged outputs; raise `ExpectationsFailed` when an error-severity expectation fails."""
     def verify(manifest: StagedManifest) -> None:
-        from layout.verify.rules import layout_facts
-
         files = _staged_paths(manifest)
         facts = layout_facts([(fs, p) for fs, p, _ in files], partitions={p: part for _, p, part in files})
         session = _Session(Path(docs_dir) if docs_dir is not None else None)
@@ -403,27 +401,10 @@ def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
 
 def facts_for_source(source: str, spec: TableSpec | None = None
                      ) -> tuple[pa.Table, TableSpec | None, tuple[SortKey, ...] | None]:
-    """Facts of a file, a directory or an Iceberg table (as `layout.verify.rules.verify_source` resolves them),
-    with the spec and sort keys to validate them against."""
-    from pyarrow import fs
-
-    from layout.io import data_files, resolve
-    from layout.verify.rules import _find_spec, _table_files, layout_facts
-
-    filesystem, path = resolve(source)
-    if filesystem.get_file_info(path).type != fs.FileType.NotFound or "/" in source:
-        return layout_facts(data_files(source)), spec, None
-    from layout.catalog import load_table
-
-    spec = spec or _find_spec(source)
-    table = load_table(source, spec.catalog if spec is not None else None)
-    files, partitions = _table_files(table)
-    keys = None
-    if spec is not None:
-        from layout.spec import resolve_sort_keys
-
-        keys = resolve_sort_keys(spec, table)
-    return layout_facts(files, partitions=partitions), spec, keys
+    """Facts of a file, a directory or an Iceberg table (resolved as `layout.verify.rules.verify_source`
+    resolves them), with the spec and sort keys to validate them against."""
+    found = resolve_source(source, spec)
+    return layout_facts(found.files, partitions=found.partitions), found.spec, found.sort_keys
 
 
 # --- messages -----------------------------------------------------------------------------------------

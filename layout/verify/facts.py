@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pyarrow as pa
+
+from layout.io import resolve
 from layout.parquet import ParquetFile
 from layout.parquet.format import Encoding, PageType
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
 DATA_PAGES = frozenset({PageType.DATA_PAGE, PageType.DATA_PAGE_V2})
@@ -28,7 +28,6 @@ class OpenedFile:
 
 
 def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None) -> list[OpenedFile]:
-    from layout.io import resolve
 
     out = []
     for item in files:
@@ -92,7 +91,6 @@ FACTS_COLUMNS = {
 
 
 def facts_schema() -> pa.Schema:
-    import pyarrow as pa
 
     return pa.schema([pa.field(name, pa.type_for_alias(kind), metadata={"description": doc})
                       for name, (kind, doc) in FACTS_COLUMNS.items()])
@@ -100,7 +98,6 @@ def facts_schema() -> pa.Schema:
 
 def layout_facts(files: Iterable[Any], *, partitions: Mapping[str, str] | None = None) -> pa.Table:
     """One row per file x row group x column (schema and meaning: `FACTS_COLUMNS`), for Great Expectations."""
-    import pyarrow as pa
 
     rows = [row for f in open_files(files, partitions) for row in _facts_rows(f)]
     return pa.Table.from_pylist(rows, schema=facts_schema())

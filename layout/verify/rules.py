@@ -21,7 +21,7 @@ index, which reads that one column of that one row group. Rules, one small funct
 Ties: equal first-key values may straddle a row-group or file boundary (parquet-mr cuts row groups by
 size, and Spark's range partitioning on several keys can cut inside one value of the first), so
 ``max(i) == min(i + 1)`` is ordered and disjoint. A reader looking for that value reads both sides,
-which no layout avoids. `layout.compaction.planner.overlap_depth` does not count such touching files as
+which no layout avoids. `layout.read.overlap.overlap_depth` does not count such touching files as
 overlapping (so the planner does not rewrite them again); they are reported as a warning.
 """
 
@@ -33,8 +33,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from layout.errors import ConfigError, LakesortError
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from layout.errors import LakesortError
 from layout.parquet import ParquetFile, PhysicalType
+from layout.read.overlap import overlap_depth
+from layout.spec import intended_boundary_orders
 from layout.verify.facts import (
     FACTS_COLUMNS,
     OpenedFile,
@@ -45,6 +50,7 @@ from layout.verify.facts import (
     row_group_bytes,
     rows_per_page,
 )
+from layout.verify.sources import resolve_source, staged_files
 
 if TYPE_CHECKING:
 
@@ -132,7 +138,6 @@ class Intent:
     def of(cls, spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None) -> Intent:
         if spec is None:
             return cls()
-        from layout.spec import intended_boundary_orders
 
         keys = tuple(sort_keys if sort_keys is not None else spec.sort.keys)
         linear = spec.sort.strategy == "linear"
@@ -211,8 +216,6 @@ def _why_no_column_index(f: OpenedFile, rg: int, name: str, intent: Intent) -> s
 
 def _has_nan(f: OpenedFile, rg: int, name: str) -> bool:
     """Whether a float/double column chunk holds a NaN (read from the data: footers do not count NaNs)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     with pq.ParquetFile(f.pf.path, filesystem=f.filesystem) as reader:
         values = reader.read_row_group(rg, columns=[name]).column(0)
@@ -237,8 +240,6 @@ def _minmax_bytes_per_page(f: OpenedFile, rg: int, name: str) -> tuple[int, floa
 
 
 def _measured_minmax(f: OpenedFile, rg: int, name: str, starts: list[int]) -> float:
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     with pq.ParquetFile(f.pf.path, filesystem=f.filesystem) as reader:
         values = reader.read_row_group(rg, columns=[name]).column(0)
@@ -349,7 +350,6 @@ def check_row_group_order(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
 
 
 def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Finding]:
-    from layout.compaction.planner import overlap_depth
 
     key = intent.first_key
     if key is None:
@@ -559,65 +559,21 @@ def _sorted(findings: Iterable[Finding], files: int, row_groups: int) -> VerifyR
 def verify_source(source: str, spec: TableSpec | None = None) -> VerifyReport:
     """A file, a directory (rules of `spec`, default indexes only) or an Iceberg table `ns.table`.
 
-    For a table without `spec`, the spec is looked up in dags/tables (`layout.compaction.driver.find_spec`);
+    For a table without `spec`, the spec is looked up in the registry (`layout.registry.find_spec`);
     without one there, the default rules apply. A table's sort keys default to its sort order."""
-    from pyarrow import fs
-
-    from layout.io import data_files, resolve
-
-    filesystem, path = resolve(source)
-    if filesystem.get_file_info(path).type != fs.FileType.NotFound or "/" in source:
-        return verify_files(data_files(source), spec)
-    from layout.catalog import load_table
-
-    spec = spec or _find_spec(source)
-    table = load_table(source, spec.catalog if spec is not None else None)
-    files, partitions = _table_files(table)
-    if spec is None:
-        return verify_files(files, None, partitions=partitions)
-    from layout.spec import resolve_sort_keys
-
-    keys = resolve_sort_keys(spec, table)
-    report = verify_files(files, spec, sort_keys=keys, partitions=partitions)
-    extra = check_sort_order_ids(table, spec, [p for _, p in files])
+    found = resolve_source(source, spec)
+    if found.table is None:
+        return verify_files(found.files, found.spec)
+    if found.spec is None:
+        return verify_files(found.files, None, partitions=found.partitions)
+    report = verify_files(found.files, found.spec, sort_keys=found.sort_keys, partitions=found.partitions)
+    extra = check_sort_order_ids(found.table, found.spec, [p for _, p in found.files])
     return _sorted(report.findings + tuple(extra), report.files, report.row_groups)
-
-
-def _find_spec(table: str) -> TableSpec | None:
-    from layout.compaction.driver import find_spec
-
-    try:
-        return find_spec(table)
-    except ConfigError as error:
-        log.warning("%s; verifying with the default rules (column and offset index on every column)", error)
-        return None
-
-
-def _table_files(table: Any) -> tuple[list[tuple[Any, str]], dict[str, str]]:
-    from pyiceberg.typedef import Record
-
-    from layout.io import resolve
-
-    spec, schema = table.spec(), table.schema()
-    files, partitions = [], {}
-    for task in table.scan().plan_files():
-        filesystem, path = resolve(task.file.file_path)
-        values = task.file.partition
-        partitions[path] = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
-        files.append((filesystem, path))
-    return files, partitions
 
 
 def verify_staged(manifest: StagedManifest, spec: TableSpec, sort_keys: Sequence[SortKey]) -> VerifyReport:
     """The staged outputs of a run, each group's files one partition for the overlap rule."""
-    from layout.io import resolve
-
-    files, partitions = [], {}
-    for group in manifest.groups:
-        for out in group.outputs:
-            filesystem, path = resolve(out.path)
-            files.append((filesystem, path))
-            partitions[path] = group.partition
+    files, partitions = staged_files(manifest)
     return verify_files(files, spec, sort_keys=sort_keys, partitions=partitions)
 
 

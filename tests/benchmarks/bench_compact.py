@@ -202,7 +202,7 @@ class Timers:
 
 
 def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str], master: str, work: Path) -> dict:
-    from layout.compaction.driver import spark_submit_binary
+    from layout.compaction.submit import spark_submit_binary
 
     work.mkdir(parents=True, exist_ok=True)
     script, args_path, out = work / "naive_sort.py", work / "naive_args.json", work / "out"

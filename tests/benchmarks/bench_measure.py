@@ -15,10 +15,10 @@ import argparse
 import time
 
 from layout.catalog import load_table
-from layout.compaction.driver import find_spec
 from layout.metrics.measure import ideal, owner_probes
 from layout.read.cache import MetadataCache
 from layout.read.plan import plan
+from layout.registry import find_spec
 
 
 def best(fn, repeats: int) -> tuple[float, object]:

@@ -53,7 +53,7 @@ from layout.expr.bind import bind
 from layout.expr.predicate import Expr, rewrite_not
 from layout.expr.sql import parse_where
 from layout.parquet import ParquetFile
-from layout.read import pruning
+from layout.read import chunks as chunk_structures
 from layout.read.cache import MetadataCache, file_key, filesystem_id
 from layout.read.pages import Interval
 from layout.read.plan import _CachedChunks, _fetched, _FileFacts, kind_of
@@ -81,7 +81,7 @@ class LinearChunks(_CachedChunks):
 
     def search_index(self, rg: int, col: int):
         def build():
-            index = pruning.chunk_search_index(self.pf, rg, col)
+            index = chunk_structures.chunk_search_index(self.pf, rg, col)
             return None if index is None else dataclasses.replace(index, order="UNORDERED")
 
         return self._get(("linear_page_search", rg, col), build)
@@ -219,9 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         ct = pf.column("k").type
         n_pages = len(pf.offset_index(0, 0).page_locations)
         assert n_pages == args.pages and pf.raw_column_index(0, 0).boundary_order.name == "ASCENDING"
-        build_index_s = best_of(repeats, lambda: pruning.chunk_search_index(pf, 0, 0))
-        build_pages_s = best_of(repeats, lambda: pruning.chunk_pages(pf, 0, 0))
-        index, chunk = pruning.chunk_search_index(pf, 0, 0), pruning.chunk_pages(pf, 0, 0)
+        build_index_s = best_of(repeats, lambda: chunk_structures.chunk_search_index(pf, 0, 0))
+        build_pages_s = best_of(repeats, lambda: chunk_structures.chunk_pages(pf, 0, 0))
+        index, chunk = chunk_structures.chunk_search_index(pf, 0, 0), chunk_structures.chunk_pages(pf, 0, 0)
 
         print(f"one column chunk: {n_pages:,} pages of {ROWS_PER_PAGE} rows, sorted int64 `k` "
               f"({ct.physical_type.name}, ASCENDING column index, no null pages), written in {write_s:.1f} s")

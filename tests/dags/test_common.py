@@ -1,14 +1,21 @@
-"""The DAGs' helpers (dags/lakesort_common.py) without Airflow running: backfill requests, date ranges to
-partitions, the per-table lease, and a failed Spark job leading to an abandoned run."""
+"""The DAGs' wiring (dags/lakesort_common.py) without Airflow running: the registry and its default, the
+task bodies' Airflow side (a busy table skips a nightly and fails a backfill; a failed Spark job fails
+`verify` without retries), and the spark-submit command the DAG's `compact` task runs. What the steps do
+is tested in tests/test_runs.py."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from pathlib import Path
 
 import lakesort_common as common
 import pytest
+
+from layout.compaction import runs
+from layout.compaction.lease import LeaseOwner, acquire_lease, read_lease
+from layout.compaction.submit import describe_job
 
 SPEC = """\
 table: t.events
@@ -49,6 +56,16 @@ def events(iceberg_catalog, registry):
     return table
 
 
+@contextlib.contextmanager
+def task_context(dag_id: str = "lakesort_nightly", run_id: str = "r1"):
+    """What Airflow gives a running task, as far as the task bodies read it."""
+    from airflow.sdk.execution_time.context import set_current_context
+
+    context = {"dag": type("Dag", (), {"dag_id": dag_id})(), "run_id": run_id, "params": {}}
+    with set_current_context(context):
+        yield context
+
+
 def test_registered_tables_reads_the_registry(registry):
     assert common.registered_tables() == ["t.events"]
     assert common.tables_dir() == registry
@@ -57,101 +74,67 @@ def test_registered_tables_reads_the_registry(registry):
 
 
 def test_tables_dir_defaults_beside_the_dag_files(monkeypatch, tmp_path):
+    """Whatever the working directory, for the DAG files and for `layout` inside the tasks alike."""
+    from layout.registry import find_spec
+    from layout.settings import settings
+
     monkeypatch.delenv("LAKESORT_TABLES_DIR", raising=False)
-    monkeypatch.chdir(tmp_path)  # whatever the working directory
-    assert common.tables_dir() == common.DAGS_DIR / "tables"
+    monkeypatch.chdir(tmp_path)
+    assert common.tables_dir() == common.DAGS_DIR / "tables" == settings().tables_dir
     assert "demo.lineitem" in common.registered_tables()
+    assert find_spec("demo.lineitem").table == "demo.lineitem"
 
 
-def test_check_request(registry):
-    (item,) = common.check_request({"table": "t.events", "partitions": ["d_month=1995-02"], "force": True})
-    assert item == {"table": "t.events", "trigger": "backfill", "partitions": ["d_month=1995-02"], "from": None,
-                    "to": None, "force": True, "dry_run": False}
-    (item,) = common.check_request({"table": "t.events", "from": "1995-02-01", "to": "1995-02-28", "dry_run": True})
-    assert (item["partitions"], item["from"], item["to"], item["dry_run"]) == (None, "1995-02-01", "1995-02-28", True)
-    for bad, message in (
-        ({"table": "t.nope"}, "not registered"),
-        ({"table": "t.events", "partitions": ["d_month=1995-02"], "from": "1995-02-01", "to": "1995-02-02"}, "either"),
-        ({"table": "t.events", "from": "1995-02-01"}, "both"),
-        ({"table": "t.events", "from": "1995-03-01", "to": "1995-02-01"}, "after"),
-    ):
-        with pytest.raises(ValueError, match=message):
-            common.check_request(bad)
+def test_a_busy_table_skips_a_nightly_and_fails_a_backfill(events, tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    holder = LeaseOwner.cli()
+    acquire_lease("t.events", holder)
+    with task_context() as context, pytest.raises(AirflowSkipException, match=r"is working on this table.*skipped"):
+        common.prepare.function({"table": "t.events", "trigger": "nightly"})
+    assert context["lakesort_table"] == "t.events"  # the map index's label in the UI
+    with task_context("lakesort_backfill"), pytest.raises(AirflowFailException, match="trigger again when"):
+        common.prepare.function({"table": "t.events", "trigger": "backfill"})
+    assert read_lease("t.events").same_run(holder)
 
 
-def test_date_range_to_partitions(events):
-    spec = common.find_spec("t.events")
-    assert common.partitions_for_dates(spec, "1995-01-31", "1995-03-01") == [
-        "d_month=1995-01", "d_month=1995-02", "d_month=1995-03"]
-    assert common.partitions_for_dates(spec, "1995-02-10", "1995-02-10") == ["d_month=1995-02"]
-    assert common.partitions_for_dates(spec, "1994-01-01", "1994-12-31") == []  # no rows then
-    with events.update_spec() as update:  # two partition fields: the range cannot be mapped
-        update.add_identity("k")
-    with pytest.raises(ValueError, match="give `partitions` instead"):
-        common.partitions_for_dates(spec, "1995-01-01", "1995-01-31")
-
-
-def _owner(run_id: str, dag_id: str = "lakesort_nightly", ago: dt.timedelta = dt.timedelta()) -> dict[str, str]:
-    when = dt.datetime.now(dt.UTC) - ago
-    return {"dag_id": dag_id, "run_id": run_id, "host": "h", "acquired_at": when.isoformat(timespec="seconds")}
-
-
-def test_lease(registry, tmp_path):
-    nightly, backfill = _owner("n1"), _owner("b1", "lakesort_backfill")
-    common.acquire_lease("t.events", nightly)
-    path = tmp_path / "work" / "t.events" / "lease.json"
-    assert json.loads(path.read_text())["run_id"] == "n1"
-    with pytest.raises(common.TableBusy, match="lakesort_nightly run n1 is working on this table"):
-        common.acquire_lease("t.events", backfill)
-    common.acquire_lease("t.events", nightly)  # the same run again (a retried task)
-    common.release_lease("t.events", backfill)  # not the holder: nothing happens
-    assert path.exists()
-    common.release_lease("t.events", nightly)
-    assert not path.exists()
-
-    common.acquire_lease("t.events", _owner("old", ago=common.LEASE_TTL + dt.timedelta(minutes=5)))
-    common.acquire_lease("t.events", backfill)  # a dead run's lease is broken
-    assert json.loads(path.read_text())["run_id"] == "b1"
-    common.acquire_lease("other.table", backfill)
-    assert common.sweep_leases(backfill) == 2 and not list((tmp_path / "work").glob("*/lease.json"))
-
-
-def test_failed_spark_job_abandons_the_run(events, iceberg_catalog, tmp_path):
-    """`verify` finds a job without a manifest: staged files removed, the run recorded as failed."""
+def test_the_tasks_pass_json_and_a_failed_spark_job_fails_verify(events, tmp_path):
+    """prepare -> planned -> spark_jobs -> table.verify through their JSON payloads; the Spark job left no
+    manifest, so `verify` abandons the run, releases the lease and fails without retries."""
+    from airflow.dag_processing.dagbag import DagBag
     from airflow.sdk.exceptions import AirflowFailException
 
-    from layout.compaction import steps as pipeline
-    from layout.compaction.commit import staging_root
-    from layout.metrics.measure import read_runs
+    verify = DagBag(dag_folder=common.DAGS_DIR).dags["lakesort_nightly"].get_task("table.verify")
+    with task_context() as context:
+        payload = common.prepare.function({"table": "t.events", "trigger": "nightly"})
+        assert json.loads(json.dumps(payload)) == payload
+        (planned,) = common.planned.function([payload, None])  # None: a table whose prepare failed
+        assert runs.PlannedTable.model_validate(planned).status == "planned"
+        assert read_lease("t.events").same_run(LeaseOwner.dag("lakesort_nightly", "r1"))
+        (kwargs,) = common.spark_jobs.function([planned])
+        assert kwargs["name"].startswith("lakesort-compact t.events ") and kwargs["py_files"].endswith("layout.zip")
+        with pytest.raises(AirflowFailException, match=r"Spark job\(s\) \[0\] failed: run abandoned"):
+            verify.python_callable(planned)
+        assert context["lakesort_table"] == "t.events"
+        assert not (tmp_path / "work" / "t.events" / "lease.json").exists()
 
-    context = {"dag": type("Dag", (), {"dag_id": "lakesort_nightly"})(), "run_id": "r1"}
-    run = common.prepare_table({"table": "t.events", "trigger": "nightly"}, context)
-    assert run["status"] == "planned" and run["jobs"] and context["lakesort_table"] == "t.events"
-    assert run["py_files"].endswith("layout.zip")
-    assert (tmp_path / "work" / "t.events" / "lease.json").exists()
-    prepared = pipeline.PreparedRun.load(run["work_dir"])
-    (kwargs,) = common.spark_job_kwargs([run])
-    assert kwargs["application_args"] == pipeline.job_arguments(prepared, prepared.jobs[0])
-    assert kwargs["name"] == f"lakesort-compact t.events {prepared.run_id} job 0"
-    assert kwargs["conf"]["spark.sql.session.timeZone"] == "UTC" and kwargs["py_files"] == run["py_files"]
 
-    # What a Spark job that died half-way leaves: a staged file, no manifest.
-    orphan = Path(staging_root(events).removeprefix("file://")) / prepared.run_id / "lakesort_group=0" / "part-0.parquet"
-    orphan.parent.mkdir(parents=True)
-    orphan.write_bytes(b"half")
-    with pytest.raises(AirflowFailException, match=r"Spark job\(s\) \[0\] failed: run abandoned"):
-        common.verify_run(run, context)
-    assert not orphan.exists()
-    assert not (tmp_path / "work" / "t.events" / "lease.json").exists()
-    (record,) = read_runs(iceberg_catalog, "t.events").to_pylist()
-    assert record["status"] == "failed" and record["error"].startswith("spark: job(s) 0 failed")
+def test_the_report_task_sweeps_the_runs_leases(registry, tmp_path):
+    """A table whose tasks stopped early (upstream_failed) released nothing: the report task does."""
+    mine, other = LeaseOwner.dag("lakesort_backfill", "r1"), LeaseOwner.dag("lakesort_nightly", "n1")
+    acquire_lease("t.events", mine)
+    acquire_lease("t.other", other)
+    with task_context("lakesort_backfill") as context:
+        context["params"] = {"dry_run": True}  # a dry run leaves the report as it was
+        assert common.report.function() is None
+    assert read_lease("t.events") is None and read_lease("t.other").same_run(other)
 
 
 def test_the_dags_submit_command(events, monkeypatch):
     """What the nightly DAG's `compact` task runs, read from the DAG itself: the DagBag's SparkSubmitOperator,
     unmapped with what the DAG's own `spark_jobs` task returns for a planned run of t.events, and the
     spark-submit command its hook builds: our job script, the run's plan, manifest and groups, its name, the
-    layout zip and the Spark conf."""
+    layout zip and the Spark conf; the same command `lakesort compact` runs (one description)."""
     from airflow.dag_processing.dagbag import DagBag
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -166,9 +149,10 @@ def test_the_dags_submit_command(events, monkeypatch):
     # The mapped kwargs are exactly the `spark_jobs` task's return value, one dict per Spark application.
     assert compact.expand_input.value.operator is spark_jobs and compact.expand_input.value.key == "return_value"
 
-    run = common.prepare_table({"table": "t.events", "trigger": "nightly"}, {"dag": dag, "run_id": "r1"})
-    assert run["status"] == "planned"
-    (kwargs,) = spark_jobs.python_callable([run])
+    run = runs.prepare_table(runs.TableRequest(table="t.events", trigger="nightly"),
+                             owner=LeaseOwner.dag("lakesort_nightly", "r1"))
+    assert run.status == "planned"
+    (kwargs,) = spark_jobs.python_callable([run.model_dump(mode="json")])
     task = compact.unmap(kwargs)
     assert isinstance(task, SparkSubmitOperator) and task.task_id == "compact"
     assert (task._conn_id, task.pool, task.retries) == ("spark_default", "lakesort", 2)
@@ -181,12 +165,11 @@ def test_the_dags_submit_command(events, monkeypatch):
     plan = RewritePlan.from_json(Path(args["--plan"]).read_text())
     assert plan.table == "t.events" and plan.groups
     assert args["--groups"] == ",".join(str(g.group_id) for g in plan.groups)
-    assert Path(args["--manifest"]).parent == Path(args["--plan"]).parent == Path(run["work_dir"])
+    assert Path(args["--manifest"]).parent == Path(args["--plan"]).parent == Path(run.work_dir)
     assert not Path(args["--manifest"]).exists(), "the job writes the manifest"
     assert task.name == f"lakesort-compact t.events {plan.run_id} job 0"
     assert task.conf["spark.sql.session.timeZone"] == "UTC"
-    assert task.py_files == run["py_files"] and Path(task.py_files).name == "layout.zip"
-    assert Path(task.py_files).is_file()
+    assert Path(task.py_files) == Path(run.work_dir) / "layout.zip" and Path(task.py_files).is_file()
     python = task.env_vars["PYSPARK_PYTHON"]
     assert python == task.env_vars["PYSPARK_DRIVER_PYTHON"] and Path(python).exists()
 
@@ -198,3 +181,8 @@ def test_the_dags_submit_command(events, monkeypatch):
     assert cmd[cmd.index("--py-files") + 1] == task.py_files
     assert "spark.sql.session.timeZone=UTC" in cmd
     assert cmd[-7:] == [task.application, *task.application_args]
+    # `lakesort compact` (layout.compaction.submit.submit) runs this very command for the same job.
+    job = run.prepared().jobs[0]
+    same = describe_job(plan_path=args["--plan"], manifest_path=job.manifest_path, groups=job.group_ids,
+                        name=task.name, work_dir=run.work_dir)
+    assert same.command(binary="spark-submit", master="local[2]") == cmd

@@ -1,7 +1,8 @@
 """The DAG files parse as the DAG processor parses them: no import errors, the expected DAGs, schedules,
 params and task structure; cheaply: in a fresh interpreter, parsing them imports no heavy module (pyspark,
-pyarrow, pyiceberg, great_expectations, layout, ...) and no package beyond an allowed few. How long parsing
-takes is measured by tests/benchmarks/bench_dag_parse.py, not asserted here."""
+pyarrow, pyiceberg, great_expectations, ...), of `layout` only the light modules that hold the settings,
+and no package beyond an allowed few. How long parsing takes is measured by
+tests/benchmarks/bench_dag_parse.py, not asserted here."""
 
 from __future__ import annotations
 
@@ -20,28 +21,27 @@ COMPACTION_TASKS = {"prepare", "planned", "spark_jobs", "compact", "table.verify
                     "table.measure", "report", "check_tables"}
 # What the tasks import when they run, never the DAG files when they are parsed (lakesort_common imports
 # them inside its task functions): none may be in sys.modules after a parse, whoever imported it.
-HEAVY = ("layout", "pyspark", "pyarrow", "pyiceberg", "great_expectations", "pandas", "numpy", "polars",
+HEAVY = ("pyspark", "pyarrow", "pyiceberg", "great_expectations", "pandas", "numpy", "polars",
          "duckdb", "datafusion", "py4j", "sqlglot", "selenium")
+# The DAG files read their settings (cron, pool, retries, connection) when parsed: exactly these modules of
+# `layout` may be imported then; they import only the standard library and pydantic (see LIGHT_DEPENDENCIES).
+LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes"}
+LIGHT_DEPENDENCIES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}
 # The only top-level packages, besides the standard library, that parsing the DAG files may add to what
 # Airflow's own DAG parsing imports (a parse of an empty folder), besides the modules of dags/ themselves:
 # what the Spark provider's SparkSubmitOperator and the standard provider behind @task import (requests...).
-ALLOWED_AT_PARSE = {"airflow", "requests", "urllib3", "charset_normalizer", "packaging", "socks"}
+ALLOWED_AT_PARSE = {"airflow", "requests", "urllib3", "charset_normalizer", "packaging", "socks", "layout"}
 
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory):
-    import os
-
     from airflow.dag_processing.dagbag import BundleDagBag
 
-    # The registry as shipped (dags/tables), whatever the developer's environment says.
-    saved = os.environ.pop("LAKESORT_TABLES_DIR", None)
-    try:
-        bag = BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, known_pools={"default_pool", "lakesort"})
-    finally:
-        if saved is not None:
-            os.environ["LAKESORT_TABLES_DIR"] = saved
-    return bag
+    # The registry as shipped (dags/tables), whatever the developer's environment says; the environment as
+    # it was afterwards (parsing sets LAKESORT_TABLES_DIR's default).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("LAKESORT_TABLES_DIR", raising=False)
+        return BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, known_pools={"default_pool", "lakesort"})
 
 
 def test_no_import_errors_and_expected_dags(dagbag):
@@ -140,7 +140,7 @@ def fresh_parse(tmp_path, env_extra: dict[str, str] | None = None) -> dict:
     empty = tmp_path / "empty-dags"
     empty.mkdir()
     script = textwrap.dedent(f"""
-        import json, sys
+        import json, os, sys
         from pathlib import Path
         from airflow.dag_processing.dagbag import BundleDagBag
         empty, dags = Path({str(empty)!r}), Path({str(DAGS)!r})
@@ -155,7 +155,10 @@ def fresh_parse(tmp_path, env_extra: dict[str, str] | None = None) -> dict:
                                         if getattr(m, "__file__", None) and Path(m.__file__).parent == dags}},
                           "cron": nightly.timetable.expression,
                           "conn_id": nightly.get_task("compact").partial_kwargs["conn_id"],
-                          "pool": nightly.get_task("compact").pool}}))
+                          "pool": nightly.get_task("compact").pool,
+                          "retries": nightly.get_task("compact").retries,
+                          "tables_dir": os.environ.get("LAKESORT_TABLES_DIR"),
+                          "tables": bag.dags["lakesort_backfill"].params.get_param("table").schema.get("enum")}}))
     """)
     env = {**airflow_env(tmp_path / "airflow"), **(env_extra or {})}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
@@ -166,12 +169,20 @@ def fresh_parse(tmp_path, env_extra: dict[str, str] | None = None) -> dict:
 
 def test_fresh_parse_is_light_and_configurable(tmp_path):
     """In a new interpreter, as the DAG processor: nothing heavy imported, nothing beyond the allowed packages
-    added to Airflow's own imports, and the cron and connection taken from the environment."""
-    result = fresh_parse(tmp_path, {"LAKESORT_NIGHTLY_CRON": "30 3 * * *", "LAKESORT_SPARK_CONN_ID": "spark_yarn"})
+    added to Airflow's own imports, the settings (cron, connection, pool, retries) taken from the environment
+    through `layout.settings`, and the registry beside the DAG files (no LAKESORT_TABLES_DIR is set)."""
+    result = fresh_parse(tmp_path, {"LAKESORT_NIGHTLY_CRON": "30 3 * * *", "LAKESORT_SPARK_CONN_ID": "spark_yarn",
+                                    "LAKESORT_POOL": "lakesort_big", "LAKESORT_SPARK_RETRIES": "5"})
     assert result["errors"] == {}
     assert set(result["dag_ids"]) == EXPECTED
     heavy = sorted({m.split(".")[0] for m in result["modules"]} & set(HEAVY))
     assert heavy == [], f"parsing the DAG files imported {heavy}: import them inside the task functions"
+    layout_modules = {m for m in result["modules"] if m == "layout" or m.startswith("layout.")}
+    assert layout_modules == LAYOUT_AT_PARSE, (
+        f"parsing the DAG files imported {sorted(layout_modules - LAYOUT_AT_PARSE)} of layout (only "
+        f"{sorted(LAYOUT_AT_PARSE)} are light enough): import them inside the task functions")
+    # What the light modules need is what Airflow's own parsing imports already: nothing new.
+    assert not {m.split(".")[0] for m in result["added"]} & LIGHT_DEPENDENCIES
     # The modules of dags/: the three DAG files and their helper, all imported by this parse, not before it.
     from_dags = result["from_dags"]
     assert sorted(from_dags.values()) == sorted([f"{d}.py" for d in EXPECTED] + ["lakesort_common.py"])
@@ -180,4 +191,7 @@ def test_fresh_parse_is_light_and_configurable(tmp_path):
     unexpected = sorted(m for m in added - ALLOWED_AT_PARSE
                         if m not in sys.stdlib_module_names and not m.startswith("_"))
     assert unexpected == [], f"parsing the DAG files newly imports {unexpected}: import them inside the tasks"
-    assert (result["cron"], result["conn_id"], result["pool"]) == ("30 3 * * *", "spark_yarn", "lakesort")
+    assert (result["cron"], result["conn_id"], result["pool"], result["retries"]) == (
+        "30 3 * * *", "spark_yarn", "lakesort_big", 5)
+    # The DAGs' default registry, applied as the variable's default so that the tasks' `layout` sees it too.
+    assert result["tables_dir"] == str(DAGS / "tables") and result["tables"] == ["demo.lineitem"]

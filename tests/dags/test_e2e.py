@@ -183,21 +183,21 @@ def test_then_nothing_is_left_to_do(dry_run, lake, monkeypatch, caplog):
     the dry run's above): nothing to do, said so, recorded, no lease left."""
     import logging
 
-    import lakesort_common as common
-
+    from layout.compaction.lease import LeaseOwner
+    from layout.compaction.runs import TableRequest, prepare_table
     from layout.metrics.measure import read_runs
 
     for name, value in {"PYICEBERG_HOME": str(lake.root), "LAKESORT_TABLES_DIR": str(lake.root / "tables"),
                         "LAKESORT_WORK_DIR": str(lake.root / "work")}.items():
         monkeypatch.setenv(name, value)
     snapshot = lake.table().current_snapshot().snapshot_id
-    context = {"dag": type("Dag", (), {"dag_id": "lakesort_nightly"})(), "run_id": "again"}
     with caplog.at_level(logging.INFO):
-        result = common.prepare_table({"table": GOOD, "trigger": "nightly"}, context)
-    assert result["status"] == "nothing-to-do" and result["jobs"] == []
+        result = prepare_table(TableRequest(table=GOOD, trigger="nightly"),
+                               owner=LeaseOwner.dag("lakesort_nightly", "again"))
+    assert result.status == "nothing-to-do" and result.jobs == ()
     assert f"{GOOD}: nothing to do (3 partition(s) checked)" in caplog.text
     assert lake.table().current_snapshot().snapshot_id == snapshot
     assert not list((lake.root / "work").glob("*/lease.json"))
-    record = runs_of(lake, result["run_id"])
+    record = runs_of(lake, result.run_id)
     assert (record["status"], record["trigger"], record["partitions_rewritten"]) == ("nothing-to-do", "nightly", 0)
     assert not [r for r in read_runs(lake.catalog, GOOD).to_pylist() if r["status"] == "failed"]

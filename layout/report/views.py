@@ -1,0 +1,288 @@
+"""What a report shows, per table: its probes (before vs after, history, latest measurement), its runs
+and its latest verification, as frozen values made from the rows of `layout.report.rows`.
+
+    views = table_views(measurements, runs, specs)   # one TableView per table, sorted by name
+
+A probe's before vs after comes from the latest run with both phases for it; its history is the first
+`before` measurement, then every `after` and `on-demand` one by measured_at. Files and average file size
+are files_before/bytes_before of the first run, then files_after/bytes_after of each committed run.
+
+Values only, no HTML: the templates (`templates/`) lay them out and `layout.report.figures` draws them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from layout.report.rows import Measurement, Run
+
+if TYPE_CHECKING:
+    from layout.spec import TableSpec
+
+__all__ = ["LAST_RUNS", "FilePoint", "Finding", "Pair", "ProbeView", "TableView", "Verification", "table_views"]
+
+LAST_RUNS = 20  # runs a table page lists; earlier failed verifications are shown among these only
+_VERIFIED = ("passed", "failed")  # a nothing-to-do or dry run verifies nothing
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+# --- verification --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One finding of `layout.verify.rules` as a run recorded it; a text field absent there is ""."""
+
+    severity: str
+    rule: str
+    path: str
+    row_group: int | str | None
+    column: str
+    observed: str
+    intended: str
+    diagnosis: str
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Finding:
+        def text(key: str) -> str:
+            value = item.get(key)
+            return str(value) if value else ""
+
+        group = item.get("row_group")
+        return cls(text("severity"), text("rule"), text("path"),
+                   group if group is None or isinstance(group, int) else str(group), text("column"),
+                   text("observed"), text("intended"), text("diagnosis"))
+
+    @property
+    def where(self) -> str:
+        """``path, row group 0, column k``, of what is known; "" when nothing is."""
+        parts = (self.path, "" if self.row_group is None else f"row group {self.row_group}",
+                 f"column {self.column}" if self.column else "")
+        return ", ".join(part for part in parts if part)
+
+    def sort_key(self) -> tuple:
+        """By severity (errors first), rule, path, row group, column and diagnosis."""
+        group = self.row_group if isinstance(self.row_group, int) else -1
+        return _SEVERITY_ORDER.get(self.severity, 3), [self.rule, self.path], group, [self.column, self.diagnosis]
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """A run that verified the files it wrote, with its findings sorted by `Finding.sort_key`."""
+
+    run: Run
+    findings: tuple[Finding, ...]
+    unreadable: str | None  # the recorded findings when they are not a JSON list of objects
+
+    @classmethod
+    def of(cls, run: Run) -> Verification:
+        text = run.findings
+        if not text or not text.strip():
+            return cls(run, (), None)
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return cls(run, (), text)
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            return cls(run, (), text)
+        return cls(run, tuple(sorted(map(Finding.of, data), key=Finding.sort_key)), None)
+
+
+# --- per probe and per table ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeView:
+    """A probe of a table: from its table spec (kind "owner") or, if not there, from its measurements."""
+
+    name: str
+    kind: str
+    predicate: str | None
+    columns: str | None  # "k, v"; None: all columns
+    before: Measurement | None = None  # the latest run with both phases for the probe: its before
+    after: Measurement | None = None  # and its after (both set or neither)
+    history: tuple[Measurement, ...] = ()  # the first before, then every after and on-demand, by time
+    latest: Measurement | None = None  # the newest measurement of any phase
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of bytes read, before to after (negative = fewer); None: nothing to compare."""
+        if self.before is None or self.after is None or self.before.bytes_selected <= 0:
+            return None
+        return (self.after.bytes_selected - self.before.bytes_selected) / self.before.bytes_selected
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """The newest run that measured probes of a table before and after, and the probes it measured."""
+
+    run_id: str
+    measured_at: datetime
+    probes: tuple[ProbeView, ...]
+
+    @property
+    def best(self) -> ProbeView | None:
+        """The probe whose bytes read fell most (or rose least), the owners' own probes first (they are the
+        queries the owners run); None when none can be compared."""
+        comparable = [p for p in self.probes if p.change is not None]
+        owners = [p for p in comparable if p.kind == "owner"]
+        return min(owners or comparable, key=lambda p: (p.change, p.name), default=None)
+
+    @property
+    def changes(self) -> Counter[str]:
+        """How many probes read "fewer", "more" or the "same" bytes after than before."""
+        return Counter("fewer" if change < 0 else "more" if change > 0 else "same"
+                       for p in self.probes if (change := p.change) is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class FilePoint:
+    """Data files and their bytes at a moment."""
+
+    moment: datetime
+    files: int
+    bytes: int
+
+    @property
+    def average(self) -> int | None:
+        return self.bytes // self.files if self.files else None
+
+
+@dataclass(frozen=True, slots=True)
+class TableView:
+    """Everything a table's page shows."""
+
+    table: str
+    spec: TableSpec | None
+    probes: tuple[ProbeView, ...]  # the spec's in its order, then the others (owner kind first, by name)
+    runs: tuple[Run, ...]  # by started_at, oldest first
+
+    @property
+    def last_run(self) -> Run | None:
+        return self.runs[-1] if self.runs else None
+
+    @property
+    def measured(self) -> bool:
+        return any(p.latest is not None for p in self.probes)
+
+    @property
+    def probes_measured(self) -> int:
+        return sum(1 for p in self.probes if p.latest is not None)
+
+    @property
+    def paired(self) -> tuple[ProbeView, ...]:
+        """The probes with a before and an after."""
+        return tuple(p for p in self.probes if p.after is not None)
+
+    @property
+    def with_history(self) -> tuple[ProbeView, ...]:
+        return tuple(p for p in self.probes if p.history)
+
+    @property
+    def last_pair(self) -> Pair | None:
+        paired = self.paired
+        if not paired:
+            return None
+        newest = max(paired, key=lambda p: (p.after.measured_at, p.after.run_id)).after
+        return Pair(newest.run_id, newest.measured_at,
+                    tuple(p for p in paired if p.after.run_id == newest.run_id))
+
+    @property
+    def file_points(self) -> tuple[FilePoint, ...]:
+        """Before the first run, then after each committed run."""
+        if not self.runs:
+            return ()
+        first = self.runs[0]
+        points = [FilePoint(first.started_at, first.files_before, first.bytes_before)]
+        for run in self.runs:
+            if run.status == "committed":
+                points.append(FilePoint(run.ended_at, run.files_after, run.bytes_after))
+        return tuple(points)
+
+    @property
+    def current_files(self) -> FilePoint | None:
+        """The files as the last run left the table."""
+        run = self.last_run
+        if run is None:
+            return None
+        if run.status == "committed":
+            return FilePoint(run.ended_at, run.files_after, run.bytes_after)
+        return FilePoint(run.started_at, run.files_before, run.bytes_before)
+
+    @property
+    def latest_verification(self) -> Verification | None:
+        """The latest run that verified anything (a nothing-to-do run verifies nothing, so it does not
+        hide the state of the files a previous run wrote)."""
+        verified = [run for run in self.runs if run.verification in _VERIFIED]
+        return Verification.of(verified[-1]) if verified else None
+
+    @property
+    def earlier_failures(self) -> tuple[Verification, ...]:
+        """The failed verifications before the latest, newest first, of the runs the page lists."""
+        verified = [run for run in self.runs if run.verification in _VERIFIED]
+        shown = {run.run_id for run in self.runs[-LAST_RUNS:]}
+        return tuple(Verification.of(run) for run in reversed(verified[:-1])
+                     if run.verification == "failed" and run.run_id in shown)
+
+    @property
+    def recent_runs(self) -> tuple[Run, ...]:
+        """The last LAST_RUNS runs, newest first."""
+        return self.runs[::-1][:LAST_RUNS]
+
+    @property
+    def older_runs(self) -> int:
+        """Runs not listed."""
+        return max(len(self.runs) - LAST_RUNS, 0)
+
+
+def _probe_views(spec: TableSpec | None, rows: Sequence[Measurement]) -> tuple[ProbeView, ...]:
+    from_spec = {probe.name: ProbeView(probe.name, "owner", probe.where,
+                                       ", ".join(probe.columns) if probe.columns else None)
+                 for probe in (spec.probes if spec is not None else ())}
+    by_probe: defaultdict[str, list[Measurement]] = defaultdict(list)
+    for row in rows:
+        by_probe[row.probe].append(row)
+    views, extra = dict(from_spec), []
+    for name, measured in by_probe.items():
+        measured.sort(key=lambda r: (r.measured_at, r.run_id, r.phase))
+        latest = measured[-1]
+        view = from_spec.get(name)
+        if view is None:
+            columns = ", ".join(c.strip() for c in latest.columns.split(",") if c.strip()) or None
+            view = ProbeView(name, latest.probe_kind, latest.predicate, columns)
+        phases: defaultdict[str, dict[str, Measurement]] = defaultdict(dict)
+        for row in measured:
+            phases[row.run_id][row.phase] = row
+        pairs = [(ph["after"], ph["before"]) for ph in phases.values() if "before" in ph and "after" in ph]
+        after, before = (max(pairs, key=lambda pair: (pair[0].measured_at, pair[0].run_id)) if pairs
+                         else (None, None))
+        befores = [r for r in measured if r.phase == "before"]
+        history = (*befores[:1], *(r for r in measured if r.phase in ("after", "on-demand")))
+        view = dataclasses.replace(view, before=before, after=after, history=history, latest=latest)
+        if name in from_spec:
+            views[name] = view
+        else:
+            extra.append(view)
+    extra.sort(key=lambda v: (v.kind != "owner", v.name))
+    return (*views.values(), *extra)
+
+
+def table_views(measurements: Iterable[Measurement], runs: Iterable[Run],
+                specs: Sequence[TableSpec] = ()) -> list[TableView]:
+    """One view per table of the specs, the measurements and the runs, sorted by table name."""
+    by_spec = {spec.table: spec for spec in specs}
+    measured: defaultdict[str, list[Measurement]] = defaultdict(list)
+    for row in measurements:
+        measured[row.table].append(row)
+    ran: defaultdict[str, list[Run]] = defaultdict(list)
+    for run in sorted(runs, key=lambda r: (r.started_at, r.run_id)):
+        ran[run.table].append(run)
+    names = sorted(set(by_spec) | set(measured) | set(ran))
+    return [TableView(name, by_spec.get(name), _probe_views(by_spec.get(name), measured.get(name, ())),
+                      tuple(ran.get(name, ()))) for name in names]

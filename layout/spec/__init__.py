@@ -1,0 +1,87 @@
+"""Table specs: how one Iceberg table should be laid out, written and checked (`dags/tables/*.yaml`).
+
+One YAML file per table; keys are snake_case and unknown keys are errors. Only ``table`` and ``owner``
+are required::
+
+    # yaml-language-server: $schema=../../schemas/table-spec.schema.json
+    table: sales.orders
+    owner: {name: Sales Team, email: sales@example.com}
+    sort:
+      keys: [{column: order_date}, {column: customer_id, direction: desc}]
+    target_file_size: 256MiB
+    writer: {compression: zstd, compression_level: 3, bloom_filters: {customer_id: {ndv: 100000}}}
+    probes:
+      - {name: one_day, where: "order_date = DATE '2024-06-01'", columns: [order_id, total]}
+
+Every key, its meaning and its default is documented on the fields of the models
+(`layout.spec.models`), and so in the JSON schema generated from them, published as
+``schemas/table-spec.schema.json`` (`table_spec_schema`; regenerate with
+``python -m layout.spec --schema > schemas/table-spec.schema.json``). The first line above lets
+editors (VS Code YAML, JetBrains) validate a spec and show the documentation while it is written.
+
+Load specs with `load_spec`/`load_specs` (`layout.spec.loading`): errors are `ConfigError` naming the
+file and the dotted key, one line per problem.
+
+The package owns the spec's models (`models`), reading them (`loading`), their JSON schema (`schema`,
+``__main__``) and applying a spec's sort to an Iceberg table (`sorting`). It may import the floors
+below it (`layout.expr` for probe predicates, `layout.errors`, `layout.models`, `layout.sizes`),
+pydantic, PyYAML and pyiceberg; nothing above it (registry, read, verify, compaction, ...).
+"""
+
+from __future__ import annotations
+
+from layout.sizes import GiB, MiB, parse_size
+from layout.spec.loading import load_spec, load_specs, parse_spec
+from layout.spec.models import (
+    BloomFilter,
+    BoundaryOrder,
+    Columns,
+    Compression,
+    Direction,
+    MergeMode,
+    NullOrder,
+    Owner,
+    Probe,
+    Size,
+    SizeOrZero,
+    SortKey,
+    SortSpec,
+    Strategy,
+    TableSpec,
+    UpsertKeys,
+    VerifySpec,
+    WriterSpec,
+)
+from layout.spec.schema import table_spec_schema, table_spec_schema_json
+from layout.spec.sorting import intended_boundary_orders, resolve_sort_keys
+
+__all__ = [
+    "BloomFilter",
+    "BoundaryOrder",
+    "Columns",
+    "Compression",
+    "Direction",
+    "GiB",
+    "MergeMode",
+    "MiB",
+    "NullOrder",
+    "Owner",
+    "Probe",
+    "Size",
+    "SizeOrZero",
+    "SortKey",
+    "SortSpec",
+    "Strategy",
+    "TableSpec",
+    "UpsertKeys",
+    "VerifySpec",
+    "WriterSpec",
+    "intended_boundary_orders",
+    "load_spec",
+    "load_specs",
+    "parse_size",
+    "parse_spec",
+    "resolve_sort_keys",
+    "table_spec_schema",
+    "table_spec_schema_json",
+]

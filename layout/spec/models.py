@@ -1,0 +1,515 @@
+"""The models of a table spec; each field's `description` is its documentation (and the JSON schema's).
+
+Validation is pydantic's plus the validators below; `layout.spec.loading` turns its errors into one
+line per problem naming the file and the dotted key. The `WithJsonSchema` and `json_schema_extra`
+annotations only shape the published JSON schema (`layout.spec.schema`): they do not validate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from layout.errors import UsageError
+from layout.expr.sql import parse_where
+from layout.models import Frozen
+from layout.sizes import GiB, MiB, parse_size
+
+__all__ = [
+    "BloomFilter",
+    "BoundaryOrder",
+    "Columns",
+    "Compression",
+    "Direction",
+    "MergeMode",
+    "NullOrder",
+    "Owner",
+    "Probe",
+    "Size",
+    "SizeOrZero",
+    "SortKey",
+    "SortSpec",
+    "Strategy",
+    "TableSpec",
+    "UpsertKeys",
+    "VerifySpec",
+    "WriterSpec",
+]
+
+Strategy = Literal["linear", "zorder"]
+Direction = Literal["asc", "desc"]
+NullOrder = Literal["first", "last"]
+Compression = Literal["zstd", "snappy", "gzip", "lz4_raw", "uncompressed"]
+BoundaryOrder = Literal["ASCENDING", "DESCENDING", "UNORDERED"]
+MergeMode = Literal["deduplicate", "first-row"]
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_TABLE = re.compile(r"[^.\s]+(\.[^.\s]+)+")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+# Bumped when the canonical form changes meaning, so old hashes cannot match by accident.
+_HASH_VERSION = 1
+_HASH_FIELDS = ("sort", "target_file_size", "max_group_size", "writer", "keys")
+_SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4_raw": "lz4_raw", "uncompressed": "none"}
+_LEVELS = {"zstd": (1, 22), "gzip": (1, 9)}
+# Hadoop's GzipCodec reads `zlib.compress.level` with Configuration.getEnum, so it wants the enum
+# constant's name of ZlibCompressor.CompressionLevel, not the number.
+_ZLIB_LEVELS = {
+    1: "BEST_SPEED", 2: "TWO", 3: "THREE", 4: "FOUR", 5: "FIVE",
+    6: "SIX", 7: "SEVEN", 8: "EIGHT", 9: "BEST_COMPRESSION",
+}
+
+
+# --- JSON schema of the types that validation widens ---------------------------------------------
+
+
+def _size_schema(minimum: int) -> dict[str, Any]:
+    """What `parse_size` accepts: bytes, or a decimal with a binary unit (case-insensitive, like parse_size).
+
+    The schema is a little wider than the validator (``1.5B`` is no whole number of bytes): an editor must
+    not flag a valid spec, and `load_spec` still refuses the rest.
+    """
+    positive = "(?=[0.]*[1-9])" if minimum > 0 else ""
+    return {"anyOf": [
+        {"type": "integer", "minimum": minimum, "description": "a number of bytes"},
+        {
+            "type": "string",
+            "pattern": rf"^\s*{positive}\d+(\.\d+)?\s*([KkMmGgTt][Ii][Bb]|[Bb])?\s*$",
+            "description": "a number with a binary unit: B, KiB, MiB, GiB or TiB, e.g. 512KiB, 128MiB, 1.5GiB",
+        },
+    ]}
+
+
+def _column_schema() -> dict[str, Any]:
+    return {"type": "string", "minLength": 1}
+
+
+def _columns_schema(min_items: int = 0) -> dict[str, Any]:
+    array: dict[str, Any] = {"type": "array", "items": _column_schema()}
+    if min_items:
+        array["minItems"] = min_items
+    return {"anyOf": [array, {**_column_schema(), "description": "a single column"}]}
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """For a field whose real default depends on another field (the description says which)."""
+    schema.pop("default", None)
+
+
+# --- field types ---------------------------------------------------------------------------------
+
+
+def _column_list(value: object) -> object:
+    # A single column written as a string is a common slip; reading it as one column is what was meant.
+    return [value] if isinstance(value, str) else value
+
+
+Size = Annotated[int, BeforeValidator(parse_size), Field(gt=0), WithJsonSchema(_size_schema(1))]
+SizeOrZero = Annotated[int, BeforeValidator(parse_size), Field(ge=0), WithJsonSchema(_size_schema(0))]
+Columns = Annotated[
+    tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_column_list), WithJsonSchema(_columns_schema())
+]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+def _columns_or_all(value: object) -> Literal["all"] | tuple[str, ...]:
+    if value == "all":
+        return "all"
+    if isinstance(value, list | tuple) and all(isinstance(c, str) and c for c in value):
+        return tuple(value)
+    raise ValueError(f"expected 'all' or a list of column names, got {value!r}")
+
+
+# --- models --------------------------------------------------------------------------------------
+
+
+class Owner(Frozen):
+    """Who owns the table: named in reports and alerts."""
+
+    name: NonEmpty = Field(description="Name of the owning team, shown in reports.")
+    email: str = Field(
+        description="Email address of the owning team, for reports; checked loosely (x@y.z).",
+        json_schema_extra={"pattern": rf"^{_EMAIL.pattern}$"},
+    )
+
+    @field_validator("email")
+    @classmethod
+    def _email(cls, value: str) -> str:
+        if not _EMAIL.fullmatch(value):
+            raise ValueError(f"expected an email address like team@example.com, got {value!r}")
+        return value
+
+
+class SortKey(Frozen):
+    """One sort column; `nulls` defaults as Iceberg's: first for asc, last for desc."""
+
+    column: NonEmpty = Field(description="Column to sort by, a column name of the Iceberg table.")
+    direction: Direction = Field("asc", description="Sort direction: asc (default) or desc.")
+    nulls: Annotated[
+        NullOrder, WithJsonSchema({"anyOf": [{"type": "string", "enum": ["first", "last"]}, {"type": "null"}]})
+    ] = Field(
+        "first",
+        description="Where nulls sort: first or last. Absent or null: as Iceberg does, first for asc and "
+        "last for desc.",
+        json_schema_extra=_no_default,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_nulls(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("nulls") is None:
+            data = {**data, "nulls": "last" if data.get("direction") == "desc" else "first"}
+        return data
+
+
+def _check_zorder(strategy: str, keys: Sequence[SortKey]) -> None:
+    if strategy == "zorder" and 0 < len(keys) < 2:
+        raise ValueError(
+            f"zorder interleaves at least 2 columns, got {len(keys)} key ({keys[0].column}); "
+            "add a key or use strategy: linear"
+        )
+
+
+class SortSpec(Frozen):
+    """How rewritten files are sorted; empty `keys` means the Iceberg table's own sort order."""
+
+    strategy: Strategy = Field(
+        "linear",
+        description="linear (default): rows are ordered by the keys, the first key most significant. zorder: "
+        "the keys' values are interleaved so that filters on any of them skip data; needs at least 2 keys.",
+    )
+    keys: tuple[SortKey, ...] = Field(
+        (),
+        description="The sort columns, each at most once. Absent or empty: the Iceberg table's own sort order "
+        "(identity transforms only).",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> SortSpec:
+        seen: set[str] = set()
+        for key in self.keys:
+            if key.column in seen:
+                raise ValueError(f"column {key.column!r} appears twice in keys")
+            seen.add(key.column)
+        _check_zorder(self.strategy, self.keys)
+        return self
+
+
+class BloomFilter(Frozen):
+    """A split-block bloom filter sized for `ndv` distinct values at false-positive rate `fpp`."""
+
+    ndv: Annotated[int, Field(gt=0)] = Field(
+        description="Distinct values the filter is sized for, per row group (parquet.bloom.filter.expected.ndv)."
+    )
+    fpp: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.01, description="False-positive probability, between 0 and 1 (parquet.bloom.filter.fpp). Default 0.01."
+    )
+
+
+class WriterSpec(Frozen):
+    """Parquet settings the Spark job passes to parquet-mr; `spark_options` turns them into writer options."""
+
+    row_group_size: Size = Field(
+        128 * MiB, description="Size a row group aims for, buffered bytes (parquet.block.size). Default 128MiB."
+    )
+    page_size: Size = Field(
+        1 * MiB,
+        description="Size a data page aims for (parquet.page.size); a page ends at this size or at "
+        "page_row_count_limit rows, whichever comes first. Default 1MiB.",
+    )
+    page_row_count_limit: Annotated[int, Field(gt=0)] = Field(
+        20_000,
+        description="Most rows per data page (parquet.page.row.count.limit); smaller pages let readers skip "
+        "more. Default 20000.",
+    )
+    column_index_truncate_length: Annotated[int, Field(gt=0)] = Field(
+        64,
+        description="Bytes kept of min/max values in the column index (parquet.columnindex.truncate.length). "
+        "Default 64.",
+    )
+    statistics_truncate_length: Annotated[int, Field(gt=0)] | None = Field(
+        None,
+        description="Bytes kept of min/max values in the footer statistics (parquet.statistics.truncate.length). "
+        "Absent or null: parquet-mr does not truncate.",
+    )
+    compression: Compression = Field(
+        "zstd", description="Compression codec: zstd (default), snappy, gzip, lz4_raw or uncompressed."
+    )
+    compression_level: int | None = Field(
+        None,
+        description="Codec level: zstd 1-22, gzip 1-9; the other codecs have none. Absent or null: the codec's "
+        "default level.",
+    )
+    dictionary: bool = Field(
+        True,
+        description="Dictionary encoding (parquet.enable.dictionary). Always off for bloom-filtered columns: "
+        "parquet-mr drops the bloom filter of an all-dictionary column chunk. Default true.",
+    )
+    bloom_filters: dict[NonEmpty, BloomFilter] = Field(
+        default_factory=dict,
+        description="Column -> the bloom filter written for it, so point lookups skip row groups without "
+        "the value. Default: none.",
+    )
+
+    @field_validator("compression_level")
+    @classmethod
+    def _level(cls, value: int | None, info: ValidationInfo) -> int | None:
+        codec = info.data.get("compression")
+        if value is None or codec is None:
+            return value
+        if codec not in _LEVELS:
+            raise ValueError(
+                f"compression {codec!r} has no level; remove compression_level or use zstd or gzip"
+            )
+        low, high = _LEVELS[codec]
+        if not low <= value <= high:
+            raise ValueError(f"{codec} levels are {low} to {high}, got {value}")
+        return value
+
+    def spark_options(self) -> dict[str, str]:
+        """The `.option(name, value)` pairs for Spark's Parquet writer (parquet-mr 1.17).
+
+        Every setting is passed, defaults included, so the written files do not depend on the
+        cluster's Spark or Hadoop defaults. The gzip level name comes from parquet-mr/Hadoop sources
+        (`zlib.compress.level`, an enum name); the other names are checked on Spark 4.2.
+        """
+        options = {
+            "compression": _SPARK_CODECS[self.compression],
+            "parquet.block.size": str(self.row_group_size),
+            "parquet.page.size": str(self.page_size),
+            "parquet.page.row.count.limit": str(self.page_row_count_limit),
+            "parquet.columnindex.truncate.length": str(self.column_index_truncate_length),
+            "parquet.enable.dictionary": "true" if self.dictionary else "false",
+        }
+        if self.statistics_truncate_length is not None:
+            options["parquet.statistics.truncate.length"] = str(self.statistics_truncate_length)
+        if self.compression_level is not None:
+            if self.compression == "zstd":
+                options["parquet.compression.codec.zstd.level"] = str(self.compression_level)
+            else:
+                options["zlib.compress.level"] = _ZLIB_LEVELS[self.compression_level]
+        for column, bloom in sorted(self.bloom_filters.items()):
+            options[f"parquet.bloom.filter.enabled#{column}"] = "true"
+            options[f"parquet.bloom.filter.expected.ndv#{column}"] = str(bloom.ndv)
+            options[f"parquet.bloom.filter.fpp#{column}"] = repr(bloom.fpp)
+            # parquet-mr drops a chunk's bloom filter when all its data pages are dictionary-encoded
+            # (ParquetFileWriter.writeColumnChunk): a bloom-filtered column is written without one.
+            options[f"parquet.enable.dictionary#{column}"] = "false"
+        return options
+
+
+class VerifySpec(Frozen):
+    """What the verify step checks in the staged files; null fields are derived by `TableSpec`.
+
+    Row group sizes are the compressed bytes in the footer.
+    """
+
+    column_index_columns: Annotated[
+        Literal["all"] | tuple[str, ...],
+        PlainValidator(_columns_or_all),
+        WithJsonSchema({"anyOf": [{"const": "all"}, {"type": "array", "items": _column_schema()}]}),
+    ] = Field("all", description="'all' (default), or the list of columns that must carry a column index.")
+    boundary_order: dict[NonEmpty, BoundaryOrder] | None = Field(
+        None,
+        description="Column -> the boundary order (ASCENDING, DESCENDING or UNORDERED) every file's column "
+        "index must show for it. Absent or null: derived from the sort: a linear sort's first key is ordered "
+        "by its direction; a zorder sort asserts nothing.",
+    )
+    bloom_filter_columns: Columns | None = Field(
+        None,
+        description="Columns whose bloom filters every file must carry; each must be in writer.bloom_filters. "
+        "Absent or null: the writer's bloom filter columns.",
+    )
+    min_row_group_size: SizeOrZero = Field(0, description="Smallest row group allowed. Default 0.")
+    max_row_group_size: Size | None = Field(
+        None,
+        description="Largest row group allowed. Absent or null: 2 x writer.row_group_size (parquet-mr checks "
+        "the buffered size only every so many rows, so row groups overshoot).",
+    )
+    min_file_size: SizeOrZero = Field(
+        0,
+        description="Smallest file allowed. Default 0: a partition's last file is legitimately small, and a "
+        "file cannot tell it is the last one.",
+    )
+    max_file_size: Size | None = Field(
+        None, description="Largest file allowed. Absent or null: 2 x target_file_size."
+    )
+
+
+class Probe(Frozen):
+    """A query the owners run; `where` is parsed at load time so a typo fails the spec, not the run."""
+
+    name: Annotated[str, Field(pattern=_IDENTIFIER.pattern)] = Field(
+        description="Name of the probe in reports, unique within the spec; written like an identifier "
+        "(letters, digits, _ and -)."
+    )
+    where: Annotated[str, Field(min_length=1)] = Field(
+        description="The query's filter, SQL in Spark's dialect (what layout.expr.sql.parse_where accepts), "
+        "e.g. l_shipdate = DATE '1995-06-17'."
+    )
+    columns: Columns | None = Field(
+        None, description="The columns the query reads. Absent or null: all columns."
+    )
+
+    @field_validator("where")
+    @classmethod
+    def _parses(cls, value: str, info: ValidationInfo) -> str:
+        try:
+            parse_where(value)
+        except UsageError as error:
+            name = info.data.get("name", "?")
+            # sqlglot underlines the culprit with terminal escapes over several lines; one plain line
+            # reads better in a log and keeps one error per line.
+            detail = " ".join(_ANSI.sub("", str(error)).split())
+            raise ValueError(f"probe {name!r}: {detail}") from None
+        return value
+
+
+class UpsertKeys(Frozen):
+    """The row key of an upsert table and how rows with the same key merge."""
+
+    columns: Annotated[Columns, Field(min_length=1), WithJsonSchema(_columns_schema(min_items=1))] = Field(
+        description="The columns of the row key (at least one)."
+    )
+    sequence: NonEmpty = Field(description="The column that orders the versions of a row.")
+    merge: MergeMode = Field(
+        "deduplicate",
+        description="Which row of a key survives: deduplicate (default) keeps the highest sequence, "
+        "first-row the lowest.",
+    )
+
+
+class TableSpec(Frozen):
+    """The spec of one table; build with `load_spec` or `parse_spec` so errors name the file.
+
+    `spec_hash` fingerprints what changes the bytes written (sort, sizes that shape files, writer,
+    keys), so a planner can tell whether a partition was compacted under the same spec. Owner,
+    probes, catalog, table name, verification bounds and the planning thresholds (`small_file_size`,
+    `min_small_files`) do not enter it: changing them must not make every partition look stale.
+    """
+
+    table: str = Field(
+        description="Iceberg identifier namespace.name (the namespace may have several levels).",
+        json_schema_extra={"pattern": rf"^{_TABLE.pattern}$"},
+    )
+    catalog: str | None = Field(
+        None,
+        description="Catalog name in pyiceberg's configuration. Absent or null: pyiceberg's default catalog.",
+    )
+    owner: Owner = Field(description="The owning team, named in reports and alerts.")
+    # Absent and empty mean the same (the table's own order), so both hash alike.
+    sort: SortSpec = Field(
+        SortSpec(),
+        description="How rewritten files are sorted. Default: linear, in the Iceberg table's own sort order.",
+    )
+    target_file_size: Size = Field(
+        128 * MiB, description="Size the rewrite aims for per output file. Default 128MiB."
+    )
+    small_file_size: Size | None = Field(
+        None,
+        description="Files below this size count as small; at most target_file_size. Absent or null: 0.75 x "
+        "target_file_size (Iceberg's own min-file-size-bytes ratio).",
+    )
+    min_small_files: Annotated[int, Field(ge=2)] = Field(
+        2,
+        description="A partition with at least this many small files needs a rewrite. At least 2 (the "
+        "default): one small file is just a partition's last file, and rewriting it alone would give a small "
+        "file again, every night.",
+    )
+    max_group_size: Size = Field(
+        1 * GiB,
+        description="Most input bytes one rewrite group (one Spark task set) reads; at least "
+        "target_file_size. Default 1GiB.",
+    )
+    writer: WriterSpec = Field(
+        WriterSpec(), description="Parquet settings the Spark job passes to parquet-mr."
+    )
+    verify: VerifySpec = Field(
+        VerifySpec(), description="What the verify step checks in the staged files before they are committed."
+    )
+    probes: tuple[Probe, ...] = Field(
+        (),
+        description="The queries owners run, measured before and after each rewrite: how many files, row "
+        "groups, pages and rows a reader skips. Default: none.",
+    )
+    keys: UpsertKeys | None = Field(
+        None, description="Upsert tables only: the row key and how rows with the same key merge."
+    )
+
+    _source: str = PrivateAttr(default="<spec>")
+
+    @field_validator("table")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not _TABLE.fullmatch(value):
+            raise ValueError(f"expected an Iceberg identifier like namespace.name, got {value!r}")
+        return value
+
+    @field_validator("probes")
+    @classmethod
+    def _unique_probes(cls, probes: tuple[Probe, ...]) -> tuple[Probe, ...]:
+        first: dict[str, int] = {}
+        for index, probe in enumerate(probes):
+            if probe.name in first:
+                raise ValueError(
+                    f"duplicate probe name {probe.name!r} (probes[{first[probe.name]}] and probes[{index}])"
+                )
+            first[probe.name] = index
+        return probes
+
+    @model_validator(mode="after")
+    def _derive(self) -> TableSpec:
+        target = self.target_file_size
+        small = self.small_file_size if self.small_file_size is not None else target * 3 // 4
+        if small > target:
+            raise ValueError(f"small_file_size ({small}) must not exceed target_file_size ({target})")
+        if self.max_group_size < target:
+            raise ValueError(f"max_group_size ({self.max_group_size}) must be at least target_file_size ({target})")
+        verify = self.verify
+        writer_blooms = tuple(sorted(self.writer.bloom_filters))
+        missing = sorted(set(verify.bloom_filter_columns or ()) - set(writer_blooms))
+        if missing:
+            raise ValueError(
+                f"verify.bloom_filter_columns asks for {', '.join(missing)} but writer.bloom_filters "
+                f"does not write them (writer: {', '.join(writer_blooms) or 'none'})"
+            )
+        derived = {
+            "bloom_filter_columns": verify.bloom_filter_columns if verify.bloom_filter_columns is not None
+            else writer_blooms,
+            "max_row_group_size": verify.max_row_group_size or 2 * self.writer.row_group_size,
+            "max_file_size": verify.max_file_size or 2 * target,
+        }
+        for low, high in (("min_row_group_size", "max_row_group_size"), ("min_file_size", "max_file_size")):
+            if getattr(verify, low) > derived[high]:
+                raise ValueError(f"verify.{low} ({getattr(verify, low)}) exceeds verify.{high} ({derived[high]})")
+        # Frozen models: derived defaults are filled in once, here, so that everything downstream
+        # (and the hash) sees one normalized value.
+        object.__setattr__(self, "small_file_size", small)
+        object.__setattr__(self, "verify", verify.model_copy(update=derived))
+        return self
+
+    @property
+    def source(self) -> str:
+        """The file the spec was read from, for messages."""
+        return self._source
+
+    @property
+    def spec_hash(self) -> str:
+        """16 hex digits of sha256 over the canonical JSON of what changes the bytes written."""
+        layout = self.model_dump(mode="json", include=set(_HASH_FIELDS))
+        canonical = json.dumps({"v": _HASH_VERSION, **layout}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]

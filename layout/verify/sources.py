@@ -1,0 +1,82 @@
+"""What a check looks at: the data files of a source (a file, a directory, an Iceberg table, or a run's
+staged output), each with its partition, and the spec and sort keys to hold them to.
+
+The layout rules (`rules`) and the GX suites (`expectations`) resolve sources here, so both always
+check the same files against the same spec.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pyarrow import fs
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+
+from layout.catalog import load_table
+from layout.errors import ConfigError
+from layout.io import data_files, resolve
+from layout.manifest import StagedManifest
+from layout.registry import find_spec
+from layout.spec import SortKey, TableSpec, resolve_sort_keys
+
+__all__ = ["Source", "resolve_source", "staged_files", "table_files"]
+
+log = logging.getLogger(__name__)
+
+Files = list[tuple[Any, str]]  # (pyarrow filesystem, path)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    files: Files
+    partitions: dict[str, str] | None  # path -> partition; None: files outside a table
+    spec: TableSpec | None  # None: the default rules
+    sort_keys: tuple[SortKey, ...] | None  # resolved against the table (its sort order by default)
+    table: Table | None
+
+
+def resolve_source(source: str, spec: TableSpec | None = None) -> Source:
+    """A file or directory (checked with `spec` as given), else an Iceberg table `ns.table`: its live
+    data files, with `spec` or the registry's (none there: the default rules, with a warning)."""
+    filesystem, path = resolve(source)
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound or "/" in source:
+        return Source(data_files(source), None, spec, None, None)
+    spec = spec or _registered_spec(source)
+    table = load_table(source, spec.catalog if spec is not None else None)
+    files, partitions = table_files(table)
+    keys = tuple(resolve_sort_keys(spec, table)) if spec is not None else None
+    return Source(files, partitions, spec, keys, table)
+
+
+def table_files(table: Table) -> tuple[Files, dict[str, str]]:
+    """The live data files of the table's current snapshot, with their partition paths."""
+    spec, schema = table.spec(), table.schema()
+    files, partitions = [], {}
+    for task in table.scan().plan_files():
+        filesystem, path = resolve(task.file.file_path)
+        values = task.file.partition
+        partitions[path] = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
+        files.append((filesystem, path))
+    return files, partitions
+
+
+def staged_files(manifest: StagedManifest) -> tuple[Files, dict[str, str]]:
+    """A run's staged output files; each group's files count as one partition (the overlap rule)."""
+    files, partitions = [], {}
+    for group in manifest.groups:
+        for out in group.outputs:
+            filesystem, path = resolve(out.path)
+            files.append((filesystem, path))
+            partitions[path] = group.partition
+    return files, partitions
+
+
+def _registered_spec(table: str) -> TableSpec | None:
+    try:
+        return find_spec(table)
+    except ConfigError as error:
+        log.warning("%s; verifying with the default rules (column and offset index on every column)", error)
+        return None

@@ -1,0 +1,86 @@
+"""The house (DESIGN.md): the import contracts of pyproject.toml hold, and the rules they cannot express.
+
+- import-linter's contracts: floors import only downwards, no cycles inside any package, no Spark or
+  Airflow in `layout`, the reader library independent of the pipeline, light settings.
+- Function-local imports only for heavy optional dependencies (GX, Spark), each with its reason in a
+  comment right above it: a local import must never again hide an import cycle.
+- Every `LAKESORT_*` variable is read by `layout.settings` and nowhere else.
+- Every package says in its docstring what it owns and what it may import.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LAYOUT = REPO / "layout"
+# Optional (the `pipeline` extra) and slow to import: imported only where they are used.
+LOCAL_IMPORTS_ALLOWED = ("great_expectations", "pyspark")
+
+
+def _sources(*roots: Path) -> list[Path]:
+    return sorted(p for root in roots for p in root.rglob("*.py"))
+
+
+def test_import_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    assert lint.exists(), f"import-linter is a dev dependency; {lint.name} should be beside {sys.executable}"
+    done = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True, check=False)
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, f"an import contract of pyproject.toml [tool.importlinter] is broken:\n{report}"
+    kept = re.search(r"Contracts: (\d+) kept, 0 broken", report)
+    assert kept and int(kept.group(1)) >= 6, report
+
+
+def _local_imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    module_level = {id(node) for node in tree.body}
+    for node in tree.body:
+        if isinstance(node, ast.If | ast.Try):  # TYPE_CHECKING blocks and optional imports at the top
+            module_level.update(id(n) for n in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in module_level:
+            name = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            found.append((node.lineno, name or ""))
+    return found
+
+
+@pytest.mark.parametrize("path", _sources(LAYOUT), ids=lambda p: str(p.relative_to(REPO)))
+def test_local_imports_only_for_heavy_optional_dependencies(path):
+    lines = path.read_text().splitlines()
+    for lineno, name in _local_imports(path):
+        where = f"{path.relative_to(REPO)}:{lineno}"
+        assert name.startswith(LOCAL_IMPORTS_ALLOWED), (
+            f"{where}: `{name}` is imported inside a function; import it at the top of the module (a local "
+            "import of a layout module hides an import cycle: move the code to the floor it belongs on)")
+        above = lines[lineno - 2].strip() if lineno >= 2 else ""
+        reason = above.startswith(("#", "import ", "from ")) or "#" in lines[lineno - 1]
+        assert reason, f"{where}: say in a comment above the local import of `{name}` why it is local"
+
+
+def test_lakesort_variables_are_read_only_by_settings():
+    offenders = []
+    for path in _sources(LAYOUT, REPO / "dags", REPO / "jobs"):
+        if path == LAYOUT / "settings.py":
+            continue
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            # Reads only: a DAG may set a variable's default for its tasks (the registry beside it).
+            if re.search(r"(environ\.get|getenv)\(\s*[\"']LAKESORT_", line) or \
+                    re.search(r"environ\[[\"']LAKESORT_\w*[\"']\](?!\s*=[^=])", line):
+                offenders.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()}")
+    assert not offenders, "read LAKESORT_* through layout.settings.settings():\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("package", sorted(p.parent for p in LAYOUT.rglob("__init__.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_every_package_says_what_it_owns_and_may_import(package):
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    assert len(doc) > 80, f"{package.relative_to(REPO)}/__init__.py: a docstring saying what the package owns"
+    assert "may import" in doc.lower(), f"{package.relative_to(REPO)}/__init__.py: say what it may import"
