@@ -251,7 +251,7 @@ class RunRecord:
     status: Literal["committed", "nothing-to-do", "failed", "dry-run"]
     trigger: Literal["nightly", "backfill", "manual"]
     started_at: dt.datetime
-    duration_s: float
+    duration_s: float | None  # None: read back from a row without one
     snapshot_before: int | None = None
     snapshot_after: int | None = None
     partitions_rewritten: int = 0
@@ -267,6 +267,10 @@ class RunRecord:
     verification: Literal["passed", "failed", "skipped"] = "skipped"
     findings: str = "[]"  # JSON list of layout.verify.rules findings
     error: str | None = None
+
+    @property
+    def ended_at(self) -> dt.datetime:
+        return self.started_at + dt.timedelta(seconds=self.duration_s or 0.0)
 
 
 def record_run(catalog: Catalog, run: RunRecord) -> None:

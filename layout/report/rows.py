@@ -10,80 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from layout.errors import UsageError
 from layout.metrics import store
+
+# The rows are the values the metrics module records: one definition of each table's columns.
+from layout.metrics.measure import Measurement
+from layout.metrics.measure import RunRecord as Run
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
 __all__ = ["Measurement", "Run", "read_rows", "typed_rows", "utc"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Measurement:
-    """One row of `lakesort.pruning_metrics`: one probe planned on one snapshot (fields in column order)."""
-
-    run_id: str
-    phase: str  # before | after | on-demand
-    table: str
-    snapshot_id: int | None
-    measured_at: datetime  # UTC
-    probe: str
-    probe_kind: str  # owner | standard
-    predicate: str
-    columns: str  # comma-separated; empty: all columns
-    files_total: int
-    files_selected: int
-    row_groups_total: int
-    row_groups_selected: int
-    pages_total: int
-    pages_selected: int
-    pages_ideal: int
-    rows_total: int
-    rows_selected: int
-    rows_matching: int
-    bytes_total: int
-    bytes_selected: int
-    bytes_ideal: int
-    efficiency: float  # bytes_ideal / bytes_selected
-    plan_cold_ms: float
-    plan_warm_ms: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    """One row of `lakesort.compaction_runs` (fields in column order)."""
-
-    run_id: str
-    table: str
-    status: str  # committed | nothing-to-do | failed | dry-run
-    trigger: str
-    started_at: datetime  # UTC
-    duration_s: float | None
-    snapshot_before: int | None
-    snapshot_after: int | None
-    partitions_rewritten: int
-    groups: int
-    files_before: int
-    files_after: int
-    files_removed: int
-    files_added: int
-    bytes_before: int
-    bytes_after: int
-    bytes_rewritten: int
-    rows_rewritten: int
-    verification: str  # passed | failed | skipped
-    findings: str  # JSON list of layout.verify.rules findings
-    error: str | None
-
-    @property
-    def ended_at(self) -> datetime:
-        return self.started_at + timedelta(seconds=self.duration_s or 0.0)
 
 
 _FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS}

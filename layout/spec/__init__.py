@@ -30,7 +30,6 @@ pydantic, PyYAML and pyiceberg; nothing above it (registry, read, verify, compac
 
 from __future__ import annotations
 
-from layout.sizes import GiB, MiB, parse_size
 from layout.spec.loading import load_spec, load_specs, parse_spec
 from layout.spec.models import (
     BloomFilter,
@@ -61,9 +60,7 @@ __all__ = [
     "Columns",
     "Compression",
     "Direction",
-    "GiB",
     "MergeMode",
-    "MiB",
     "NullOrder",
     "Owner",
     "Probe",
@@ -79,7 +76,6 @@ __all__ = [
     "intended_boundary_orders",
     "load_spec",
     "load_specs",
-    "parse_size",
     "parse_spec",
     "resolve_sort_keys",
     "table_spec_schema",

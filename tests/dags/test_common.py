@@ -6,7 +6,6 @@ is tested in tests/test_runs.py."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 from pathlib import Path
 
@@ -16,44 +15,6 @@ import pytest
 from layout.compaction import runs
 from layout.compaction.lease import LeaseOwner, acquire_lease, read_lease
 from layout.compaction.submit import describe_job
-
-SPEC = """\
-table: t.events
-catalog: lakesort
-owner: {name: Test Team, email: test@example.com}
-sort: {keys: [{column: d}, {column: k}]}
-target_file_size: 1MiB
-small_file_size: 512KiB
-"""
-
-
-@pytest.fixture
-def registry(tmp_path, monkeypatch):
-    tables = tmp_path / "tables"
-    tables.mkdir()
-    (tables / "events.yaml").write_text(SPEC)
-    monkeypatch.setenv("LAKESORT_TABLES_DIR", str(tables))
-    monkeypatch.setenv("LAKESORT_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("LAKESORT_REPORT_DIR", str(tmp_path / "reports"))
-    return tables
-
-
-@pytest.fixture
-def events(iceberg_catalog, registry):
-    """t.events, partitioned by month of `d`, 1995-01-15..1995-04-15, in three appends (small files)."""
-    import pyarrow as pa
-    from pyiceberg.transforms import MonthTransform
-
-    iceberg_catalog.create_namespace("t")
-    days = [dt.date(1995, 1, 15) + dt.timedelta(days=i) for i in range(91)]
-    data = pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(91), pa.int64()),
-                     "v": pa.array([f"v{i}" for i in range(91)])})
-    table = iceberg_catalog.create_table("t.events", schema=data.schema)
-    with table.update_spec() as spec:
-        spec.add_field("d", MonthTransform(), "d_month")
-    for part in (data.slice(0, 30), data.slice(30, 30), data.slice(60)):
-        table.append(part.cast(table.schema().as_arrow()))
-    return table
 
 
 @contextlib.contextmanager
