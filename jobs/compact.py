@@ -20,8 +20,24 @@ import sys
 import time
 from pathlib import Path
 
+from pyiceberg import types as I
+from pyiceberg.schema import Schema
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
+from pyspark.sql.window import Window
+
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
-from layout.manifest import StagedGroup
+from layout.compaction.fingerprint import spark_row_hash_expr
+from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
+from layout.compaction.planner import RewritePlan
+from layout.io import find_parquet_files
+from layout.manifest import StagedFile, StagedGroup, StagedManifest
+from layout.parquet import ParquetFile
+from layout.parquet.field_ids import patch_path
 
 log = logging.getLogger("lakesort.compact")
 
@@ -34,9 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from pyspark.sql import SparkSession
 
-    from layout.compaction.planner import RewritePlan
 
     plan = RewritePlan.from_json(Path(args.plan).read_text())
     wanted = {int(g) for g in args.groups.split(",")} if args.groups else None
@@ -69,14 +83,11 @@ def staging_dir(plan) -> str:
 def spark_schema(plan):
     """The table's schema as Spark types, with Iceberg's nullability and each struct field's Iceberg field
     id as `parquet.field.id` (parquet-mr writes it: spark.sql.parquet.fieldId.write.enabled is on)."""
-    from pyiceberg.schema import Schema
-    from pyspark.sql import types as T
 
     return T.StructType([_struct_field(f) for f in Schema.model_validate_json(plan.table_schema_json).fields])
 
 
 def _struct_field(field):
-    from pyspark.sql import types as T
 
     return T.StructField(field.name, _spark_type(field.field_type), nullable=not field.required,
                          metadata={"parquet.field.id": field.field_id})
@@ -85,8 +96,6 @@ def _struct_field(field):
 def _spark_type(t):
     """Iceberg type -> Spark type. Types Spark cannot write (uuid, fixed, time) are refused at plan time
     (`layout.compaction.admission`); reaching one here is a bug."""
-    from pyiceberg import types as I
-    from pyspark.sql import types as T
 
     simple = {I.BooleanType: T.BooleanType, I.IntegerType: T.IntegerType, I.LongType: T.LongType,
               I.FloatType: T.FloatType, I.DoubleType: T.DoubleType, I.DateType: T.DateType,
@@ -110,8 +119,6 @@ def _spark_type(t):
 def nested_field_ids(plan) -> dict[tuple[str, ...], int]:
     """Iceberg ids of list elements and map keys/values by their Parquet path as Spark writes them
     (`x.list.element`, `x.key_value.key`, `x.key_value.value`): parquet-mr gets ids only for struct fields."""
-    from pyiceberg import types as I
-    from pyiceberg.schema import Schema
 
     ids: dict[tuple[str, ...], int] = {}
 
@@ -135,8 +142,6 @@ def nested_field_ids(plan) -> dict[tuple[str, ...], int]:
 def add_nested_field_ids(spark, plan, target: str) -> None:
     """Give list elements and map keys/values their Iceberg field ids in every written footer
     (`layout.parquet.field_ids`), in the executors: a footer splice, the file rewritten once."""
-    from layout.io import find_parquet_files
-    from layout.parquet.field_ids import patch_path
 
     ids = nested_field_ids(plan)
     if not ids:
@@ -152,10 +157,7 @@ def add_nested_field_ids(spark, plan, target: str) -> None:
 def read_inputs(spark, plan, groups):
     """The planned files' rows as Iceberg defines them (`layout.compaction.inputs`: pyiceberg's reader in the
     executors), tagged with group and partition key. Files are spread over tasks balanced by bytes."""
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 
     schema = spark_schema(plan)
     out_schema = T.StructType([*schema.fields, T.StructField(GROUP, T.IntegerType(), False),
@@ -189,12 +191,7 @@ def compact_groups(spark, plan, groups):
     fingerprints come from exact aggregations over that same data. (Observed metrics would not do:
     the range partitioner's sampling job runs the plan again and they would count rows twice.)
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
 
-    from layout.compaction.fingerprint import spark_row_hash_expr
-    from layout.compaction.inputs import GROUP, PART, PART_KEY
 
     t0 = time.perf_counter()
     if not groups:
@@ -279,7 +276,6 @@ def compact_groups(spark, plan, groups):
 def _exact_keys(spark, n: int) -> list[int]:
     """For each task i < n, an int key that Spark's hash partitioning sends to task i: the smallest k with
     pmod(hash(k), n) == i, found with Spark's own `hash` (the Murmur3 HashPartitioning uses)."""
-    from pyspark.sql import functions as F
 
     span = 64 * n
     while True:
@@ -291,7 +287,6 @@ def _exact_keys(spark, n: int) -> list[int]:
 
 
 def sort_column(key):
-    from pyspark.sql import functions as F
 
     col = F.col(key.column)
     if key.direction == "desc":
@@ -302,8 +297,6 @@ def sort_column(key):
 def zorder_column(df, keys: list[str]):
     """Interleave the bits of each key scaled to [0, 2^bits): numbers and dates by min/max, strings by
     their first bytes. Ties and nulls land together; it is a clustering, not a total order."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
 
     bits = 62 // len(keys)
     scaled = []
@@ -336,9 +329,6 @@ def zorder_column(df, keys: list[str]):
 
 def list_outputs(directory: str, partition_key: str):
     """The Parquet files the write produced, with sizes and row counts from their footers."""
-    from layout.io import find_parquet_files
-    from layout.manifest import StagedFile
-    from layout.parquet import ParquetFile
 
     out = []
     scheme = directory.split("://", 1)[0] + "://" if "://" in directory else ""
@@ -350,7 +340,6 @@ def list_outputs(directory: str, partition_key: str):
 
 
 def write_manifest(spark, plan, staged, target: str, seconds: float) -> None:
-    from layout.manifest import StagedManifest
 
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
                                                                                   "spark.executor", "spark.driver"))}

@@ -52,7 +52,7 @@ def _local_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize("path", _sources(LAYOUT), ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("path", _sources(LAYOUT, REPO / "jobs"), ids=lambda p: str(p.relative_to(REPO)))
 def test_local_imports_only_for_heavy_optional_dependencies(path):
     lines = path.read_text().splitlines()
     for lineno, name in _local_imports(path):
