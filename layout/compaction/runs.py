@@ -18,7 +18,8 @@ leaves a table locked; whatever still slips through, the DAG run's last task swe
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -235,6 +236,16 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, spec: TableSpec |
         raise
 
 
+@contextmanager
+def _lease_released_on_failure(run: PlannedTable | VerifiedRun) -> Iterator[None]:
+    """A step that fails releases the run's lease (a failed task must never leave the table locked)."""
+    try:
+        yield
+    except BaseException:
+        release_lease(run.table, run.owner)
+        raise
+
+
 def to_compact(results: Iterable[PlannedTable]) -> list[PlannedTable]:
     """The runs with Spark work (status "planned"); the others' summaries go to the log."""
     runs = []
@@ -259,7 +270,7 @@ def verify_table(run: PlannedTable) -> VerifiedRun:
     """Abandon the run if one of its Spark jobs failed (SparkJobsFailed: staged files removed, failure
     recorded), else verify the staged output; either failure releases the lease."""
     prepared = run.prepared()
-    try:
+    with _lease_released_on_failure(run):
         failed = [j.job_id for j in prepared.jobs if not Path(j.manifest_path).exists()]
         if failed:
             steps.abandon(prepared, f"spark: job(s) {', '.join(map(str, failed))} failed (no manifest)")
@@ -267,9 +278,6 @@ def verify_table(run: PlannedTable) -> VerifiedRun:
                 f"{run.table} run {prepared.run_id}: Spark job(s) {failed} failed: run abandoned, staged files "
                 "removed, table unchanged (see the `compact` task logs)")
         outcome = steps.verify(prepared, spec=find_spec(run.table))
-    except BaseException:
-        release_lease(run.table, run.owner)
-        raise
     return VerifiedRun(table=run.table, owner=run.owner, run_id=prepared.run_id, work_dir=prepared.work_dir,
                        verification=outcome.status, warnings=len(outcome.findings))
 
@@ -277,11 +285,8 @@ def verify_table(run: PlannedTable) -> VerifiedRun:
 def commit_table(run: VerifiedRun) -> CommittedRun:
     """Commit the verified output (one atomic Iceberg overwrite); a failure releases the lease."""
     prepared = PreparedRun.load(run.work_dir)
-    try:
+    with _lease_released_on_failure(run):
         result = steps.commit(prepared)
-    except BaseException:
-        release_lease(run.table, run.owner)
-        raise
     committed = CommittedRun(
         table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id, work_dir=run.work_dir,
         trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,

@@ -251,8 +251,9 @@ def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
         manifest = staged_manifest(prepared)
         plan = prepared.plan()
         check_staged(manifest, staged_columns(plan))
-        prove_staged(load_table(prepared.table, prepared.catalog), plan, manifest)
-        findings = verifier(manifest) if verifier is not None else _verify_layout(prepared, manifest, spec)
+        table = load_table(prepared.table, prepared.catalog)
+        prove_staged(table, plan, manifest)
+        findings = verifier(manifest) if verifier is not None else _verify_layout(table, manifest, spec)
         outcome = VerifyOutcome(run_id=prepared.run_id, manifest=_digest(manifest), status="passed",
                                 findings=tuple(findings or ()))
         (Path(prepared.work_dir) / VERIFIED).write_text(outcome.model_dump_json())
@@ -261,11 +262,11 @@ def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
         return outcome
 
 
-def _verify_layout(prepared: PreparedRun, manifest: StagedManifest, spec: TableSpec | None) -> list[Finding]:
+def _verify_layout(table: Table, manifest: StagedManifest, spec: TableSpec | None) -> list[Finding]:
     """The layout rules (`layout.verify`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
     before either refuses, so the Data Docs always show this run. Returns the findings (warnings)."""
-    spec = spec or find_spec(prepared.table)
-    keys = resolve_sort_keys(spec, load_table(prepared.table, prepared.catalog))
+    spec = spec or find_spec(".".join(table.name()))
+    keys = resolve_sort_keys(spec, table)
     report = verify_staged(manifest, spec, keys)
     for finding in report.by_severity("warning"):
         log.warning("%s: %s", finding.rule, finding.diagnosis)
