@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from pyarrow.fs import FileType, LocalFileSystem
 from pyiceberg import types as I
 from pyiceberg.schema import Schema
 from pyspark import StorageLevel
@@ -34,7 +35,7 @@ from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
-from layout.io import find_parquet_files
+from layout.io import find_parquet_files, resolve
 from layout.manifest import StagedFile, StagedGroup, StagedManifest
 from layout.parquet import ParquetFile
 from layout.parquet.field_ids import patch_path
@@ -49,9 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", help="only these group ids, comma separated (default: all)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-
     plan = RewritePlan.from_json(Path(args.plan).read_text())
     wanted = {int(g) for g in args.groups.split(",")} if args.groups else None
     groups = [g for g in plan.groups if wanted is None or g.group_id in wanted]
@@ -59,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     started = time.perf_counter()
     try:
-        staged = compact_groups(spark, plan, groups)
-        write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started)
+        timings: dict[str, float] = {}
+        staged = compact_groups(spark, plan, groups, timings)
+        write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started, timings)
     finally:
         spark.stop()
     return 0
@@ -150,8 +149,21 @@ def add_nested_field_ids(spark, plan, target: str) -> None:
     paths = [scheme + p if scheme and not p.startswith(scheme) else p for _, p in find_parquet_files(target)]
     t0 = time.perf_counter()
     slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 2))
-    changed = sum(spark.sparkContext.parallelize(paths, slices).map(lambda p: patch_path(p, ids)).collect())
+    changed = sum(spark.sparkContext.parallelize(paths, slices).map(lambda p: _patched(p, ids)).collect())
     log.info("added list/map field ids to %d of %d file(s) in %.1fs", changed, len(paths), time.perf_counter() - t0)
+
+
+def _patched(path: str, ids: dict[tuple[str, ...], int]) -> bool:
+    """`patch_path`, then drop the checksum Hadoop's local file system keeps beside the file (`.<name>.crc`):
+    it describes the bytes before the splice, and the read-back would refuse the file."""
+    changed = patch_path(path, ids)
+    filesystem, local = resolve(path)
+    if changed and isinstance(filesystem, LocalFileSystem):
+        directory, name = local.rsplit("/", 1)
+        crc = f"{directory}/.{name}.crc"
+        if filesystem.get_file_info(crc).type != FileType.NotFound:
+            filesystem.delete_file(crc)
+    return changed
 
 
 def read_inputs(spark, plan, groups):
@@ -183,69 +195,73 @@ def read_inputs(spark, plan, groups):
     return listing.mapInArrow(read, out_schema), [f.name for f in schema.fields]
 
 
-def compact_groups(spark, plan, groups):
-    """All groups in one job: rows tagged with their group and current-spec partition, range-partitioned
-    on (group, sort keys), written with partitionBy(group, partition) so that no file mixes partitions.
+# Rows drawn per output file to place the file boundaries (sampled quantiles of the sort key): with 1,000
+# a file's share of its partition's rows is off by about 3% (1/sqrt(1000)); the sample is sorted in one
+# small Spark stage, so the cost does not grow with the data.
+SAMPLES_PER_FILE = 1000
+SAMPLE_SEED = 42
+FILE = "__lakesort_file"
 
-    The read input is persisted: the files are read from storage once, and the per-group counts and
-    fingerprints come from exact aggregations over that same data. (Observed metrics would not do:
-    the range partitioner's sampling job runs the plan again and they would count rows twice.)
+
+def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None):
+    """All groups in one Spark job, in parallel in every stage, each row sorted once:
+
+    1. read the planned files (`read_inputs`), tagged with group and current-spec partition; persist;
+    2. one aggregation per (group, partition): rows, first partition key, and the input's fingerprint;
+       keyed tables first keep one row per key (a window partitioned by the keys: parallel);
+    3. how many files each (group, partition) gets (its share of the group's planned output files), and
+       for those that get several, the file boundaries: sampled quantiles of the sort key (`boundaries`);
+    4. every row's file id (its partition's first id plus the number of boundaries at or below its key,
+       so equal keys share a file and a partition's files hold disjoint, ordered key ranges), one shuffle
+       that gives each file id a task of its own, a sort within each task, and the write;
+    5. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
+
+    Observed metrics would not do for step 2: a re-executed stage counts its rows twice. `timings` gets
+    each part's seconds.
     """
-
-
-    t0 = time.perf_counter()
     if not groups:
         return []
+    clock = _Clock(timings if timings is not None else {})
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     df, columns = read_inputs(spark, plan, groups)
     base = df.persist(StorageLevel.MEMORY_AND_DISK)
-    counts = base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows")).collect()
-    read = {r[GROUP]: r["rows"] for r in counts}
-    df = base
-    if plan.keys is not None:
+    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
+    if plan.keys is None:
+        read = None
+        df = base
+    else:
+        read = {r[GROUP]: r["rows"] for r in base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows")).collect()}
         order = F.col(plan.keys.sequence)
         order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
         # Keys are unique per current-spec partition: a partition column is a function of the row.
         window = Window.partitionBy(GROUP, PART, *plan.keys.columns).orderBy(order)
         df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
         df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
-    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
-    expected = {r[GROUP]: (r["rows"], r["hash"]) for r in df.groupBy(GROUP).agg(
-        F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
-    part_rows = {(r[GROUP], r[PART]): (r[PART_KEY], r["rows"]) for r in df.groupBy(GROUP, PART).agg(
-        F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows")).collect()}
-    # Output files: each (group, partition) gets its own file ids (one, or one per key-range bucket when it
-    # needs several, by its share of the group's rows; buckets by the rank of the whole sort key, so equal
-    # keys share a file). Every file id goes to a task of its own: a hash partitioning on a key chosen per
-    # id so that Spark's own hash puts id i in task i (`_exact_keys`). (A range partitioning on the ids lets
-    # the sampled bounds put several ids into one task; on the ids and the sort keys it splits partitions
-    # at arbitrary row quantiles into extra files.)
-    wanted = {g.group_id: max(1, g.output_files) for g in groups}
-    base_id, files_of, offset = {}, {}, 0
-    for (gid, part), (_, rows) in sorted(part_rows.items()):
-        n = max(1, round(wanted[gid] * rows / (expected[gid][0] or 1)))
-        base_id[f"{gid}/{part}"], files_of[f"{gid}/{part}"] = offset, n
-        offset += n
-    offset = max(1, offset)
-    pair = F.concat_ws("/", F.col(GROUP).cast("string"), F.col(PART))
-    starts = F.create_map(*[x for key, v in base_id.items() for x in (F.lit(key), F.lit(v))])
-    counts = F.create_map(*[x for key, v in files_of.items() for x in (F.lit(key), F.lit(v))])
+    parts = {(r[GROUP], r[PART]): (r[PART_KEY], r["rows"], r["hash"]) for r in df.groupBy(GROUP, PART).agg(
+        F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
+    clock.lap("read, fingerprint")
+    if read is None:
+        read = {}
+        for (gid, _), (_, rows, _) in parts.items():
+            read[gid] = read.get(gid, 0) + rows
+    expected: dict[int, tuple[int, int]] = {}
+    for (gid, _), (_, rows, hash_sum) in parts.items():
+        before = expected.get(gid, (0, 0))
+        expected[gid] = (before[0] + rows, before[1] + int(hash_sum or 0))
+    files_of = file_counts(groups, parts)
     if plan.strategy == "zorder":
         df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
-        order = [F.col("__lakesort_z")]
+        keys = [("__lakesort_z", "asc", "last")]
     else:
-        order = [sort_column(k) for k in plan.sort_keys]
-    if any(v > 1 for v in files_of.values()):
-        rank = F.percent_rank().over(Window.partitionBy(GROUP, PART).orderBy(*order))
-        bucket = F.least(F.floor(rank * counts[pair]), counts[pair] - 1)
-    else:
-        bucket = F.lit(0)
-    keys = _exact_keys(spark, offset)
-    key_of = F.create_map(*[x for i, k in enumerate(keys) for x in (F.lit(i), F.lit(k))])
-    df = df.withColumn("__lakesort_file", key_of[(starts[pair] + bucket).cast("int")].cast("int"))
-    df = (df.repartition(offset, "__lakesort_file").sortWithinPartitions(GROUP, PART, *order)
-          .drop("__lakesort_file", "__lakesort_z", PART_KEY))
+        keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
+    order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
+    df = with_file_ids(spark, df, parts, files_of, keys)
+    clock.lap("file boundaries")
+    # A task holds one file, so one (group, partition): sorting by them first costs nothing and is the
+    # order the partitioned write requires (without it, Spark sorts again by them alone, losing the key order).
+    df = (df.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(GROUP, PART, *order)
+          .drop(FILE, "__lakesort_z", PART_KEY))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     schema = spark_schema(plan)
@@ -253,29 +269,131 @@ def compact_groups(spark, plan, groups):
     target = staging_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
     base.unpersist()
+    if df is not base:
+        df.unpersist()
     add_nested_field_ids(spark, plan, target)
-    seconds = time.perf_counter() - t0
+    clock.lap("shuffle, sort, write")
+    checked = read_back(spark, plan, target, columns)
+    problems = key_problems(spark, plan, target) if plan.keys is not None else {}
+    clock.lap("read back")
     staged = []
     for g in groups:
-        rows, hash_sum = expected.get(g.group_id, (0, None))
+        rows, hash_sum = expected.get(g.group_id, (0, 0))
         outputs = []
-        for (gid, part), (key, _) in sorted(part_rows.items()):
+        for (gid, part), (key, _, _) in sorted(parts.items()):
             if gid == g.group_id:
-                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key)
+                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key, checked)
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
             input_rows=int(read.get(g.group_id, 0)), expected_rows=int(rows),
-            expected_hash_sum=str(hash_sum if hash_sum is not None else 0), outputs=tuple(outputs), seconds=seconds,
+            expected_hash_sum=str(hash_sum), outputs=tuple(outputs), seconds=clock.total(),
+            duplicate_keys=problems.get(g.group_id, (0, 0))[0] if plan.keys is not None else None,
+            null_keys=problems.get(g.group_id, (0, 0))[1] if plan.keys is not None else None,
         ))
         log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
                  read.get(g.group_id, 0), len(g.inputs), rows, len(outputs))
-    log.info("%d group(s), %d rows in %.1fs", len(groups), sum(read.values()), seconds)
+    log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(read.values()), clock.total(),
+             ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
     return staged
+
+
+class _Clock:
+    def __init__(self, laps: dict[str, float]) -> None:
+        self.laps, self.started, self.last = laps, time.perf_counter(), time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.started
+
+
+def file_counts(groups, parts) -> dict[tuple[int, str], int]:
+    """Output files per (group, partition): its share of the group's planned files by rows (at least one)."""
+    wanted = {g.group_id: max(1, g.output_files) for g in groups}
+    group_rows: dict[int, int] = {}
+    for (gid, _), (_, rows, _) in parts.items():
+        group_rows[gid] = group_rows.get(gid, 0) + rows
+    return {(gid, part): max(1, round(wanted[gid] * rows / (group_rows[gid] or 1)))
+            for (gid, part), (_, rows, _) in sorted(parts.items())}
+
+
+def _ordered(col, direction: str, nulls: str):
+    if direction == "desc":
+        return col.desc_nulls_first() if nulls == "first" else col.desc_nulls_last()
+    return col.asc_nulls_first() if nulls == "first" else col.asc_nulls_last()
+
+
+def sort_column(key):
+    return _ordered(F.col(key.column), key.direction, key.nulls)
+
+
+def _before(row_values, bound, keys):
+    """Spark expression: the row's sort key comes strictly before `bound`'s (a struct k0..kn) in the sort
+    order, direction and null placement per key (Spark's own comparison: NaN largest, -0.0 == 0.0, as
+    its sort orders them)."""
+    result = F.lit(False)
+    for i in reversed(range(len(keys))):
+        _, direction, nulls = keys[i]
+        r, b = row_values[i], bound[f"k{i}"]
+        if nulls == "first":
+            null_before = r.isNull() & b.isNotNull()
+        else:
+            null_before = r.isNotNull() & b.isNull()
+        strictly = null_before | F.coalesce(r > b if direction == "desc" else r < b, F.lit(False))
+        result = strictly | (r.eqNullSafe(b) & result)
+    return result
+
+
+def boundaries(spark, df, parts, files_of, keys):
+    """Per (group, partition) that gets n > 1 files: n - 1 boundary keys, the n-quantiles of a Bernoulli
+    sample of its rows (SAMPLES_PER_FILE per file), found and kept in Spark (no value goes through Python,
+    so every type compares exactly as Spark sorts it). A DataFrame (GROUP, PART, __bounds: array of
+    structs (__pos, k0..kn) in sort order); its window sorts only the sample."""
+    rows = [(gid, part, n, min(1.0, SAMPLES_PER_FILE * n / max(1, parts[(gid, part)][1])))
+            for (gid, part), n in files_of.items() if n > 1]
+    wanted = spark.createDataFrame(rows, f"{GROUP} int, {PART} string, __files int, __fraction double")
+    sample = (df.join(F.broadcast(wanted), [GROUP, PART])
+              .where(F.rand(SAMPLE_SEED) < F.col("__fraction"))
+              .select(GROUP, PART, "__files", *[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)]))
+    by_pair = Window.partitionBy(GROUP, PART)
+    ranked = (sample.withColumn("__pos", F.row_number().over(by_pair.orderBy(
+        *[_ordered(F.col(f"k{i}"), d, n) for i, (_, d, n) in enumerate(keys)])) - 1)
+              .withColumn("__count", F.count(F.lit(1)).over(by_pair)))
+    # The first sampled row of each quantile after the first is a boundary.
+    bucket = F.floor(F.col("__pos") * F.col("__files") / F.col("__count"))
+    previous = F.floor((F.col("__pos") - 1) * F.col("__files") / F.col("__count"))
+    return (ranked.where((F.col("__pos") > 0) & (bucket > previous))
+            .groupBy(GROUP, PART)
+            .agg(F.array_sort(F.collect_list(F.struct(F.col("__pos"), *[F.col(f"k{i}") for i in range(len(keys))])))
+                 .alias("__bounds")))
+
+
+def with_file_ids(spark, df, parts, files_of, keys):
+    """`df` with FILE: the hash key that sends each row to the task writing its file (`_exact_keys`)."""
+    starts, offset = {}, 0
+    for pair in sorted(files_of):
+        starts[pair], offset = offset, offset + files_of[pair]
+    exact = _exact_keys(spark, max(1, offset))
+    info = spark.createDataFrame([(gid, part, start) for (gid, part), start in starts.items()],
+                                 f"{GROUP} int, {PART} string, __start int")
+    df = df.join(F.broadcast(info), [GROUP, PART])
+    if any(n > 1 for n in files_of.values()):
+        bounds = boundaries(spark, df, parts, files_of, keys)
+        df = df.join(F.broadcast(bounds), [GROUP, PART], "left")
+        values = [F.col(name) for name, _, _ in keys]
+        bucket = F.coalesce(F.size(F.filter("__bounds", lambda b: ~_before(values, b, keys))), F.lit(0))
+        df = df.withColumn("__start", F.col("__start") + F.greatest(bucket, F.lit(0))).drop("__bounds")
+    key_of = F.array(*[F.lit(k) for k in exact])
+    return df.withColumn(FILE, F.element_at(key_of, F.col("__start") + 1)).drop("__start")
 
 
 def _exact_keys(spark, n: int) -> list[int]:
     """For each task i < n, an int key that Spark's hash partitioning sends to task i: the smallest k with
-    pmod(hash(k), n) == i, found with Spark's own `hash` (the Murmur3 HashPartitioning uses)."""
+    pmod(hash(k), n) == i, found with Spark's own `hash` (the Murmur3 HashPartitioning uses). (A range
+    partitioning on the file ids would let its sampled bounds put two files in one task.)"""
 
     span = 64 * n
     while True:
@@ -284,14 +402,6 @@ def _exact_keys(spark, n: int) -> list[int]:
         if len(found) == n:
             return [found[i] for i in range(n)]
         span *= 4
-
-
-def sort_column(key):
-
-    col = F.col(key.column)
-    if key.direction == "desc":
-        return col.desc_nulls_first() if key.nulls == "first" else col.desc_nulls_last()
-    return col.asc_nulls_first() if key.nulls == "first" else col.asc_nulls_last()
 
 
 def zorder_column(df, keys: list[str]):
@@ -327,26 +437,68 @@ def zorder_column(df, keys: list[str]):
     return z
 
 
-def list_outputs(directory: str, partition_key: str):
-    """The Parquet files the write produced, with sizes and row counts from their footers."""
+def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[int, int]]:
+    """Each staged file's rows and fingerprint, read back from storage by Spark's own Parquet reader in the
+    executors: a new scan of the files as written (not the job's cached rows), so a write that lost or
+    changed rows shows here; file name -> (rows, hash sum). Keyed tables: the files of one partition
+    directory must not share a key, and no key is null; both are counted here (`key_problems`)."""
+    files = (spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
+             .withColumn("__file", F.input_file_name()))
+    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
+    figures = files.groupBy("__file").agg(F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()
+    out: dict[str, tuple[int, int]] = {}
+    for r in figures:
+        name = _file_name(r["__file"])
+        if name in out:
+            raise RuntimeError(f"two staged files are named {name}: cannot tell their figures apart")
+        out[name] = (int(r["rows"]), int(r["hash"] or 0))
+    return out
+
+
+def key_problems(spark, plan, target: str) -> dict[int, tuple[int, int]]:
+    """Group id -> (duplicate keys, null keys) over the staged files of a keyed table, read back by Spark:
+    keys are unique per partition directory (one current-spec partition of one group)."""
+    keys = list(plan.keys.columns)
+    files = (spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
+             .withColumn("__dir", F.regexp_extract(F.input_file_name(), r"^(.*)/[^/]*$", 1))
+             .withColumn("__group", F.regexp_extract("__dir", rf"{GROUP}=(\d+)", 1).cast("int")))
+    null = F.lit(False)
+    for k in keys:
+        null = null | F.col(k).isNull()
+    per_key = files.groupBy("__group", "__dir", *keys).agg(F.count(F.lit(1)).alias("n"),
+                                                            F.max(null.cast("int")).alias("null"))
+    rows = per_key.groupBy("__group").agg(F.sum(F.col("n") - 1).alias("duplicates"),
+                                         F.sum(F.col("null") * F.col("n")).alias("nulls")).collect()
+    return {r["__group"]: (int(r["duplicates"] or 0), int(r["nulls"] or 0)) for r in rows}
+
+
+def _file_name(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def list_outputs(directory: str, partition_key: str, checked: dict[str, tuple[int, int]]):
+    """The Parquet files the write produced: sizes and row counts from their footers, with the rows and
+    fingerprint Spark read back from each (`read_back`)."""
 
     out = []
     scheme = directory.split("://", 1)[0] + "://" if "://" in directory else ""
     for filesystem, path in find_parquet_files(directory):
         pf = ParquetFile.open(path, filesystem=filesystem)
         uri = scheme + path if scheme and not path.startswith(scheme) else path
-        out.append(StagedFile(path=uri, size=pf.size, rows=pf.num_rows, partition_key=partition_key))
+        rows, hash_sum = checked.get(_file_name(path), (0, 0))
+        out.append(StagedFile(path=uri, size=pf.size, rows=pf.num_rows, partition_key=partition_key,
+                              read_back_rows=rows, read_back_hash_sum=str(hash_sum)))
     return out
 
 
-def write_manifest(spark, plan, staged, target: str, seconds: float) -> None:
+def write_manifest(spark, plan, staged, target: str, seconds: float, timings: dict[str, float] | None = None) -> None:
 
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
                                                                                   "spark.executor", "spark.driver"))}
     manifest = StagedManifest(
         run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged),
         spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
-        writer_options=plan.writer_options, seconds=seconds,
+        writer_options=plan.writer_options, seconds=seconds, timings=timings or {},
     )
     Path(target).write_text(manifest.to_json())
     log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged), seconds)

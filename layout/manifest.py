@@ -1,7 +1,9 @@
-"""The staged-output manifest: what the compaction job wrote, and what the commit must check.
+"""The staged-output manifest: what the compaction job wrote, and what verify and commit check.
 
-The Spark job writes one per run (JSON) next to its staged files; the commit step re-reads the staged
-files, recounts and re-fingerprints them, and commits only when they match the input's figures here.
+The Spark job writes one per job (JSON): per group the input's rows and fingerprint (computed by Spark
+executors in the pass that read the input), and per staged file its size and footer row count and the
+rows and fingerprint Spark read back from storage after the write. The verify step compares them and
+proves the output against Iceberg's metadata; the commit checks that the verified files are unchanged.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ class StagedFile(Frozen):
     size: int
     rows: int
     partition_key: str = "[]"  # its partition values under the plan's spec (`layout.compaction.partitions`)
+    # What Spark read back from the file in storage after the write (None: a manifest without read-back).
+    read_back_rows: int | None = None
+    read_back_hash_sum: str | None = None  # decimal string (exact)
 
 
 class StagedGroup(Frozen):
@@ -25,6 +30,9 @@ class StagedGroup(Frozen):
     expected_hash_sum: str  # the (merged) input's fingerprint sum, as a decimal string (exact)
     outputs: tuple[StagedFile, ...]
     seconds: float
+    # Keyed tables: keys found twice in one partition, and null keys, in the staged files read back.
+    duplicate_keys: int | None = None
+    null_keys: int | None = None
 
 
 class StagedManifest(Frozen):
@@ -37,6 +45,7 @@ class StagedManifest(Frozen):
     spark_conf: dict[str, str]
     writer_options: dict[str, str]
     seconds: float
+    timings: dict[str, float] = {}  # the job's parts, in seconds (read and fingerprint, boundaries, write, ...)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=1)

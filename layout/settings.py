@@ -81,6 +81,12 @@ class Settings(Frozen):
                                       "broken.")
     cleanup_grace_hours: Hours = _setting(24.0, "`lakesort cleanup` deletes an unreferenced staged file only "
                                           "when it is older than this.")
+    # -- checking the staged output --------------------------------------------------------------------
+    recheck: Literal["none", "sample", "all"] = _setting(
+        "sample", "Staged files the verify step re-reads outside Spark (pyarrow, one process) to confirm the "
+        "fingerprints Spark read back: `none`, a seeded `sample` up to recheck_sample_bytes, or `all` (small "
+        "tables only: about 13 MB/s).")
+    recheck_sample_bytes: Bytes = _setting(16 << 20, "Bytes of staged files a `sample` recheck reads, at most.")
     # -- Spark -----------------------------------------------------------------------------------------
     spark_master: str = _setting("local[*]", "The master `lakesort compact` submits to (the DAGs use the "
                                  "Airflow connection instead).")

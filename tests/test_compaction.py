@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import math
 import os
 import shutil
@@ -37,7 +38,7 @@ import layout.compaction.driver
 import layout.compaction.submit
 from layout.catalog import load_catalog, load_table
 from layout.cli import EXIT_OK, main
-from layout.compaction.commit import CommitRefused, check_staged, commit_rewrite, staging_root
+from layout.compaction.commit import CommitRefused, check_staged, commit_rewrite, staged_columns, staging_root
 from layout.compaction.driver import compact
 from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan, plan_rewrite
 from layout.compaction.submit import CompactionFailed
@@ -369,7 +370,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def standalone_cluster(tmp_path):
-    """A Spark master and one worker (1 core, 1 GiB) on 127.0.0.1, from pyspark's own `bin/spark-class`."""
+    """A Spark master and two workers (1 core, 1 GiB each) on 127.0.0.1, from pyspark's own `bin/spark-class`."""
     import pyspark
 
     spark_home = Path(pyspark.__file__).resolve().parent
@@ -391,13 +392,14 @@ def standalone_cluster(tmp_path):
                 [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                  "--port", str(port), "--webui-port", str(master_ui)],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
-        with open(logs / "worker.log", "w") as out:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                 "--cores", "1", "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(logs / "work")],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+        for i, ui in enumerate((worker_ui, _free_port())):
+            with open(logs / f"worker-{i}.log", "w") as out:
+                procs.append(subprocess.Popen(
+                    [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                     "--cores", "1", "--memory", "1g", "--webui-port", str(ui), "--work-dir", str(logs / f"work-{i}")],
+                    stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         deadline = time.monotonic() + 90
-        while "Registering worker" not in master_log.read_text(errors="replace"):
+        while master_log.read_text(errors="replace").count("Registering worker") < 2:
             dead = [p for p in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 tail = master_log.read_text(errors="replace")[-2000:]
@@ -417,11 +419,33 @@ def standalone_cluster(tmp_path):
                 p.wait(timeout=10)
 
 
-def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster):
+def _executors_per_job(event_dir: Path) -> dict[int, set[str]]:
+    """From the application's Spark event log: the executor ids that ran tasks of each job."""
+    stage_job: dict[int, int] = {}
+    executors: dict[int, set[str]] = {}
+    for log_file in (p for p in event_dir.rglob("*") if p.is_file()):
+        for line in log_file.read_text(errors="replace").splitlines():
+            event = json.loads(line)
+            if event["Event"] == "SparkListenerJobStart":
+                stage_job.update({stage: event["Job ID"] for stage in event["Stage IDs"]})
+            elif event["Event"] == "SparkListenerTaskEnd":
+                job = stage_job.get(event["Stage ID"])
+                executors.setdefault(job, set()).add(event["Task Info"]["Executor ID"])
+    return executors
+
+
+def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster, tmp_path):
+    """The job on a standalone cluster of two workers: an executor on each, and the tasks of one Spark job
+    (reading the inputs, the shuffle and sort, the write, the read-back) spread over both."""
     table = load_table("demo.lineitem")
     before = state(table)
+    events = tmp_path / "events"
+    events.mkdir()
     result = compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, master=standalone_cluster,
-                     spark_conf={**SPARK_CONF, "spark.executor.memory": "512m", "spark.cores.max": "1"},
+                     spark_conf={**SPARK_CONF, "spark.executor.memory": "512m", "spark.executor.cores": "1",
+                                 "spark.cores.max": "2", "spark.eventLog.enabled": "true",
+                                 "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false",
+                                 "spark.eventLog.rolling.enabled": "false"},
                      work_dir=demo_home / "work")
     manifest = StagedManifest.from_json((demo_home / "work" / "manifest-0.json").read_text())
     assert manifest.spark_master == standalone_cluster
@@ -430,6 +454,9 @@ def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster):
     assert result.files_removed == 6
     assert sorted_rows(table).equals(before.rows)
     assert staged_files(table) and all(p.startswith(resolve(table.location())[1]) for p in staged_files(table))
+    per_job = _executors_per_job(events)
+    assert set().union(*per_job.values()) - {"driver"} == {"0", "1"}, per_job
+    assert any(len(ids) == 2 for ids in per_job.values()), f"no job ran tasks on both workers: {per_job}"
 
 
 # ---- 3. faults: the table stays as it was, and a rerun succeeds ------------------------------------
@@ -599,9 +626,16 @@ def _stage(table, spec, spark, job, work: Path, **plan_kwargs) -> tuple[RewriteP
     return plan, StagedManifest.from_json((work / "m.json").read_text())
 
 
+def _drop_checksum(local: str) -> None:
+    """Hadoop's local file system keeps a `.<name>.crc` beside each file and would refuse the changed bytes
+    itself; object stores keep none: the checks below must not rely on it."""
+    Path(local).with_name(f".{Path(local).name}.crc").unlink(missing_ok=True)
+
+
 def _tamper_rows(path: str) -> None:
     """Drop the last row of a staged file."""
     filesystem, local = resolve(path)
+    _drop_checksum(local)
     data = pq.read_table(local, filesystem=filesystem)
     pq.write_table(data.slice(0, data.num_rows - 1), local, filesystem=filesystem)
 
@@ -609,6 +643,7 @@ def _tamper_rows(path: str) -> None:
 def _tamper_value(path: str) -> None:
     """Same rows, one value changed (the first row's l_comment): only the fingerprint can tell."""
     filesystem, local = resolve(path)
+    _drop_checksum(local)
     data = pq.read_table(local, filesystem=filesystem)
     i = data.column_names.index("l_comment")
     column = data.column(i).combine_chunks()
@@ -618,25 +653,45 @@ def _tamper_value(path: str) -> None:
 
 def _tamper_delete(path: str) -> None:
     filesystem, local = resolve(path)
+    _drop_checksum(local)
     filesystem.delete_file(local)
 
 
 TAMPERING = [
     (_tamper_value, r"content fingerprint of the staged files .* differs"),
     (_tamper_rows, r"staged files hold \d+ rows, the input \d+"),
-    (_tamper_delete, r"staged file\(s\) missing"),
+    (_tamper_delete, r"staged files hold \d+ rows, the input \d+"),
 ]
 
 
+def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManifest:
+    """The manifest as the job's tail (read-back, then footers) would write it for the staged files as they
+    are now: what the job reports when its write went wrong."""
+    checked = job.read_back(spark, plan, job.staging_dir(plan), staged_columns(plan))
+
+    def now(f):
+        filesystem, local = resolve(f.path)
+        rows, hash_sum = checked[Path(local).name]
+        return f.model_copy(update={"size": filesystem.get_file_info(local).size, "rows": pq.read_metadata(local).num_rows,
+                                    "read_back_rows": rows, "read_back_hash_sum": str(hash_sum)})
+
+    groups = tuple(g.model_copy(update={"outputs": tuple(now(f) for f in g.outputs if Path(resolve(f.path)[1]).exists())})
+                   for g in manifest.groups)
+    return manifest.model_copy(update={"groups": groups})
+
+
 def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(demo_home, spark, job, capsys):
-    """One real job run (not committed), then, each time on a fresh copy of its staged files: a value changed
-    (same row count: only the fingerprint tells), a row dropped, a file deleted -> CommitRefused naming what
-    differs, nothing committed, the staged files removed. Finally the untouched staged files are left behind as
-    a crashed run would, and `lakesort cleanup TABLE` removes them and nothing else."""
+    """One real job run (not committed). A write that went wrong, each time on a fresh copy of its staged
+    files: a value changed (same row count: only the fingerprint tells), a row dropped, a file deleted, then
+    read back by the job's own read-back -> CommitRefused naming what differs, nothing committed, the staged
+    files removed. A file changed after it was verified: the commit refuses it by its size. Spark's read-back
+    figures wrong: the recheck outside Spark refuses. Finally the untouched staged files are left behind as a
+    crashed run would, and `lakesort cleanup TABLE` removes them and nothing else."""
     table = load_table("demo.lineitem")
     before = state(table)
     plan, manifest = _stage(table, demo_spec(), spark, job, demo_home / "work", partitions=MONTHS)
-    check_staged(manifest, [f.name for f in table.schema().fields])  # untouched, the output passes
+    columns = [f.name for f in table.schema().fields]
+    check_staged(manifest, columns, recheck="all")  # untouched, the output passes
     run_dir = Path(resolve(f"{staging_root(table)}/{plan.run_id}")[1])
     saved = demo_home / "saved-staging"
     shutil.copytree(run_dir, saved)
@@ -645,11 +700,27 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
             shutil.copytree(saved, run_dir)
         tamper(manifest.groups[0].outputs[0].path)
         with pytest.raises(CommitRefused, match=message):
-            commit_rewrite(table, plan, manifest)
+            commit_rewrite(table, plan, _read_back_again(job, spark, plan, manifest))
         assert_unchanged(table, before)
         assert not run_dir.exists()
 
     shutil.copytree(saved, run_dir)
+    _tamper_rows(manifest.groups[0].outputs[0].path)
+    with pytest.raises(CommitRefused, match=r"has \d+ bytes, \d+ when it was verified"):
+        commit_rewrite(table, plan, manifest, verified=True)
+    assert_unchanged(table, before)
+
+    shutil.copytree(saved, run_dir)
+    first = manifest.groups[0].outputs[0]
+    wrong = first.model_copy(update={"read_back_hash_sum": str(int(first.read_back_hash_sum) + 1)})
+    group = manifest.groups[0].model_copy(update={
+        "outputs": (wrong, *manifest.groups[0].outputs[1:]),
+        "expected_hash_sum": str(int(manifest.groups[0].expected_hash_sum) + 1)})
+    lied = manifest.model_copy(update={"groups": (group, *manifest.groups[1:])})
+    with pytest.raises(CommitRefused, match="re-read outside Spark"):
+        check_staged(lied, columns, recheck="all")
+    check_staged(lied, columns, recheck="none")  # without the second reader, nothing else could tell
+
     orphans = staged_files(table)
     assert {resolve(f.path)[1] for g in manifest.groups for f in g.outputs} <= set(orphans)
     assert main(["cleanup", "demo.lineitem", "--grace-hours", "0"]) == EXIT_OK

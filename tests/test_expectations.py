@@ -124,11 +124,16 @@ def test_missing_bloom_filter_fails(files, tmp_path):
     assert "has_bloom_filter" in _html(tmp_path / "gx-data-docs")
 
 
-def _manifest(paths, expected_rows: int) -> StagedManifest:
-    outputs = tuple(StagedFile(path=str(p), size=p.stat().st_size, rows=pq.ParquetFile(p).metadata.num_rows)
-                    for p in paths)
+def _manifest(paths, expected_rows: int, *, read_back: int | None = None, duplicate_keys: int | None = None,
+              null_keys: int | None = None) -> StagedManifest:
+    outputs = []
+    for p in paths:
+        rows = pq.ParquetFile(p).metadata.num_rows
+        outputs.append(StagedFile(path=str(p), size=p.stat().st_size, rows=rows,
+                                  read_back_rows=rows if read_back is None else read_back, read_back_hash_sum="0"))
     group = StagedGroup(group_id=0, partition="p=1", inputs=("in.parquet",), input_rows=expected_rows,
-                        expected_rows=expected_rows, expected_hash_sum="0", outputs=outputs, seconds=0.0)
+                        expected_rows=expected_rows, expected_hash_sum="0", outputs=tuple(outputs), seconds=0.0,
+                        duplicate_keys=duplicate_keys, null_keys=null_keys)
     return StagedManifest(run_id="r", table="test.items", staging_dir=str(paths[0].parent), groups=(group,),
                           spark_version="-", spark_master="-", spark_conf={}, writer_options={}, seconds=0.0)
 
@@ -137,28 +142,33 @@ def _keyed_spec():
     return _spec(keys={"columns": ["l_orderkey", "l_linenumber"], "sequence": "seq"})
 
 
-def _keyed_file(path: Path, duplicate: bool) -> Path:
-    orders = [1, 1, 2, 3, 3]
-    lines = [1, 2, 1, 1, 1 if duplicate else 2]
-    pq.write_table(pa.table({"l_orderkey": orders, "l_linenumber": lines, "seq": [1] * 5}), path)
+def _keyed_file(path: Path) -> Path:
+    pq.write_table(pa.table({"l_orderkey": [1, 1, 2, 3, 3], "l_linenumber": [1, 2, 1, 1, 2], "seq": [1] * 5}), path)
     return path
 
 
-def test_staged_data_keys_and_row_count(tmp_path):
+def test_staged_data_suite_reads_the_manifests_figures(tmp_path):
+    """The data suite checks what Spark counted when it read the staged files back (rows; keyed tables:
+    duplicate and null keys) and the footers' rows, from the manifest: it reads no data."""
     spec = _keyed_spec()
-    good = _keyed_file(tmp_path / "good.parquet", duplicate=False)
-    assert gxe.validate_staged_data(_manifest([good], 5), spec).success
+    good = _keyed_file(tmp_path / "good.parquet")
+    assert gxe.validate_staged_data(_manifest([good], 5, duplicate_keys=0, null_keys=0), spec).success
 
-    dup = _keyed_file(tmp_path / "dup.parquet", duplicate=True)
-    result = gxe.validate_staged_data(_manifest([dup], 5), spec)
+    result = gxe.validate_staged_data(_manifest([good], 5, duplicate_keys=1, null_keys=0), spec)
     assert not result.success
-    assert len(result.errors) == 1 and "expect_compound_columns_to_be_unique" in result.errors[0], result.errors
+    assert len(result.errors) == 1 and "duplicate_keys" in result.errors[0], result.errors
 
-    result = gxe.validate_staged_data(_manifest([good], 7), spec, docs_dir=tmp_path / "docs")
+    result = gxe.validate_staged_data(_manifest([good], 5, read_back=4, duplicate_keys=0, null_keys=0), spec,
+                                      docs_dir=tmp_path / "docs")
     assert not result.success
-    assert len(result.errors) == 1 and "expect_table_row_count_to_equal" in result.errors[0]
-    assert "observed 5" in result.errors[0]
+    assert len(result.errors) == 1 and "read_back_rows" in result.errors[0], result.errors
     assert (tmp_path / "docs" / "gx-data-docs" / "index.html").exists()
+
+    result = gxe.validate_staged_data(_manifest([good], 7, read_back=7), _spec())
+    assert not result.success and "footer_rows" in result.errors[0], result.errors
+    manifest = _manifest([good], 5)
+    good.unlink()  # nothing reads the file: the figures are the manifest's
+    assert gxe.validate_staged_data(manifest, _spec()).success
 
 
 def test_gx_verifier_raises_on_error_expectations(files, tmp_path):

@@ -1,21 +1,26 @@
-"""The verified atomic commit, and cleanup of staged files.
+"""Checking the staged output, the verified atomic commit, and cleanup of staged files.
 
-Nothing is lost: before anything is committed, every staged file is re-read (outside Spark), its rows
-recounted and the content fingerprint recomputed; only when both equal the input's (or, for keyed
-tables, the merged input's) figures from the manifest, and every input file is still live in the
-table, one Iceberg overwrite snapshot removes exactly the input files and adds the staged ones. Any
-failure before that leaves the table as it was and deletes the staged files. pyiceberg's optimistic
-commit fails cleanly when another writer committed in between.
+Nothing is lost. `check_staged` (the verify step) compares, per group, the input's rows and fingerprint
+(computed by Spark executors as they read the input) with what Spark read back from the staged files in
+storage after the write, file by file, and re-reads a seeded sample of the files (or all, or none:
+$LAKESORT_RECHECK) outside Spark with pyarrow to confirm Spark's figures with a second reader;
+`prove_staged` proves the output against Iceberg's manifest statistics of the input, by field id, from
+metadata only. Nothing there reads all the data in one Python process. The commit then checks only that
+the verified files are unchanged (`confirm_unchanged`: the manifest's digest, by the caller, and every
+file's size) and that every input file is still live; one Iceberg overwrite snapshot removes exactly the
+input files and adds the staged ones. Any failure before that leaves the table as it was and deletes the
+staged files. pyiceberg's optimistic commit fails cleanly when another writer committed in between.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
@@ -34,12 +39,13 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 
 from layout.compaction import partitions as partitioning
-from layout.compaction.fingerprint import fingerprint_files
+from layout.compaction.fingerprint import Fingerprint, fingerprint_files
 from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan
 from layout.compaction.proof import ProofFailed, check_group, footer_statistics
 from layout.errors import LakesortError
 from layout.io import resolve
-from layout.manifest import StagedManifest
+from layout.manifest import StagedFile, StagedManifest
+from layout.settings import settings
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STAGING = "lakesort-staging"
+Recheck = Literal["none", "sample", "all"]
 
 
 class CommitRefused(LakesortError):
@@ -67,21 +74,26 @@ class CommitResult:
 
 def commit_rewrite(
     table: Table, plan: RewritePlan, manifest: StagedManifest, *,
-    verify: Callable[[StagedManifest], None] | None = None,
+    verify: Callable[[StagedManifest], None] | None = None, verified: bool = False,
 ) -> CommitResult:
     """Check the staged output against the manifest and commit it; on any failure, clean up and raise.
 
-    `verify` runs after the row and fingerprint checks and may raise to refuse (layout verification).
+    `verified`: the caller made sure the verify step passed on exactly this manifest (its digest), so only
+    `confirm_unchanged` runs here; otherwise `check_staged` and `prove_staged` run first, then `verify`
+    (layout verification), which may raise to refuse.
     """
 
     started = time.perf_counter()
     try:
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
-        check_staged(manifest, staged_columns(plan))
-        prove_staged(table, plan, manifest)
-        if verify is not None:
-            verify(manifest)
+        if verified:
+            confirm_unchanged(manifest)
+        else:
+            check_staged(manifest, staged_columns(plan))
+            prove_staged(table, plan, manifest)
+            if verify is not None:
+                verify(manifest)
         return _commit(table, plan, manifest, started)
     except CommitStateUnknownException:
         # The catalog may have taken the commit: deleting the staged files could delete live data.
@@ -101,27 +113,77 @@ def staged_columns(plan: RewritePlan) -> list[str]:
     return [f.name for f in Schema.model_validate_json(plan.table_schema_json).fields]
 
 
-def check_staged(manifest: StagedManifest, columns: list[str]) -> None:
-    """Recount rows and recompute the fingerprint of each group's staged files."""
+def confirm_unchanged(manifest: StagedManifest) -> None:
+    """Every staged file is where the manifest says, with its size: what verify checked is what commits."""
 
     for group in manifest.groups:
-        paths = [f.path for f in group.outputs]
-        located = [resolve(p) for p in paths]
-        missing = [p for p, (fs, path) in zip(paths, located) if fs.get_file_info(path).size is None]
-        if missing:
-            raise CommitRefused(f"group {group.group_id} ({group.partition}): staged file(s) missing: "
-                                f"{', '.join(missing)}; nothing committed, rerun the compaction")
-        got = fingerprint_files([path for _, path in located], filesystem=located[0][0] if located else None,
-                                columns=columns)
-        if got.rows != group.expected_rows:
-            raise CommitRefused(
-                f"group {group.group_id} ({group.partition}): staged files hold {got.rows} rows, the input "
-                f"{group.expected_rows}; nothing committed")
-        if str(got.hash_sum) != group.expected_hash_sum:
-            raise CommitRefused(
-                f"group {group.group_id} ({group.partition}): content fingerprint of the staged files "
-                f"({got.hash_sum}) differs from the input's ({group.expected_hash_sum}); nothing committed")
-    log.info("staged output checked: %d group(s), rows and fingerprints match", len(manifest.groups))
+        for f in group.outputs:
+            filesystem, path = resolve(f.path)
+            size = filesystem.get_file_info(path).size
+            if size != f.size:
+                what = "is gone" if size is None else f"has {size} bytes, {f.size} when it was verified"
+                raise CommitRefused(f"group {group.group_id} ({group.partition}): staged file {f.path} {what}; "
+                                    "nothing committed, rerun the compaction")
+
+
+def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Recheck | None = None,
+                 sample_bytes: int | None = None) -> None:
+    """Each group's staged files hold its input's rows: sizes as written, and the rows and fingerprint Spark
+    read back from every file equal to the footer's rows and, summed, to the input's figures (keyed tables:
+    no duplicate or null key). Then `recheck` files ($LAKESORT_RECHECK: a seeded sample up to
+    $LAKESORT_RECHECK_SAMPLE_BYTES, all, or none) are re-read with pyarrow and must give Spark's figures."""
+
+    confirm_unchanged(manifest)
+    for group in manifest.groups:
+        where = f"group {group.group_id} ({group.partition})"
+        unchecked = [f.path for f in group.outputs if f.read_back_rows is None or f.read_back_hash_sum is None]
+        if unchecked:
+            raise CommitRefused(f"{where}: the job did not read back {unchecked[0]} (a manifest from an older job?); "
+                                "nothing committed, rerun the compaction")
+        for f in group.outputs:
+            if f.read_back_rows != f.rows:
+                raise CommitRefused(f"{where}: {f.path} reads back {f.read_back_rows} rows, its footer says {f.rows}; "
+                                    "nothing committed")
+        rows = sum(f.read_back_rows or 0 for f in group.outputs)
+        hash_sum = sum(int(f.read_back_hash_sum or 0) for f in group.outputs)
+        if rows != group.expected_rows:
+            raise CommitRefused(f"{where}: staged files hold {rows} rows, the input {group.expected_rows}; "
+                                "nothing committed")
+        if str(hash_sum) != group.expected_hash_sum:
+            raise CommitRefused(f"{where}: content fingerprint of the staged files ({hash_sum}) differs from the "
+                                f"input's ({group.expected_hash_sum}); nothing committed")
+        if group.duplicate_keys or group.null_keys:
+            raise CommitRefused(f"{where}: the staged files hold {group.duplicate_keys} duplicate and "
+                                f"{group.null_keys} null key(s); nothing committed")
+    rechecked = _recheck(manifest, columns, recheck or settings().recheck,
+                         sample_bytes if sample_bytes is not None else settings().recheck_sample_bytes)
+    log.info("staged output checked: %d group(s), %d file(s): rows and fingerprints match (Spark read-back); "
+             "%d file(s) re-read outside Spark", len(manifest.groups),
+             sum(len(g.outputs) for g in manifest.groups), rechecked)
+
+
+def _recheck(manifest: StagedManifest, columns: list[str], mode: Recheck, budget: int) -> int:
+    """Re-read files with pyarrow (a reader other than Spark's); each must give Spark's read-back figures."""
+
+    files: list[StagedFile] = [f for g in manifest.groups for f in g.outputs]
+    if mode == "none":
+        return 0
+    if mode == "sample":
+        random.Random(manifest.run_id).shuffle(files)
+        chosen, total = [], 0
+        for f in files:
+            if total + f.size <= budget:
+                chosen.append(f)
+                total += f.size
+        files = chosen
+    for f in files:
+        filesystem, path = resolve(f.path)
+        got = fingerprint_files([path], filesystem=filesystem, columns=columns)
+        if got != Fingerprint(f.read_back_rows or 0, int(f.read_back_hash_sum or 0)):
+            raise CommitRefused(f"{f.path}: re-read outside Spark it holds {got.rows} rows (fingerprint "
+                                f"{got.hash_sum}), Spark read back {f.read_back_rows} ({f.read_back_hash_sum}); "
+                                "nothing committed")
+    return len(files)
 
 
 # Against a writer that commits every few hundred milliseconds, what wins is a short path from reading

@@ -2,9 +2,11 @@
 
     prepare  -> plan the rewrite, check the inputs' footers, write the plan and split the groups into
                 Spark jobs (each a `spark-submit` of jobs/compact.py for some groups)
-    (Spark)  -> each job stages its groups' files and writes a manifest
-    verify   -> recount and re-fingerprint the staged files, layout rules and GX; mark them verified
-    commit   -> one atomic Iceberg overwrite, only of verified output; record the run
+    (Spark)  -> each job stages its groups' files, reads them back, and writes a manifest with the input's
+                and the output's rows and fingerprints (computed by the executors)
+    verify   -> compare those, re-read a sample outside Spark, the metadata proof, layout rules and GX;
+                mark the output verified (the manifest's digest)
+    commit   -> the verified files unchanged (digest, sizes): one atomic Iceberg overwrite; record the run
     measure  -> every probe on the snapshot before and the one after, same probes; record the rows
 
 Every step takes the `PreparedRun` (a value, saved as JSON in the run's work directory, so each
@@ -283,8 +285,8 @@ def _verify_layout(table: Table, manifest: StagedManifest, spec: TableSpec | Non
 def commit(prepared: PreparedRun) -> CommitResult:
     """Commit the verified staged output atomically and record the run; returns the CommitResult.
 
-    The `verify` step must have passed for exactly this output (its digest); the commit re-checks rows
-    and fingerprints itself, then swaps the files in one Iceberg overwrite.
+    The `verify` step must have passed for exactly this output (its digest); the commit does not repeat its
+    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg overwrite.
     """
     with _failure_recorded(prepared, "commit"):
         manifest = staged_manifest(prepared)
@@ -294,7 +296,7 @@ def commit(prepared: PreparedRun) -> CommitResult:
             raise NotVerified(f"{prepared.table} run {prepared.run_id}: the staged output was not verified "
                               "(run the verify step first); nothing committed")
         table = load_table(prepared.table, prepared.catalog)
-        result = commit_rewrite(table, prepared.plan(), manifest)
+        result = commit_rewrite(table, prepared.plan(), manifest, verified=True)
         files_after, bytes_after = live_totals(table.refresh())
         record(prepared, "committed", snapshot_after=result.snapshot_id, files_after=files_after,
                bytes_after=bytes_after, files_removed=result.files_removed, files_added=result.files_added,

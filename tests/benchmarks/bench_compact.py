@@ -1,50 +1,45 @@
-"""Benchmark: `lakesort compact` against a naive Spark sort and DuckDB, and the nightly rewrite amplification.
+"""Benchmark: `lakesort compact` against a plain Spark sort, at scale, with a breakdown and peak memory.
 
 Run from the repo root:
 
-    .venv/bin/python tests/benchmarks/bench_compact.py [--quick] [--scale 1] [--batches 3] [--keep]
+    .venv/bin/python tests/benchmarks/bench_compact.py [--cases partitioned,flat] [--sf10] [--quick] [--keep]
 
-The table: TPC-H `lineitem` at scale factor 1 (0.1 with --quick) ingested by `layout.demo.build_demo`
-into `demo.lineitem` of a throw-away pyiceberg SQL catalog (SQLite) in a temporary directory: rows
-shuffled, appended in `--batches` appends (3), partitioned by month of l_shipdate, so each append
-writes one small unsorted file per month it holds rows of (84 months; 250 files at SF 0.1, as the
-last month has only a few rows). tpchgen-cli's output (lineitem and
-orders) is cached under tests/benchmarks/.cache/tpch/ (git-ignored). Before pyiceberg is imported,
-PYICEBERG_HOME and HOME point at the temporary directory, PYICEBERG_* variables are dropped and the
-working directory is changed to it; the loaded catalog's URI is checked to be under it. Nothing in the
-repository (its `.lakesort/` demo warehouse, its `.pyiceberg.yaml`) is read or written.
+Three cases on TPC-H `lineitem` (tpchgen-cli, cached under tests/benchmarks/.cache/tpch/, git-ignored), each a
+table of a throw-away pyiceberg SQL catalog (SQLite) in a temporary directory:
 
-The spec is dags/tables/demo_lineitem.yaml with sizes for a real table: target 128MiB, row groups
-32MiB, pages 1MiB / 20,000 rows, zstd(3), a bloom filter on l_orderkey; sort (l_shipdate, l_orderkey).
+- `partitioned`: SF1 (6M rows) as `layout.demo.build_demo` makes it: rows shuffled, three appends,
+  partitioned by month of l_shipdate, so 252 small unsorted files in 84 partitions;
+- `flat`: SF1 unpartitioned, appended in 20 chunks (20 files), compacted into files of 64 MiB (several files
+  in one group: the file boundaries come from sampled quantiles, not one task);
+- `sf10` (`--sf10`): SF10 (60M rows) unpartitioned, 20 appends, target 128 MiB.
 
-Measured in one run, all Spark work through spark-submit with the same master (local[*]) and conf
-(`--spark-conf`, default driver memory 6g, 8 shuffle partitions, UI off), JVM startup included:
+Before pyiceberg is imported, PYICEBERG_HOME and HOME point at the temporary directory, PYICEBERG_* variables
+are dropped and the working directory is changed to it; the loaded catalog's URI is checked to be under it.
 
-1. naive: a script doing `spark.read.parquet(<the input files>).orderBy(<keys>).write.parquet(<tmp>)`
-   with the plan's writer options (same codec, page, row group and bloom filter settings as lakesort),
-   against `lakesort.compact.compact(...)`, the whole step (plan, layout.zip, spark-submit of
-   jobs/compact.py, fingerprint re-check of the staged files, Iceberg commit). Goal: lakesort at most
-   1.3x naive. The step is broken down by timing `plan_rewrite`, `submit`, `check_staged` and
-   `commit_rewrite` (wrapped in place), and the job's own time from its manifest; the metadata proof
-   (`prove_staged`, run in the verify step and again by the commit) is reported with its share.
-2. DuckDB: `COPY (SELECT * FROM read_parquet([...]) ORDER BY <keys>) TO '<tmp>/out.parquet'
-   (FORMAT parquet, COMPRESSION zstd)`, the single-machine reference.
-3. nightly amplification: after the first compaction, one day of new orders is appended with
-   `table.append`: the lineitems of the orders placed on `--day` (from tpchgen's orders table), their
-   order keys shifted past the largest one so they are new rows. TPC-H ships a line 1-121 days after the
-   order, so a day of orders lands in about five monthly partitions, as a real day of ingest does.
-   `compact` runs again; figure: the second plan's input bytes / the appended files' bytes. Goal: <= 1.2.
-   The plan's decisions are printed with it, and a plan-only variant (one day of shipments, one
-   partition) for comparison.
+For each case, in one run with the same master and Spark conf (`--spark-conf`; default driver memory 6g, 8
+shuffle partitions, UI off; `--sf10` runs both with lakesort's defaults, no conf at all), JVM start included:
 
+1. naive: `spark-submit` of `spark.read.parquet(<the input files>).orderBy(<keys>).write.parquet(<tmp>)` with
+   the plan's writer options (same codec, page, row group and bloom filter settings);
+2. `lakesort.compaction.driver.compact(...)`: plan, layout.zip, spark-submit of jobs/compact.py (read, input
+   fingerprint, file boundaries, sort, write, read-back fingerprint), verify (Spark's figures, a sampled
+   recheck outside Spark, the metadata proof, layout rules and GX) and the Iceberg commit. Goal: at most 1.3x
+   naive. The breakdown times each step (wrapped in place) and the job's parts (from its manifest); "other"
+   is what no timer covers (the lease, loading the table), so the rows add up to the total;
+3. measuring, separately: every probe of the spec on the snapshots before and after (`steps.measure`). Goal:
+   at most 25% of the compaction;
+4. peak memory, sampled every 100 ms: the Spark driver JVM (resident set), its Python workers (summed), and
+   this process (the lakesort side of a run: planning, verify, commit).
+
+DuckDB's `COPY ... ORDER BY` on the same files is printed as the single-machine reference (`--duckdb`).
 Exits 0 whether or not a goal is met. Timings are single runs on whatever else the machine is doing.
+The nightly rewrite amplification is tests/benchmarks/bench_nightly.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
-import datetime as dt
 import json
 import logging
 import os
@@ -52,9 +47,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
+
+import psutil  # installed with Airflow; only this benchmark uses it
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -63,7 +63,7 @@ if str(REPO_ROOT) not in sys.path:
 
 CACHE_ROOT = HERE / ".cache" / "tpch"
 NAIVE_GOAL = 1.3
-AMPLIFICATION_GOAL = 1.2
+MEASURE_GOAL = 0.25
 KEYS = ("l_shipdate", "l_orderkey")
 DEFAULT_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
 
@@ -83,6 +83,11 @@ SPEC = {
         "dictionary": True,
         "bloom_filters": {"l_orderkey": {"ndv": 100000, "fpp": 0.01}},
     },
+    "probes": [
+        {"name": "one_order", "where": "l_orderkey = 4000000"},
+        {"name": "one_week", "where": "l_shipdate BETWEEN DATE '1995-03-01' AND DATE '1995-03-07'"},
+        {"name": "late_returns", "where": "l_returnflag = 'R' AND l_receiptdate > DATE '1998-10-01'"},
+    ],
 }
 
 NAIVE_JOB = '''\
@@ -102,6 +107,7 @@ df.orderBy(*[F.col(k).asc_nulls_first() for k in args["keys"]]).write.options(**
 print("NAIVE_JOB_SECONDS", time.perf_counter() - started, flush=True)
 spark.stop()
 '''
+
 
 log = logging.getLogger("bench_compact")
 
@@ -198,7 +204,8 @@ class Timers:
             setattr(module, name, original)
 
 
-# --- the three contenders -----------------------------------------------------------------------------
+
+# --- the contenders -------------------------------------------------------------------------------------
 
 
 def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str], master: str, work: Path) -> dict:
@@ -226,6 +233,7 @@ def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str], 
     return {"seconds": seconds, "job_seconds": job, "files": files, "bytes": size}
 
 
+
 def run_duckdb(inputs: list[str], work: Path) -> dict:
     import duckdb
 
@@ -243,136 +251,217 @@ def run_duckdb(inputs: list[str], work: Path) -> dict:
     return {"seconds": seconds, "files": 1, "bytes": out.stat().st_size, "threads": threads}
 
 
+# --- peak memory ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class PeakMemory:
+    """Resident set peaks, sampled every 100 ms while running: the Spark driver JVM (in local mode the
+    executors too), its Python workers summed, and this process."""
+
+    driver: int = 0
+    workers: int = 0
+    lakesort: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Self:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(0.1):
+            try:
+                self.lakesort = max(self.lakesort, me.memory_info().rss)
+                workers = 0
+                for child in me.children(recursive=True):
+                    try:
+                        name, rss = child.name(), child.memory_info().rss
+                    except psutil.Error:
+                        continue
+                    if name == "java":
+                        self.driver = max(self.driver, rss)
+                    elif name.startswith("python"):
+                        workers += rss
+                self.workers = max(self.workers, workers)
+            except psutil.Error:
+                continue
+
+    def text(self) -> str:
+        return (f"driver JVM {gib(self.driver)}, Python workers {gib(self.workers)}, "
+                f"lakesort process {gib(self.lakesort)}")
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+# --- the cases --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    scale: float
+    table: str
+    partitioned: bool
+    target: str
+    appends: int
+
+
+CASES = {
+    "partitioned": Case("partitioned", 1, "demo.lineitem", True, "128MiB", 3),
+    "flat": Case("flat", 1, "bench.lineitem_flat", False, "64MiB", 20),
+    "sf10": Case("sf10", 10, "bench.lineitem_sf10", False, "128MiB", 20),
+}
+
+
+def build(case: Case, home: Path):
+    """The case's table (`build_demo` for the partitioned one; chunks of tpchgen's file appended otherwise)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from layout.catalog import load_catalog, load_table
+    from layout.demo import build_demo
+
+    started = time.perf_counter()
+    if case.partitioned:
+        build_demo(home, scale=case.scale, batches=case.appends, config_dir=home)
+        return load_table(case.table, "lakesort"), time.perf_counter() - started
+    catalog = load_catalog("lakesort")
+    namespace, _ = case.table.split(".")
+    catalog.create_namespace_if_not_exists(namespace)
+    source = pq.ParquetFile(tpch_file(case.scale, "lineitem"))
+    plain = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type)
+                       for f in source.schema_arrow])
+    table = catalog.create_table(case.table, schema=plain)
+    rows_per_append = -(-source.metadata.num_rows // case.appends)
+    chunk = []
+    for batch in source.iter_batches(batch_size=1 << 20):  # a chunk in memory at a time
+        chunk.append(batch.cast(plain))
+        if sum(b.num_rows for b in chunk) >= rows_per_append:
+            table.append(pa.Table.from_batches(chunk).cast(table.schema().as_arrow()))
+            chunk = []
+    if chunk:
+        table.append(pa.Table.from_batches(chunk).cast(table.schema().as_arrow()))
+    return table.refresh(), time.perf_counter() - started
+
+
+def spec_for(case: Case):
+    from layout.spec import parse_spec
+
+    return parse_spec({**SPEC, "table": case.table, "target_file_size": case.target},
+                      source=f"bench_compact.SPEC[{case.name}]")
+
+
+STEPS = (  # (module, function, label), wrapped in place
+    ("layout.compaction.steps", "prepare", "prepare"),
+    ("layout.compaction.driver", "submit", "submit"),
+    ("layout.compaction.steps", "check_staged", "verify: Spark's figures, recheck"),
+    ("layout.compaction.steps", "prove_staged", "verify: metadata proof"),
+    ("layout.compaction.steps", "_verify_layout", "verify: layout rules, GX"),
+    ("layout.compaction.steps", "commit", "commit"),
+    ("layout.compaction.steps", "live_totals", "live totals"),
+)
+
+
 def run_compact(spec, conf: dict[str, str], master: str, work: Path, timers: Timers) -> dict:
     from layout.compaction.driver import compact
 
     timers.reset()
     work.mkdir(parents=True, exist_ok=True)
+    with PeakMemory() as memory:
+        t0 = time.perf_counter()
+        result = compact(spec.table, spec=spec, master=master, spark_conf=conf, work_dir=work)
+        seconds = time.perf_counter() - t0
+    manifests = [json.loads(p.read_text()) for p in sorted(work.glob("manifest-*.json"))]
+    job = {"seconds": sum(m["seconds"] for m in manifests), "parts": defaultdict(float)}
+    for m in manifests:
+        for part, secs in m.get("timings", {}).items():
+            job["parts"][part] += secs
+    return {"seconds": seconds, "result": result, "plan": result.plan, "job": job, "parts": dict(timers.seconds),
+            "memory": memory, "work": work}
+
+
+def run_measure(spec, work: Path) -> float:
+    from layout.compaction.steps import PreparedRun, measure
+
+    prepared = PreparedRun.load(work)
     t0 = time.perf_counter()
-    result = compact(spec.table, spec=spec, master=master, spark_conf=conf, work_dir=work)
+    outcome = measure(prepared, spec=spec)
     seconds = time.perf_counter() - t0
-    manifest_path = work / "manifest.json"
-    job = json.loads(manifest_path.read_text())["seconds"] if manifest_path.exists() and result.plan.groups else 0.0
-    return {"seconds": seconds, "result": result, "plan": result.plan, "job_seconds": job,
-            "parts": dict(timers.seconds)}
+    print(f"  measuring: {outcome.probes} probes before and after in {seconds:.1f}s; owners' probes read "
+          f"{mib(outcome.bytes_selected_before or 0)} -> {mib(outcome.bytes_selected_after or 0)}")
+    return seconds
 
 
-def print_breakdown(label: str, run: dict) -> None:
-    parts, total = run["parts"], run["seconds"]
-    plan_s = parts.get("plan_rewrite", 0.0)
-    submit_s = parts.get("submit", 0.0)
-    check_s = parts.get("check_staged", 0.0)
-    commit_s = parts.get("commit_rewrite", 0.0)
-    rows = [
-        ("plan_rewrite (manifests -> plan)", plan_s),
-        ("submit: spark-submit wall", submit_s),
-        ("  of which jobs/compact.py compact_groups", run["job_seconds"]),
-        ("  of which JVM, session, layout.zip, stop", submit_s - run["job_seconds"]),
-        ("commit_rewrite (its own check, proof, Iceberg commit)", commit_s),
-        ("check_staged: re-read, fingerprint (verify + commit)", check_s),
-        ("metadata proof (verify + commit)", parts.get("prove_staged", 0.0)),
-        ("other (verify step's layout rules and GX, live counts)", total - plan_s - submit_s - commit_s),
-    ]
-    print(f"\n  {label}: {total:.1f}s in all")
+def print_breakdown(run: dict) -> None:
+    parts, total, job = run["parts"], run["seconds"], run["job"]
+    submit = parts.get("submit", 0.0)
+    verify = sum(v for k, v in parts.items() if k.startswith("verify"))
+    rows = [("prepare: plan, input footers, layout.zip", parts.get("prepare", 0.0)), ("submit: spark-submit", submit)]
+    rows += [(f"  job: {name}", secs) for name, secs in job["parts"].items()]
+    rows += [("  job: manifest, other", job["seconds"] - sum(job["parts"].values())),
+             ("  JVM start, Spark session, stop", submit - job["seconds"])]
+    rows += [(k, v) for k, v in parts.items() if k.startswith("verify")]
+    rows += [("commit: files unchanged, Iceberg commit, run record", parts.get("commit", 0.0)),
+             ("live totals", parts.get("live totals", 0.0))]
+    covered = parts.get("prepare", 0.0) + submit + verify + parts.get("commit", 0.0) + parts.get("live totals", 0.0)
+    rows.append(("other: the lease, loading the table", total - covered))
+    print(f"    {'part':<54} {'seconds':>8} {'share':>6}")
     for name, secs in rows:
-        print(f"    {name:<48} {secs:8.1f}s {100 * secs / total:5.1f}%")
-    top = max((("plan", plan_s), ("Spark job", submit_s), ("staged-file checks", check_s),
-               ("commit", commit_s)), key=lambda kv: kv[1])
-    print(f"    dominant part: {top[0]} ({100 * top[1] / total:.0f}%)")
+        print(f"    {name:<54} {secs:8.1f} {100 * secs / total:5.1f}%")
+    print(f"    {'total (top-level rows add up to it)':<54} {total:8.1f}")
 
 
-# --- a day of appends ---------------------------------------------------------------------------------
-
-
-def max_order_key(scale: float) -> int:
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    return int(pc.max(pq.read_table(tpch_file(scale, "orders"), columns=["o_orderkey"])["o_orderkey"]).as_py())
-
-
-def orders_of_days(scale: float, first_day: dt.date, days: int, key_shift: int, arrow_schema):
-    """The lineitems of the orders placed on [first_day, first_day + days), as new rows (keys shifted)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    orders = pq.read_table(tpch_file(scale, "orders"), columns=["o_orderkey", "o_orderdate"])
-    last = first_day + dt.timedelta(days=days)
-    mask = pc.and_(pc.greater_equal(orders["o_orderdate"], pa.scalar(first_day)),
-                   pc.less(orders["o_orderdate"], pa.scalar(last)))
-    keys = orders.filter(mask)["o_orderkey"]
-    lines = read_lineitem(scale, arrow_schema)
-    lines = lines.filter(pc.is_in(lines["l_orderkey"], value_set=keys.combine_chunks()))
-    return _shift_keys(lines, key_shift), len(keys)
-
-
-def shipments_of_day(scale: float, day: dt.date, key_shift: int, arrow_schema):
-    """The lineitems shipped on `day`, as new rows (keys shifted): one partition's worth of arrivals."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    lines = read_lineitem(scale, arrow_schema)
-    lines = lines.filter(pc.equal(lines["l_shipdate"], pa.scalar(day)))
-    return _shift_keys(lines, key_shift)
-
-
-_LINEITEM: dict[float, object] = {}
-
-
-def read_lineitem(scale: float, arrow_schema):
-    """tpchgen's lineitem in the table's Arrow schema (no string_view, which filters cannot take)."""
-    import pyarrow.parquet as pq
-
-    if scale not in _LINEITEM:
-        lines = pq.read_table(tpch_file(scale, "lineitem"))
-        _LINEITEM[scale] = lines.select([f.name for f in arrow_schema]).cast(arrow_schema)
-    return _LINEITEM[scale]
-
-
-def _shift_keys(lines, key_shift: int):
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    index = lines.schema.get_field_index("l_orderkey")
-    field = lines.schema.field(index)
-    return lines.set_column(index, field, pc.add(lines["l_orderkey"], pa.scalar(key_shift, field.type)))
-
-
-def append(table, rows) -> dict[str, int]:
-    """Append `rows`; the files the append added (path -> bytes)."""
-    before = live_files(table)
-    table.append(rows)
-    return {p: s for p, s in live_files(table.refresh()).items() if p not in before}
-
-
-def explain_plan(plan, appended: dict[str, int]) -> None:
-    for d in plan.partitions:
-        if d.action == "rewrite":
-            print(f"    {d.partition}: {d.files} files, {mib(d.bytes)}; {'; '.join(d.reasons)}")
-    old = [(f.path, f.size) for g in plan.groups for f in g.inputs if f.path not in appended]
-    new = [(f.path, f.size) for g in plan.groups for f in g.inputs if f.path in appended]
-    print(f"    inputs: {len(new)} appended file(s), {mib(sum(s for _, s in new))}; "
-          f"{len(old)} previously compacted file(s), {mib(sum(s for _, s in old))}")
-
-
-# --- main ---------------------------------------------------------------------------------------------
+def run_case(case: Case, home: Path, args, conf: dict[str, str], timers: Timers) -> dict:
+    print(f"\n=== {case.name}: TPC-H lineitem sf={case.scale:g}, "
+          f"{'partitioned by month' if case.partitioned else 'unpartitioned'}, target {case.target} ===", flush=True)
+    table, built = build(case, home)
+    files = live_files(table)
+    inputs = sorted(files)
+    spec = spec_for(case)
+    print(f"  {table.scan().to_arrow_batch_reader().schema.names[:3]}...: {len(files)} files, "
+          f"{mib(sum(files.values()))}, built in {built:.0f}s; Spark conf {conf or '(defaults)'}")
+    with PeakMemory() as naive_memory:
+        naive = run_naive(inputs, spec.writer.spark_options(), conf, args.master, home / f"naive-{case.name}")
+    print(f"  naive Spark sort: {naive['seconds']:.1f}s ({naive['files']} files, {mib(naive['bytes'])}); "
+          f"peak {naive_memory.text()}", flush=True)
+    run = run_compact(spec, conf, args.master, home / f"compact-{case.name}", timers)
+    r = run["result"]
+    print(f"  lakesort compact: {run['seconds']:.1f}s ({r.files_before} -> {r.files_after} files, "
+          f"{len(run['plan'].groups)} groups, {r.rows:,} rows); peak {run['memory'].text()}")
+    print_breakdown(run)
+    measured = run_measure(spec, run["work"])
+    duck = run_duckdb(inputs, home / f"duckdb-{case.name}") if args.duckdb else None
+    if duck:
+        print(f"  DuckDB COPY ... ORDER BY: {duck['seconds']:.1f}s ({duck['threads']} threads)")
+    return {"case": case, "naive": naive, "run": run, "measure": measured, "duck": duck,
+            "naive_memory": naive_memory}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="scale factor 0.1")
-    parser.add_argument("--scale", type=float, default=None, help="TPC-H scale factor (default 1, 0.1 with --quick)")
-    parser.add_argument("--batches", type=int, default=3, help="ingest appends (each writes one file per month)")
-    parser.add_argument("--day", type=dt.date.fromisoformat, default=dt.date(1995, 6, 15),
-                        help="order date of the nightly append (default 1995-06-15)")
-    parser.add_argument("--days", type=int, default=1, help="days of orders in the nightly append")
+    parser.add_argument("--cases", default="partitioned,flat", help="comma separated: partitioned, flat, sf10")
+    parser.add_argument("--sf10", action="store_true", help="also the SF10 case (with lakesort's default conf)")
+    parser.add_argument("--quick", action="store_true", help="SF 0.1 instead of 1 (not the issue's figures)")
+    parser.add_argument("--duckdb", action="store_true", help="also DuckDB's COPY ... ORDER BY")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                         help=f"Spark conf for both jobs (default {DEFAULT_CONF})")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
-    scale = args.scale or (0.1 if args.quick else 1.0)
+    names = [n for n in args.cases.split(",") if n] + (["sf10"] if args.sf10 else [])
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {sorted(CASES)}")
     conf = dict(kv.split("=", 1) for kv in args.spark_conf) if args.spark_conf else dict(DEFAULT_CONF)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("pyiceberg").setLevel(logging.WARNING)
@@ -384,100 +473,34 @@ def main(argv: list[str] | None = None) -> int:
         atexit.register(shutil.rmtree, home, True)
     isolate(home)
     check_catalog(home)
+    import importlib
 
-    import layout.compaction.commit
-    import layout.compaction.driver
-    import layout.compaction.planner
-    from layout.catalog import load_table
-    from layout.demo import build_demo
-    from layout.spec import parse_spec
-
-    spec = parse_spec(SPEC, source="bench_compact.SPEC")
     timers = Timers()
-    timers.wrap(layout.compaction.planner, "plan_rewrite", "plan_rewrite")
-    timers.wrap(layout.compaction.driver, "submit", "submit")
-    timers.wrap(layout.compaction.commit, "commit_rewrite", "commit_rewrite")
-    timers.wrap(layout.compaction.commit, "check_staged", "check_staged")
-    timers.wrap(layout.compaction.commit, "prove_staged", "prove_staged")
+    for module, name, label in STEPS:
+        timers.wrap(importlib.import_module(module), name, label)
     atexit.register(timers.restore)
+    print(f"spark-submit --master {args.master}; {os.cpu_count()} CPUs, "
+          f"{psutil.virtual_memory().total / 2**30:.0f} GiB, load average {os.getloadavg()[0]:.1f}")
 
-    # --- ingest
-    started = time.perf_counter()
-    summary = build_demo(home, scale=scale, batches=args.batches, config_dir=home)
-    table = load_table(spec.table, spec.catalog)
-    files = live_files(table)
-    inputs = sorted(files)
-    in_bytes = sum(files.values())
-    print(f"\ningested TPC-H lineitem sf={scale:g}: {summary.rows:,} rows in {len(files)} files "
-          f"({args.batches} appends), {mib(in_bytes)}, in {time.perf_counter() - started:.0f}s")
-    if len(files) < 200:
-        print(f"  NOTE: only {len(files)} files (< 200): raise --batches")
-    print(f"spark-submit --master {args.master}, conf {conf} (+ spark.sql.session.timeZone=UTC)")
-    print(f"{os.cpu_count()} CPUs, load average now {os.getloadavg()[0]:.1f} (other jobs share the machine)")
+    results = []
+    for name in names:
+        case = CASES[name]
+        if args.quick:
+            case = Case(case.name, case.scale / 10, case.table, case.partitioned, case.target, case.appends)
+        results.append(run_case(case, home, args, {} if name == "sf10" else conf, timers))
 
-    # --- 1 and 2: the first compaction against the naive sort and DuckDB, on the same files
-    options = spec.writer.spark_options()
-    print("\nnaive Spark sort ...", flush=True)
-    naive = run_naive(inputs, options, conf, args.master, home / "naive")
-    print(f"  {naive['seconds']:.1f}s (read+sort+write inside the job {naive['job_seconds']:.1f}s), "
-          f"{naive['files']} files, {mib(naive['bytes'])}")
-    print("DuckDB COPY ... ORDER BY ...", flush=True)
-    duck = run_duckdb(inputs, home / "duckdb")
-    print(f"  {duck['seconds']:.1f}s ({duck['threads']} threads), {mib(duck['bytes'])}")
-    print("lakesort compact ...", flush=True)
-    first = run_compact(spec, conf, args.master, home / "compact-1", timers)
-    planned = {f.path for g in first["plan"].groups for f in g.inputs}
-    if planned != set(inputs):
-        print(f"  WARNING: the plan reads {len(planned)} files, the baselines read {len(inputs)}")
-    r = first["result"]
-    out_files = live_files(load_table(spec.table, spec.catalog))
-    print(f"  {first['seconds']:.1f}s: {r.files_before} -> {r.files_after} files ({len(first['plan'].groups)} "
-          f"groups), {r.rows:,} rows, {mib(sum(out_files.values()))}")
-
-    # --- 3: one day of appends, then the nightly compaction
-    table = load_table(spec.table, spec.catalog)
-    arrow_schema = table.schema().as_arrow()
-    shift = max_order_key(scale) + 1  # shifted keys are new orders
-    day_rows, n_orders = orders_of_days(scale, args.day, args.days, shift, arrow_schema)
-    appended = append(table, day_rows)
-    app_bytes = sum(appended.values())
-    print(f"\nnightly: appended {day_rows.num_rows:,} lineitems of {n_orders:,} orders placed "
-          f"{args.day}{f' + {args.days - 1} days' if args.days > 1 else ''} in {len(appended)} files, "
-          f"{mib(app_bytes)} ({app_bytes:,} bytes)")
-    nightly = run_compact(spec, conf, args.master, home / "compact-2", timers)
-    amplification = nightly["plan"].input_bytes / app_bytes if app_bytes else float("nan")
-    print(f"  lakesort compact: {nightly['seconds']:.1f}s, rewrote {mib(nightly['plan'].input_bytes)} "
-          f"({nightly['plan'].input_bytes:,} bytes) in {len(nightly['plan'].groups)} groups")
-    explain_plan(nightly["plan"], appended)
-
-    # plan-only variant: a day of shipments (arrival order = sort order), one partition
-    ship_day = args.day + dt.timedelta(days=40)
-    ship_rows = shipments_of_day(scale, ship_day, 2 * shift, arrow_schema)
-    table = load_table(spec.table, spec.catalog)
-    shipped = append(table, ship_rows)
-    ship_bytes = sum(shipped.values())
-    ship_plan = layout.compaction.planner.plan_rewrite(load_table(spec.table, spec.catalog), spec)
-    ship_amp = ship_plan.input_bytes / ship_bytes if ship_bytes else float("nan")
-    print(f"\nplan only: appended {ship_rows.num_rows:,} lineitems shipped {ship_day} in {len(shipped)} file(s), "
-          f"{mib(ship_bytes)}; the plan would rewrite {mib(ship_plan.input_bytes)}")
-    explain_plan(ship_plan, shipped)
-
-    # --- the figures
-    print_breakdown("lakesort compact, first run (every file)", first)
-    print_breakdown("lakesort compact, nightly run", nightly)
-    ratio = first["seconds"] / naive["seconds"]
-    print(f"\n    {'sf=' + format(scale, 'g') + ', ' + str(len(files)) + ' files, ' + mib(in_bytes):<44} "
-          f"{'seconds':>8} {'vs naive':>9}  goal")
-    print(f"    {'naive Spark orderBy + write (spark-submit)':<44} {naive['seconds']:>8.1f} {1.0:>8.2f}x")
-    print(f"    {'lakesort compact (plan, job, check, commit)':<44} {first['seconds']:>8.1f} {ratio:>8.2f}x  "
-          f"<= {NAIVE_GOAL}x {'OK' if ratio <= NAIVE_GOAL else 'MISSED'}")
-    print(f"    {'DuckDB COPY ... ORDER BY':<44} {duck['seconds']:>8.1f} {duck['seconds'] / naive['seconds']:>8.2f}x  "
-          f"(lakesort / DuckDB {first['seconds'] / duck['seconds']:.2f}x)")
-    print(f"    {'nightly: rewritten / appended bytes':<44} {amplification:>8.1f}x {'':>9}  "
-          f"<= {AMPLIFICATION_GOAL}x {'OK' if amplification <= AMPLIFICATION_GOAL else 'MISSED'}")
-    print(f"    {'plan only, one day of shipments':<44} {ship_amp:>8.1f}x")
-    print(f"    load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min), "
-          f"{os.cpu_count()} CPUs")
+    print(f"\n    {'case':<40} {'naive s':>8} {'lakesort s':>10} {'ratio':>6}  goal <= {NAIVE_GOAL}x"
+          f"   {'measure':>8}  goal <= {MEASURE_GOAL:.0%}")
+    for res in results:
+        ratio = res["run"]["seconds"] / res["naive"]["seconds"]
+        share = res["measure"] / res["run"]["seconds"]
+        label = f"{res['case'].name} (sf={res['case'].scale:g}, {res['run']['result'].files_before} files)"
+        print(f"    {label:<40} {res['naive']['seconds']:8.1f} {res['run']['seconds']:10.1f} {ratio:5.2f}x  "
+              f"{'OK' if ratio <= NAIVE_GOAL else 'MISSED':<14} {share:7.0%}   {'OK' if share <= MEASURE_GOAL else 'MISSED'}")
+    for res in results:
+        print(f"    peak memory, {res['case'].name}: lakesort run {res['run']['memory'].text()}; "
+              f"naive driver JVM {gib(res['naive_memory'].driver)}")
+    print(f"    load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} CPUs")
     return 0
 
 

@@ -1,0 +1,178 @@
+"""Benchmark: the nightly rewrite amplification (bytes a nightly compaction rewrites / bytes the night appended).
+
+Run from the repo root:
+
+    .venv/bin/python tests/benchmarks/bench_nightly.py [--quick] [--scale 1] [--batches 3] [--keep]
+
+The table: TPC-H `lineitem` as `layout.demo.build_demo` makes it (shuffled rows, `--batches` appends,
+partitioned by month of l_shipdate), in a throw-away catalog (bench_compact.py's isolation). After the
+first compaction, one day of new orders is appended with `table.append`: the lineitems of the orders
+placed on `--day` (from tpchgen's orders table), their order keys shifted past the largest one so they
+are new rows. TPC-H ships a line 1-121 days after the order, so a day of orders lands in about five
+monthly partitions, as a real day of ingest does. `compact` runs again; figure: the second plan's input
+bytes / the appended files' bytes. The plan's decisions are printed with it, and a plan-only variant
+(one day of shipments, one partition) for comparison. Exits 0 whether or not a goal is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as dt
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from bench_compact import SPEC, check_catalog, isolate, live_files, mib, tpch_file
+
+AMPLIFICATION_GOAL = 1.2
+DEFAULT_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
+
+
+# --- a day of appends ---------------------------------------------------------------------------------
+
+
+def max_order_key(scale: float) -> int:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    return int(pc.max(pq.read_table(tpch_file(scale, "orders"), columns=["o_orderkey"])["o_orderkey"]).as_py())
+
+
+def orders_of_days(scale: float, first_day: dt.date, days: int, key_shift: int, arrow_schema):
+    """The lineitems of the orders placed on [first_day, first_day + days), as new rows (keys shifted)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    orders = pq.read_table(tpch_file(scale, "orders"), columns=["o_orderkey", "o_orderdate"])
+    last = first_day + dt.timedelta(days=days)
+    mask = pc.and_(pc.greater_equal(orders["o_orderdate"], pa.scalar(first_day)),
+                   pc.less(orders["o_orderdate"], pa.scalar(last)))
+    keys = orders.filter(mask)["o_orderkey"]
+    lines = read_lineitem(scale, arrow_schema)
+    lines = lines.filter(pc.is_in(lines["l_orderkey"], value_set=keys.combine_chunks()))
+    return _shift_keys(lines, key_shift), len(keys)
+
+
+def shipments_of_day(scale: float, day: dt.date, key_shift: int, arrow_schema):
+    """The lineitems shipped on `day`, as new rows (keys shifted): one partition's worth of arrivals."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lines = read_lineitem(scale, arrow_schema)
+    lines = lines.filter(pc.equal(lines["l_shipdate"], pa.scalar(day)))
+    return _shift_keys(lines, key_shift)
+
+
+_LINEITEM: dict[float, object] = {}
+
+
+def read_lineitem(scale: float, arrow_schema):
+    """tpchgen's lineitem in the table's Arrow schema (no string_view, which filters cannot take)."""
+    import pyarrow.parquet as pq
+
+    if scale not in _LINEITEM:
+        lines = pq.read_table(tpch_file(scale, "lineitem"))
+        _LINEITEM[scale] = lines.select([f.name for f in arrow_schema]).cast(arrow_schema)
+    return _LINEITEM[scale]
+
+
+def _shift_keys(lines, key_shift: int):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = lines.schema.get_field_index("l_orderkey")
+    field = lines.schema.field(index)
+    return lines.set_column(index, field, pc.add(lines["l_orderkey"], pa.scalar(key_shift, field.type)))
+
+
+def append(table, rows) -> dict[str, int]:
+    """Append `rows`; the files the append added (path -> bytes)."""
+    before = live_files(table)
+    table.append(rows)
+    return {p: s for p, s in live_files(table.refresh()).items() if p not in before}
+
+
+def explain_plan(plan, appended: dict[str, int]) -> None:
+    for d in plan.partitions:
+        if d.action == "rewrite":
+            print(f"    {d.partition}: {d.files} files, {mib(d.bytes)}; {'; '.join(d.reasons)}")
+    old = [(f.path, f.size) for g in plan.groups for f in g.inputs if f.path not in appended]
+    new = [(f.path, f.size) for g in plan.groups for f in g.inputs if f.path in appended]
+    print(f"    inputs: {len(new)} appended file(s), {mib(sum(s for _, s in new))}; "
+          f"{len(old)} previously compacted file(s), {mib(sum(s for _, s in old))}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="scale factor 0.1")
+    parser.add_argument("--scale", type=float, default=None, help="TPC-H scale factor (default 1, 0.1 with --quick)")
+    parser.add_argument("--batches", type=int, default=3, help="ingest appends (each writes one file per month)")
+    parser.add_argument("--day", type=dt.date.fromisoformat, default=dt.date(1995, 6, 15),
+                        help="order date of the nightly append (default 1995-06-15)")
+    parser.add_argument("--days", type=int, default=1, help="days of orders in the nightly append")
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args(argv)
+    scale = args.scale or (0.1 if args.quick else 1.0)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("pyiceberg").setLevel(logging.WARNING)
+    home = Path(tempfile.mkdtemp(prefix="lakesort-bench-nightly-")).resolve()
+    if not args.keep:
+        atexit.register(shutil.rmtree, home, True)
+    isolate(home)
+    check_catalog(home)
+
+    from layout.catalog import load_table
+    from layout.compaction.driver import compact
+    from layout.compaction.planner import plan_rewrite
+    from layout.demo import build_demo
+    from layout.spec import parse_spec
+
+    spec = parse_spec(SPEC, source="bench_compact.SPEC")
+    started = time.perf_counter()
+    summary = build_demo(home, scale=scale, batches=args.batches, config_dir=home)
+    print(f"ingested TPC-H lineitem sf={scale:g}: {summary.rows:,} rows in {time.perf_counter() - started:.0f}s")
+    compact(spec.table, spec=spec, master=args.master, spark_conf=DEFAULT_CONF, work_dir=home / "compact-1")
+
+    table = load_table(spec.table, spec.catalog)
+    arrow_schema = table.schema().as_arrow()
+    shift = max_order_key(scale) + 1  # shifted keys are new orders
+    day_rows, n_orders = orders_of_days(scale, args.day, args.days, shift, arrow_schema)
+    appended = append(table, day_rows)
+    app_bytes = sum(appended.values())
+    print(f"\nnightly: appended {day_rows.num_rows:,} lineitems of {n_orders:,} orders placed "
+          f"{args.day}{f' + {args.days - 1} days' if args.days > 1 else ''} in {len(appended)} files, "
+          f"{mib(app_bytes)} ({app_bytes:,} bytes)")
+    t0 = time.perf_counter()
+    result = compact(spec.table, spec=spec, master=args.master, spark_conf=DEFAULT_CONF, work_dir=home / "compact-2")
+    amplification = result.plan.input_bytes / app_bytes if app_bytes else float("nan")
+    print(f"  lakesort compact: {time.perf_counter() - t0:.1f}s, rewrote {mib(result.plan.input_bytes)} "
+          f"in {len(result.plan.groups)} groups")
+    explain_plan(result.plan, appended)
+
+    ship_day = args.day + dt.timedelta(days=40)
+    ship_rows = shipments_of_day(scale, ship_day, 2 * shift, arrow_schema)
+    shipped = append(load_table(spec.table, spec.catalog), ship_rows)
+    ship_bytes = sum(shipped.values())
+    ship_plan = plan_rewrite(load_table(spec.table, spec.catalog), spec)
+    ship_amp = ship_plan.input_bytes / ship_bytes if ship_bytes else float("nan")
+    print(f"\nplan only: appended {ship_rows.num_rows:,} lineitems shipped {ship_day} in {len(shipped)} file(s), "
+          f"{mib(ship_bytes)}; the plan would rewrite {mib(ship_plan.input_bytes)}")
+    explain_plan(ship_plan, shipped)
+    print(f"\n    {'nightly: rewritten / appended bytes':<44} {amplification:>8.1f}x  "
+          f"<= {AMPLIFICATION_GOAL}x {'OK' if amplification <= AMPLIFICATION_GOAL else 'MISSED'}")
+    print(f"    {'plan only, one day of shipments':<44} {ship_amp:>8.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
