@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -31,10 +32,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
 from pyspark.sql.window import Window
 
+from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
+from layout.errors import InputError
 from layout.io import find_parquet_files, resolve
 from layout.manifest import StagedFile, StagedGroup, StagedManifest
 from layout.parquet import ParquetFile
@@ -167,80 +170,126 @@ def _patched(path: str, ids: dict[tuple[str, ...], int]) -> bool:
 
 
 def read_inputs(spark, plan, groups):
-    """The planned files' rows as Iceberg defines them (`layout.compaction.inputs`: pyiceberg's reader in the
-    executors), tagged with group and partition key. Files are spread over tasks balanced by bytes."""
-
+    """The planned files' rows as Iceberg defines them, tagged with group, partition key and SOURCE (the file
+    a natively read row came from; null for the others). Files marked `spark_native` by the prepare step
+    are read by Spark's own vectorized reader; the others by pyiceberg's reader in the executors
+    (`layout.compaction.inputs`), spread over tasks balanced by bytes. Returns (rows, column names, the
+    native files by their SOURCE name -> (path, rows the manifest records))."""
 
     schema = spark_schema(plan)
-    out_schema = T.StructType([*schema.fields, T.StructField(GROUP, T.IntegerType(), False),
-                               T.StructField(PART, T.StringType(), False), T.StructField(PART_KEY, T.StringType(), False)])
-    target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
-    files = sorted(((g.group_id, f) for g in groups for f in g.inputs), key=lambda x: -x[1].size)
-    tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 4))
-    slices: list[list] = [[] for _ in range(tasks)]
-    for i, (gid, f) in enumerate(files):  # round robin over size-descending files: balanced bytes
-        slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size))
-    rows = [r for s in slices for r in s]
-    file_schema = T.StructType([T.StructField("group_id", T.IntegerType()), T.StructField("path", T.StringType()),
-                                T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
-                                T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType())])
-    listing = spark.createDataFrame(spark.sparkContext.parallelize(rows, tasks), file_schema)
-    source = InputSource(metadata_location=plan.metadata_location, io_properties=dict(plan.io_properties),
-                         schema_json=plan.table_schema_json)
-    spec_id = plan.partition_spec_id
+    tags = [T.StructField(GROUP, T.IntegerType(), False), T.StructField(PART, T.StringType(), False),
+            T.StructField(PART_KEY, T.StringType(), False)]
+    out_schema = T.StructType([*schema.fields, *tags])
+    columns = [f.name for f in schema.fields]
+    native = [(g.group_id, f) for g in groups for f in g.inputs if f.spark_native]
+    others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native), key=lambda x: -x[1].size)
+    parts = []
+    if native:
+        listing = spark.createDataFrame(
+            [(_source_name(f.path), gid, partitioning.key_dir(f.partition_key), f.partition_key) for gid, f in native],
+            f"{SOURCE} string, {GROUP} int, {PART} string, {PART_KEY} string")
+        rows = (spark.read.schema(schema).parquet(*[f.path for _, f in native])
+                .withColumn(SOURCE, _source_column(F.input_file_name()))
+                .join(F.broadcast(listing), SOURCE, "left"))
+        parts.append(rows.select(*columns, GROUP, PART, PART_KEY, SOURCE))
+    if others:
+        target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
+        tasks = max(1, min(len(others), spark.sparkContext.defaultParallelism * 4))
+        slices: list[list] = [[] for _ in range(tasks)]
+        for i, (gid, f) in enumerate(others):  # round robin over size-descending files: balanced bytes
+            slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size))
+        file_schema = T.StructType([T.StructField("group_id", T.IntegerType()), T.StructField("path", T.StringType()),
+                                    T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
+                                    T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType())])
+        listing = spark.createDataFrame(spark.sparkContext.parallelize([r for s in slices for r in s], tasks),
+                                        file_schema)
+        source = InputSource(metadata_location=plan.metadata_location, io_properties=dict(plan.io_properties),
+                             schema_json=plan.table_schema_json)
+        spec_id = plan.partition_spec_id
 
-    def read(batches):
-        return tagged_batches(source, batches, target, spec_id)
+        def read(batches):
+            return tagged_batches(source, batches, target, spec_id)
 
-    return listing.mapInArrow(read, out_schema), [f.name for f in schema.fields]
+        parts.append(listing.mapInArrow(read, out_schema).withColumn(SOURCE, F.lit(None).cast("string")))
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    log.info("reading %d file(s) with Spark's reader, %d through pyiceberg", len(native), len(others))
+    return df, columns, {_source_name(f.path): (f.path, f.rows) for _, f in native}
+
+
+def _source_name(path: str) -> str:
+    """A path as the plan records it and as Spark's input_file_name() reports it, alike: scheme and leading
+    slashes dropped (file:///a, file:/a and /a are one file; s3:// and s3a:// one object)."""
+    return re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:", "", path).lstrip("/")
+
+
+def _source_column(col):
+    return F.ltrim(F.regexp_replace(col, r"^[A-Za-z][A-Za-z0-9+.-]*:", ""), F.lit("/"))
 
 
 # Rows drawn per output file to place the file boundaries (sampled quantiles of the sort key): with 1,000
-# a file's share of its partition's rows is off by about 3% (1/sqrt(1000)); the sample is sorted in one
-# small Spark stage, so the cost does not grow with the data.
+# a file's share of its partition's rows is off by about 3% (1/sqrt(1000)); at most MAX_SAMPLE per
+# partition, so the sample never grows with the data. It is drawn in the pass that fingerprints the input.
 SAMPLES_PER_FILE = 1000
+MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
 FILE = "__lakesort_file"
+SOURCE = "__lakesort_source"
 
 
 def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None):
     """All groups in one Spark job, in parallel in every stage, each row sorted once:
 
-    1. read the planned files (`read_inputs`), tagged with group and current-spec partition; persist;
-    2. one aggregation per (group, partition): rows, first partition key, and the input's fingerprint;
-       keyed tables first keep one row per key (a window partitioned by the keys: parallel);
-    3. how many files each (group, partition) gets (its share of the group's planned output files), and
-       for those that get several, the file boundaries: sampled quantiles of the sort key (`boundaries`);
-    4. every row's file id (its partition's first id plus the number of boundaries at or below its key,
-       so equal keys share a file and a partition's files hold disjoint, ordered key ranges), one shuffle
-       that gives each file id a task of its own, a sort within each task, and the write;
-    5. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
+    1. one pass over the planned files (`read_inputs`): per (group, partition, natively read file) the rows,
+       the input's fingerprint and a Bernoulli sample of the sort key; keyed tables first keep one row per
+       key (a window partitioned by the keys: parallel); natively read files' row counts are checked;
+    2. how many files each (group, partition) gets (its share of the group's planned output files), and for
+       those that get several, the file boundaries: quantiles of the sample, sorted in Spark (`boundaries`);
+    3. a second read (or the persisted rows, when some files go through pyiceberg: reading them is the
+       costly part), every row's file id (its partition's first id plus the number of boundaries at or
+       below its key, so equal keys share a file and a partition's files hold disjoint, ordered key ranges),
+       one shuffle that gives each file id a task of its own, a sort within each task, and the write;
+    4. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
 
-    Observed metrics would not do for step 2: a re-executed stage counts its rows twice. `timings` gets
+    Observed metrics would not do for step 1: a re-executed stage counts its rows twice. `timings` gets
     each part's seconds.
     """
     if not groups:
         return []
-    clock = _Clock(timings if timings is not None else {})
+    clock = _Clock(timings if timings is not None else {}, spark, "read, fingerprint, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
-    df, columns = read_inputs(spark, plan, groups)
-    base = df.persist(StorageLevel.MEMORY_AND_DISK)
-    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
-    if plan.keys is None:
-        read = None
-        df = base
-    else:
-        read = {r[GROUP]: r["rows"] for r in base.groupBy(GROUP).agg(F.count(F.lit(1)).alias("rows")).collect()}
+    df, columns, native = read_inputs(spark, plan, groups)
+    base = None
+    if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
+        base = df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    read = None
+    if plan.keys is not None:  # rows as read, before the merge: per group, and per natively read file
+        counted = df.groupBy(GROUP, SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect()
+        check_native_rows(native, counted)
+        read = {}
+        for r in counted:
+            read[r[GROUP]] = read.get(r[GROUP], 0) + r["rows"]
         order = F.col(plan.keys.sequence)
         order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
         # Keys are unique per current-spec partition: a partition column is a function of the row.
         window = Window.partitionBy(GROUP, PART, *plan.keys.columns).orderBy(order)
         df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
         df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
-    parts = {(r[GROUP], r[PART]): (r[PART_KEY], r["rows"], r["hash"]) for r in df.groupBy(GROUP, PART).agg(
-        F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()}
-    clock.lap("read, fingerprint")
+    if plan.strategy == "zorder":
+        df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
+        keys = [("__lakesort_z", "asc", "last")]
+    else:
+        keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
+    summary = summarize(spark, df, groups, columns, keys).cache()  # small: a row per partition and file
+    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", "hash").collect()
+    parts = {}
+    for r in figures:
+        pair = (r[GROUP], r[PART])
+        _, rows, hash_sum = parts.get(pair, (None, 0, 0))
+        parts[pair] = (r[PART_KEY], rows + r["rows"], hash_sum + int(r["hash"] or 0))
+    if plan.keys is None:
+        check_native_rows(native, figures)
+    clock.lap("read, fingerprint, sample", "file boundaries")
     if read is None:
         read = {}
         for (gid, _), (_, rows, _) in parts.items():
@@ -248,31 +297,26 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     expected: dict[int, tuple[int, int]] = {}
     for (gid, _), (_, rows, hash_sum) in parts.items():
         before = expected.get(gid, (0, 0))
-        expected[gid] = (before[0] + rows, before[1] + int(hash_sum or 0))
+        expected[gid] = (before[0] + rows, before[1] + hash_sum)
     files_of = file_counts(groups, parts)
-    if plan.strategy == "zorder":
-        df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
-        keys = [("__lakesort_z", "asc", "last")]
-    else:
-        keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
-    df = with_file_ids(spark, df, parts, files_of, keys)
-    clock.lap("file boundaries")
+    df = with_file_ids(spark, df, summary, files_of, keys)
+    clock.lap("file boundaries", "shuffle, sort, write")
     # A task holds one file, so one (group, partition): sorting by them first costs nothing and is the
     # order the partitioned write requires (without it, Spark sorts again by them alone, losing the key order).
     df = (df.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(GROUP, PART, *order)
-          .drop(FILE, "__lakesort_z", PART_KEY))
+          .drop(FILE, "__lakesort_z", PART_KEY, SOURCE))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     schema = spark_schema(plan)
-    df = df.select(*[F.col(f.name).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
+    df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
     target = staging_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
-    base.unpersist()
-    if df is not base:
-        df.unpersist()
+    spark.catalog.clearCache()  # the persisted rows and the summary
+    if base is not None:
+        base.unpersist()
     add_nested_field_ids(spark, plan, target)
-    clock.lap("shuffle, sort, write")
+    clock.lap("shuffle, sort, write", "read back")
     checked = read_back(spark, plan, target, columns)
     problems = key_problems(spark, plan, target) if plan.keys is not None else {}
     clock.lap("read back")
@@ -297,14 +341,68 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     return staged
 
 
-class _Clock:
-    def __init__(self, laps: dict[str, float]) -> None:
-        self.laps, self.started, self.last = laps, time.perf_counter(), time.perf_counter()
+def check_native_rows(native: dict[str, tuple[str, int]], counted) -> None:
+    """Every natively read file gave the rows its manifest records (pyiceberg's reader checks its own files):
+    `counted` holds rows with SOURCE and `rows`, several per file when it spans partitions."""
+    rows: dict[str, int] = {}
+    for r in counted:
+        if r[SOURCE] is not None:
+            rows[r[SOURCE]] = rows.get(r[SOURCE], 0) + r["rows"]
+    for source, (path, expected) in sorted(native.items()):
+        if rows.get(source, 0) != expected:
+            raise InputError(f"{path}: Spark read {rows.get(source, 0)} rows of it, the manifest says {expected}: the "
+                             "file does not hold the rows Iceberg recorded for it; nothing is committed")
 
-    def lap(self, name: str) -> None:
+
+_PLACEHOLDER = {"date": "1970-01-01", "timestamp": "1970-01-01 00:00:00", "timestamp_ntz": "1970-01-01 00:00:00",
+                "string": "", "binary": "", "boolean": "false"}
+
+
+def _as_declared(field):
+    """A column as the schema declares it: Spark reads every file column as nullable, so a required
+    (top-level, primitive) column would be written OPTIONAL; coalescing with a placeholder makes Spark
+    know it is not null and write it REQUIRED. A null there would be a broken input file: the placeholder
+    would then differ from the input's fingerprint (taken before this) and the commit be refused."""
+    col = F.col(field.name)
+    if field.nullable or not isinstance(field.dataType, T.AtomicType):
+        return col
+    placeholder = _PLACEHOLDER.get(field.dataType.typeName(), "0")
+    return F.coalesce(col, F.lit(placeholder).cast(field.dataType))
+
+
+def summarize(spark, df, groups, columns, keys):
+    """One aggregation over the input: per (group, partition, natively read file) the first partition key,
+    rows, the fingerprint's hash sum, and `__sample`, a Bernoulli sample of the sort key (structs k0..kn) at
+    a rate that draws about SAMPLES_PER_FILE rows per planned output file of the group."""
+    rates = []
+    for g in groups:
+        rows = sum(f.rows for f in g.inputs) or 1
+        rates.append((g.group_id, min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / rows)))
+    rate = spark.createDataFrame(rates, f"{GROUP} int, __rate double")
+    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
+    key = F.struct(*[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)])
+    # Drawn in a projection: Spark refuses a random expression inside an aggregate.
+    return (df.join(F.broadcast(rate), GROUP).withColumn("__drawn", F.rand(SAMPLE_SEED) < F.col("__rate"))
+            .groupBy(GROUP, PART, SOURCE)
+            .agg(F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash"),
+                 F.collect_list(F.when(F.col("__drawn"), key)).alias("__sample")))
+
+
+class _Clock:
+    """Times the job's parts; each part's Spark jobs run in the job group `lakesort: <part>` (the Spark UI
+    shows it; tests find a part's stages by it)."""
+
+    def __init__(self, laps: dict[str, float], spark, first: str) -> None:
+        self.laps, self.started, self.last = laps, time.perf_counter(), time.perf_counter()
+        self.spark = spark
+        spark.sparkContext.setJobGroup(f"lakesort: {first}", first)
+
+    def lap(self, name: str, following: str | None = None) -> None:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + now - self.last
         self.last = now
+        if following:
+            self.spark.sparkContext.setJobGroup(f"lakesort: {following}", following)
 
     def total(self) -> float:
         return time.perf_counter() - self.started
@@ -347,31 +445,30 @@ def _before(row_values, bound, keys):
     return result
 
 
-def boundaries(spark, df, parts, files_of, keys):
-    """Per (group, partition) that gets n > 1 files: n - 1 boundary keys, the n-quantiles of a Bernoulli
-    sample of its rows (SAMPLES_PER_FILE per file), found and kept in Spark (no value goes through Python,
-    so every type compares exactly as Spark sorts it). A DataFrame (GROUP, PART, __bounds: array of
-    structs (__pos, k0..kn) in sort order); its window sorts only the sample."""
-    rows = [(gid, part, n, min(1.0, SAMPLES_PER_FILE * n / max(1, parts[(gid, part)][1])))
-            for (gid, part), n in files_of.items() if n > 1]
-    wanted = spark.createDataFrame(rows, f"{GROUP} int, {PART} string, __files int, __fraction double")
-    sample = (df.join(F.broadcast(wanted), [GROUP, PART])
-              .where(F.rand(SAMPLE_SEED) < F.col("__fraction"))
-              .select(GROUP, PART, "__files", *[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)]))
-    by_pair = Window.partitionBy(GROUP, PART)
-    ranked = (sample.withColumn("__pos", F.row_number().over(by_pair.orderBy(
-        *[_ordered(F.col(f"k{i}"), d, n) for i, (_, d, n) in enumerate(keys)])) - 1)
-              .withColumn("__count", F.count(F.lit(1)).over(by_pair)))
-    # The first sampled row of each quantile after the first is a boundary.
-    bucket = F.floor(F.col("__pos") * F.col("__files") / F.col("__count"))
-    previous = F.floor((F.col("__pos") - 1) * F.col("__files") / F.col("__count"))
-    return (ranked.where((F.col("__pos") > 0) & (bucket > previous))
-            .groupBy(GROUP, PART)
-            .agg(F.array_sort(F.collect_list(F.struct(F.col("__pos"), *[F.col(f"k{i}") for i in range(len(keys))])))
-                 .alias("__bounds")))
+def boundaries(spark, summary, files_of, keys):
+    """Per (group, partition) that gets n > 1 files: n - 1 boundary keys, the n-quantiles of its sample,
+    sorted in Spark with the sort order's own comparison (no value goes through Python, so every type
+    compares exactly as Spark sorts it). A small DataFrame (GROUP, PART, __bounds: structs k0..kn, ordered)."""
+    wanted = spark.createDataFrame([(gid, part, n) for (gid, part), n in files_of.items() if n > 1],
+                                   f"{GROUP} int, {PART} string, __files int")
+    n = len(keys)
+
+    def compare(left, right):
+        lv, rv = [left[f"k{i}"] for i in range(n)], [right[f"k{i}"] for i in range(n)]
+        return F.when(_before(lv, right, keys), -1).when(_before(rv, left, keys), 1).otherwise(0)
+
+    samples = (summary.groupBy(GROUP, PART).agg(F.flatten(F.collect_list("__sample")).alias("__sample"))
+               .join(F.broadcast(wanted), [GROUP, PART])
+               .withColumn("__sample", F.array_sort("__sample", compare)))
+    size = F.size("__sample")
+    # The j-th boundary (j = 1 .. n-1) is the first sampled key of the j-th quantile.
+    positions = F.filter(F.sequence(F.lit(1), F.col("__files")), lambda j: (j < F.col("__files")) & (size > 0))
+    picked = F.transform(positions, lambda j: F.element_at("__sample", F.floor(j * size / F.col("__files"))
+                                                            .cast("int") + 1))
+    return samples.select(GROUP, PART, picked.alias("__bounds"))
 
 
-def with_file_ids(spark, df, parts, files_of, keys):
+def with_file_ids(spark, df, summary, files_of, keys):
     """`df` with FILE: the hash key that sends each row to the task writing its file (`_exact_keys`)."""
     starts, offset = {}, 0
     for pair in sorted(files_of):
@@ -379,9 +476,9 @@ def with_file_ids(spark, df, parts, files_of, keys):
     exact = _exact_keys(spark, max(1, offset))
     info = spark.createDataFrame([(gid, part, start) for (gid, part), start in starts.items()],
                                  f"{GROUP} int, {PART} string, __start int")
-    df = df.join(F.broadcast(info), [GROUP, PART])
+    df = df.join(F.broadcast(info), [GROUP, PART], "left")
     if any(n > 1 for n in files_of.values()):
-        bounds = boundaries(spark, df, parts, files_of, keys)
+        bounds = boundaries(spark, summary, files_of, keys)
         df = df.join(F.broadcast(bounds), [GROUP, PART], "left")
         values = [F.col(name) for name, _, _ in keys]
         bucket = F.coalesce(F.size(F.filter("__bounds", lambda b: ~_before(values, b, keys))), F.lit(0))

@@ -79,7 +79,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ("bytes", c.bytes_total, c.bytes_selected),
     ):
         skipped = f"{100 * (1 - chosen / total):.1f}%" if total else "-"
-        rows.append((label, str(total), str(chosen), skipped))
+        # None: not counted (an Iceberg plan opens only the files its manifests keep)
+        rows.append((label, "-" if total is None else str(total), str(chosen), skipped))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
@@ -189,9 +190,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
     width = max(len(m.probe) for m in rows)
     print(f"  {'probe':<{width}}  {'files':>11}  {'pages':>13}  {'bytes selected':>14}  {'ideal':>12}  eff.  plan ms")
     for m in rows:
-        print(f"  {m.probe:<{width}}  {m.files_selected:>5}/{m.files_total:<5}  {m.pages_selected:>6}/{m.pages_total:<6}"
-              f"  {m.bytes_selected:>14}  {m.bytes_ideal:>12}  {m.efficiency:4.2f}  "
+        pages_total = "?" if m.pages_total is None else m.pages_total  # unknown: planning opened only some files
+        estimated = "~" if m.ideal_method not in (None, "exact") else " "
+        print(f"  {m.probe:<{width}}  {m.files_selected:>5}/{m.files_total:<5}  {m.pages_selected:>6}/{pages_total:<6}"
+              f"  {m.bytes_selected:>14}  {m.bytes_ideal:>11}{estimated}  {m.efficiency:4.2f}  "
               f"{m.plan_cold_ms:.0f}/{m.plan_warm_ms:.0f}")
+    if any(m.ideal_method not in (None, "exact") for m in rows):
+        print("  ~ ideal estimated from a sample of the selected row groups (lakesort.pruning_metrics.ideal_method)")
     return EXIT_OK
 
 

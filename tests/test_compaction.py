@@ -921,13 +921,13 @@ def test_compacted_files_read_as_one_sorted_stream(e2e, e2e_table):
     assert by_every_column(merged).equals(by_every_column(scanned)), "the same rows, none lost or repeated"
 
 
-def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_home, in_process_job):
+def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_home, spark, in_process_job):
     """One month, one rewrite group, target_file_size half its input: the plan asks for two files. Every output
     file is sorted by (l_shipdate, l_orderkey) and together they hold exactly the rows pyiceberg scanned from
-    the month before the compaction. The two files' key ranges are disjoint and ordered: the job range-partitions
-    on (partition, sort keys), so equal keys share a file and the last key of one file is below the first key of
-    the next. (Range-partitioning on a per-file bucket id alone wrote one file here: the sampled bounds put both
-    ids into one task.)"""
+    the month before the compaction. The two files' key ranges are disjoint and ordered: the boundary is a
+    sampled quantile of the whole sort key, so equal keys share a file and the last key of one file is below
+    the first key of the next. Each file is written by a task of its own (not one task for the group, as a
+    window over the group ran before)."""
     table = load_table("demo.lineitem")
     month = MONTHS[0]
     inputs = [f for f in live_files(table) if partition_of(table, f) == month]
@@ -938,6 +938,11 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
 
     # No layout rules: this test's own checks below are the oracle, not `layout.verify.rules`'s.
     result = compact("demo.lineitem", spec=spec, partitions=[month], verify=lambda manifest: [])
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup("lakesort: shuffle, sort, write")]
+    # The last stage of the part is the write (after AQE's broadcasts and the shuffle): a task per file.
+    write = tracker.getStageInfo(max(s for job in jobs if job is not None for s in job.stageIds))
+    assert write is not None and write.numTasks == 2, write
     (run,) = in_process_job
     (group,) = run.groups
     assert group.partition == month and group.output_files == 2 and len(group.inputs) == len(inputs)

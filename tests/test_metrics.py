@@ -3,12 +3,15 @@
 The compaction runs the job's own functions on the shared in-process Spark session (as the compaction
 tests' `in_process_job`); measuring, recording and the checks are the real code.
 
-The ideal (pages and bytes holding a matching row) and the matching rows are checked exactly against a
+The exact ideal (pages and bytes holding a matching row) and the matching rows are checked against a
 brute force that shares no code with lakesort (`BruteForce`): every row of every data file read by
 pyarrow, the predicate evaluated in plain Python, and rows mapped to pages by walking each column
 chunk's page headers (decoded with thriftpy2: pyarrow exposes no page locations). On the property test's
 files the page row boundaries are also known by construction (pyarrow's `max_rows_per_page`), which the
-walk must reproduce.
+walk must reproduce. Beyond its row-group budget the ideal is a ratio estimate from a seeded sample:
+evaluating every row group gives the exact figures (property), the same snapshot and probe give the same
+sample, estimates never exceed the selection, and on generated tables they stay within the standard
+error they report (`within_tolerance`). The standard probes read a bounded number of row groups.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import datetime as dt
 import io
 import itertools
 import json
+import math
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -41,16 +45,24 @@ from layout.cli import EXIT_OK, EXIT_USAGE, main
 from layout.compaction import steps as pipeline
 from layout.compaction.driver import compact
 from layout.demo import generate_lineitem
+from layout.errors import UsageError
 from layout.metrics import store as metrics_store
 from layout.metrics.measure import (
+    IDEAL_ROW_GROUPS,
+    SAMPLE_ROW_GROUPS,
+    Ideal,
     Probe,
     _probe_literal,
+    estimate,
+    ideal,
     measure,
     measure_probe,
     read_metrics,
     read_runs,
     standard_probes,
 )
+from layout.read.plan import plan
+from layout.report.rows import Measurement, typed_rows
 
 pytestmark = pytest.mark.spark
 
@@ -269,6 +281,23 @@ def snapshot_paths(table, snapshot_id: int) -> list[str]:
     return [t.file.file_path.removeprefix("file://") for t in tasks]
 
 
+SAMPLED = re.compile(r"sampled (\d+) of (\d+) row groups(?: \(s\.e\. of efficiency (\d+\.\d{3})\)|, none "
+                     r"matching \(efficiency likely below (\d+\.\d{3})\))")
+
+
+def within_tolerance(estimated: float, exact: float, method: str) -> bool:
+    """The tolerance stated for a sampled ideal: within 4 of its reported standard errors (plus their
+    rounding) and 3/k for matches in row groups the k sampled ones missed (the rule of three: the
+    matching row groups are then likely under 3/k of them); when no sampled row group matched, the
+    estimate is 0 and the exact efficiency below the bound it reports, with the same slack."""
+    m = SAMPLED.fullmatch(method)
+    assert m, method
+    k = int(m.group(1))
+    if m.group(4) is not None:
+        return estimated == 0 and exact <= float(m.group(4)) + 3 / k
+    return abs(estimated - exact) <= 4 * (float(m.group(3)) + 0.0005) + 3 / k
+
+
 def _rows(catalog, run_id: str) -> list[dict]:
     return [r for r in read_metrics(catalog, "demo.lineitem").to_pylist() if r["run_id"] == run_id]
 
@@ -314,24 +343,37 @@ def test_ideal_is_never_larger_than_selected_and_matches_brute_force(compacted, 
     off_key = Probe("off_key", "l_suppkey BETWEEN 10 AND 12")
     rows += [measure_probe("demo.lineitem", off_key, snapshot_id=s, run_id="t", phase="on-demand").to_row()
              for s in sorted(snapshots)]
+    sampled = 0
     for row in rows:
         assert row["bytes_ideal"] <= row["bytes_selected"] <= row["bytes_total"], row["probe"]
-        assert row["pages_ideal"] <= row["pages_selected"] <= row["pages_total"], row["probe"]
+        # pages_total: None when planning opened only the files the manifests keep (layout.read.plan)
+        assert row["pages_ideal"] <= row["pages_selected"] <= (row["pages_total"] or math.inf), row["probe"]
         assert 0.0 <= row["efficiency"] <= 1.0
         assert row["rows_matching"] <= row["rows_selected"] <= row["rows_total"]
         columns, match = probe_oracle(row["predicate"])
         projection = row["columns"].split(",") if row["columns"] else None
         paths = snapshot_paths(table, row["snapshot_id"])
+        if row["ideal_method"] != "exact":  # over the budget: the exact figures, and the estimate near them
+            sampled += 1
+            assert row["row_groups_selected"] > IDEAL_ROW_GROUPS, row["ideal_method"]
+            exact = measure_probe("demo.lineitem", Probe(row["probe"], row["predicate"], projection),
+                                  snapshot_id=row["snapshot_id"], run_id="t", phase="on-demand",
+                                  ideal_row_groups=None).to_row()
+            assert exact["ideal_method"] == "exact"
+            assert within_tolerance(row["efficiency"], exact["efficiency"], row["ideal_method"]), (row, exact)
+            row = exact
         pages, nbytes, matching = brute.ideal(paths, columns, match, projection)
         where = f"{row['phase']} {row['probe']} ({row['predicate']}) on snapshot {row['snapshot_id']}"
         assert (row["pages_ideal"], row["bytes_ideal"], row["rows_matching"]) == (pages, nbytes, matching), where
         assert row["efficiency"] == pytest.approx(nbytes / row["bytes_selected"] if row["bytes_selected"] else 1.0)
-        assert (row["pages_total"], row["bytes_total"]) == brute.totals(paths, columns, projection), where
+        pages_total, bytes_total = brute.totals(paths, columns, projection)
+        assert row["bytes_total"] == bytes_total and row["pages_total"] in (None, pages_total), where
         if row["probe"] == "ship_week":  # and the rows by pyiceberg's own reader, filtered by pyarrow
             data = table.scan(snapshot_id=row["snapshot_id"]).to_arrow()
             lo, hi = pa.scalar(dt.date(1995, 3, 6)), pa.scalar(dt.date(1995, 3, 12))
             mask = pc.and_(pc.greater_equal(data["l_shipdate"], lo), pc.less_equal(data["l_shipdate"], hi))
             assert row["rows_matching"] == pc.sum(mask).as_py() > 0
+    assert sampled, "the unsorted snapshot's probes off the partition column select more than the budget"
     after = next(r for r in rows if r["probe"] == "off_key" and r["snapshot_id"] == result.snapshot_id)
     assert 0 < after["pages_ideal"] < after["pages_selected"], "the off-key probe must leave slack to measure"
 
@@ -349,6 +391,10 @@ def test_metrics_rows_read_back_through_pyiceberg_and_duckdb(compacted, catalog)
     got = con.execute("SELECT count(*), sum(bytes_selected) FROM read_parquet($paths) WHERE run_id = $run",
                       {"paths": paths, "run": prepared.run_id}).fetchone()
     assert got == (len(rows), sum(r["bytes_selected"] for r in rows))
+    methods = [m for (m,) in con.execute("SELECT ideal_method FROM read_parquet($paths) WHERE run_id = $run",
+                                         {"paths": paths, "run": prepared.run_id}).fetchall()]
+    assert sorted(methods) == sorted(r["ideal_method"] for r in rows)
+    assert all(m == "exact" or SAMPLED.fullmatch(m) for m in methods), methods
     runs = [r for r in read_runs(catalog, "demo.lineitem").to_pylist() if r["run_id"] == prepared.run_id]
     assert len(runs) == 1
     run = runs[0]
@@ -368,9 +414,21 @@ def test_rerunning_a_measurement_does_not_duplicate_rows(compacted, catalog):
     assert len(read_metrics(catalog)) == count + len(first)
 
 
-def test_standard_probes_are_seeded_and_sampled_from_the_data(compacted, catalog):
+def test_standard_probes_are_seeded_and_sampled_from_the_data(compacted, catalog, monkeypatch):
+    """The same data gives the same probes, about the fractions of the rows they are named after, drawn
+    from a bounded number of row groups (never whole files)."""
     table = load_table("demo.lineitem")
-    first = standard_probes(table, ["l_shipdate", "l_orderkey"])
+    read_row_group, reads = pq.ParquetFile.read_row_group, []
+
+    def counted(self, i, *args, **kwargs):
+        reads.append(i)
+        return read_row_group(self, i, *args, **kwargs)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(pq.ParquetFile, "read_row_group", counted)
+        mp.setattr(pq, "read_table", None)  # whole files: not any more
+        first = standard_probes(table, ["l_shipdate", "l_orderkey"])
+    assert 0 < len(reads) <= 2 * SAMPLE_ROW_GROUPS, "one column of at most SAMPLE_ROW_GROUPS row groups per key"
     assert first == standard_probes(table, ["l_shipdate", "l_orderkey"]), "same data, same probes"
     assert [p.name for p in first[:4]] == ["std_l_shipdate_point", "std_l_shipdate_0_1pct", "std_l_shipdate_1pct",
                                           "std_l_shipdate_10pct"]
@@ -435,10 +493,11 @@ STRINGS = ("a", "bb", "c" * 30, "d" * 200)
        strings=st.lists(st.sampled_from(STRINGS), min_size=1, max_size=8), shape=st.sampled_from(sorted(PREDICATES)),
        projection=st.sampled_from([None, ("v",), ("s",), ("k",)]), n_files=st.integers(1, 2),
        row_group_size=st.integers(1, 150) | st.just(1000), page_rows=st.integers(1, 6) | st.integers(1, 40),
-       dictionary=st.sampled_from([True, False, ["s"]]), page_version=st.sampled_from(["1.0", "2.0"]))
+       dictionary=st.sampled_from([True, False, ["s"]]), page_version=st.sampled_from(["1.0", "2.0"]),
+       budget=st.integers(1, 12))
 def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_fraction, lo, width, sort, strings,
                                         shape, projection, n_files, row_group_size, page_rows, dictionary,
-                                        page_version):
+                                        page_version, budget):
     directory = tmp_path_factory.mktemp("prop")
     rng = random.Random(seed)
     values = [None if rng.random() < null_fraction else rng.randint(-50, 50) for _ in range(num_rows)]
@@ -456,7 +515,9 @@ def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_f
                        use_dictionary=dictionary, data_page_version=page_version)
         paths.append(path)
     where, columns, match = PREDICATES[shape](lo, lo + width, strings[0])
-    m = measure_probe(str(directory), Probe("p", where, projection), run_id="t", phase="on-demand")
+    m = measure_probe(str(directory), Probe("p", where, projection), run_id="t", phase="on-demand",
+                      ideal_row_groups=None)
+    assert m.ideal_method == "exact"
 
     brute = BruteForce(page_rows)
     pages, nbytes, matching = brute.ideal(paths, columns, match, projection)
@@ -468,3 +529,93 @@ def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_f
     assert (m.bytes_ideal == 0) == (matching == 0)
     event("ideal < selected" if m.pages_ideal < m.pages_selected else "ideal = selected")
     target(m.pages_selected - m.pages_ideal)  # steer towards selected pages without a match
+    check_sampled(plan(str(directory), where, projection, cache=False), Ideal(pages, nbytes, matching, "exact"),
+                  budget)
+
+
+def check_sampled(planned, exact: Ideal, budget: int) -> None:
+    """Under the budget the ideal is exact; over it, a deterministic sample of `budget` row groups whose
+    estimates stay within the selection; estimating from every row group gives the exact figures."""
+    units = [(f, rg) for f in planned.files for rg in f.row_groups]
+    c = planned.counts
+    assert estimate(planned, units, len(units)) == exact, "the ratio estimate over every row group is exact"
+    got = ideal(planned, row_groups=budget)
+    if len(units) <= budget:
+        assert got == exact
+        return
+    event("sampled")
+    assert got == ideal(planned, row_groups=budget), "the same plan, the same sample"
+    m = SAMPLED.fullmatch(got.method)
+    assert m and (int(m.group(1)), int(m.group(2))) == (budget, len(units)), got.method
+    assert got.pages <= c.pages_selected and got.bytes <= c.bytes_selected and got.rows <= c.rows_selected
+    assert (got.rows == 0) == (got.bytes == 0) == (got.pages == 0) == (m.group(4) is not None), got
+    if exact.rows == 0:
+        assert got == Ideal(0, 0, 0, got.method), "no match anywhere: none in the sample"
+
+
+# ---- a sampled ideal against the exact one on generated tables ---------------------------------------------
+
+def _generated(directory: Path, *, sort: bool, seed: int = 7) -> Path:
+    """One file of 400 row groups of 50 rows (pages of 10): keys uniform in [0, 10000), or sorted."""
+    rng = random.Random(seed)
+    keys = [rng.randrange(10_000) for _ in range(20_000)]
+    data = pa.table({"k": pa.array(sorted(keys) if sort else keys, pa.int64()),
+                     "v": pa.array(range(len(keys)), pa.int64())})
+    pq.write_table(data, directory / "part-0.parquet", row_group_size=50, max_rows_per_page=10,
+                   write_page_index=True)
+    return directory
+
+
+@pytest.mark.parametrize("sort", [False, True], ids=["scattered", "sorted"])
+@pytest.mark.parametrize("where", ["k BETWEEN 1000 AND 1999", "k BETWEEN 5000 AND 5099", "k IN (17, 4242, 9000)",
+                                   "NOT (k BETWEEN 2000 AND 7999)"])
+def test_a_sampled_ideal_is_near_the_exact_one(tmp_path, sort, where):
+    """Over the budget (40 of 400 row groups where all are selected), the estimate is deterministic and
+    within the tolerance stated by `within_tolerance` of the exact figures; rows matching within the same
+    relative error as the efficiency."""
+    directory = _generated(tmp_path, sort=sort)
+    planned = plan(str(directory), where, cache=False)
+    exact = ideal(planned, row_groups=None)
+    got = ideal(planned, row_groups=40)
+    assert exact.method == "exact"
+    assert got == ideal(plan(str(directory), where, cache=False), row_groups=40), "deterministic"
+    with pytest.raises(UsageError, match="budget must be at least 1"):
+        ideal(planned, row_groups=0)
+    c = planned.counts
+    if c.row_groups_selected <= 40:  # the column index pruned the sorted table below the budget
+        assert got == exact
+        return
+    assert SAMPLED.fullmatch(got.method), got.method
+    assert within_tolerance(got.bytes / c.bytes_selected, exact.bytes / c.bytes_selected, got.method), (got, exact)
+    assert within_tolerance(got.rows / c.rows_selected, exact.rows / c.rows_selected, got.method), (got, exact)
+
+
+def test_a_metrics_table_from_before_ideal_method_stays_readable_and_grows_the_column(iceberg_catalog, tmp_path):
+    """A pruning_metrics table written without `ideal_method`, its totals required, reads back with nulls
+    in the new column (the report's typed rows too); the next write adds the column, nullable and last,
+    makes the totals nullable (planning an Iceberg table may leave them unknown) and keeps the old rows."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    row = measure_probe(str(_generated(directory, sort=False)), Probe("p", "k = 17"), run_id="old",
+                        phase="on-demand").to_row()
+    totals = ("row_groups_total", "pages_total")
+    old_fields = [(name, kind, required or name in totals) for name, kind, required in metrics_store.METRICS_FIELDS]
+    old_fields = old_fields[:-1]
+    assert metrics_store.METRICS_FIELDS[-1] == ("ideal_method", "string", False)
+    old_row = {k: v for k, v in row.items() if k != "ideal_method"}
+    metrics_store.upsert(iceberg_catalog, metrics_store.PRUNING_METRICS, old_fields, metrics_store.METRICS_KEY,
+                         [old_row])
+    table = iceberg_catalog.load_table(metrics_store.PRUNING_METRICS)
+    assert "ideal_method" not in {f.name for f in table.schema().fields}
+    got = read_metrics(iceberg_catalog)
+    assert got.column("ideal_method").to_pylist() == [None]
+    assert [m.ideal_method for m in typed_rows(got, Measurement, "pruning metrics")] == [None]
+
+    new_row = {**row, "run_id": "new", "row_groups_total": None, "pages_total": None}
+    metrics_store.upsert(iceberg_catalog, metrics_store.PRUNING_METRICS, metrics_store.METRICS_FIELDS,
+                         metrics_store.METRICS_KEY, [new_row])
+    schema = iceberg_catalog.load_table(metrics_store.PRUNING_METRICS).schema()
+    assert (schema.fields[-1].name, schema.fields[-1].required) == ("ideal_method", False)
+    assert not any(schema.find_field(name).required for name in totals)
+    got = {r["run_id"]: (r["ideal_method"], r["pages_total"]) for r in read_metrics(iceberg_catalog).to_pylist()}
+    assert got == {"old": (None, row["pages_total"]), "new": ("exact", None)} and row["ideal_method"] == "exact"

@@ -17,10 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField
 
 import layout.read.plan as lp
 from layout.errors import UsageError
-from layout.expr.bind import bind, schema_kinds, to_arrow_filter
+from layout.expr.bind import Kind, bind, schema_kinds, to_arrow_filter
 from layout.expr.predicate import (
     And,
     Eq,
@@ -501,3 +505,73 @@ def test_iceberg_float_literal_on_decimal_column_is_not_rounded(iceberg_catalog,
     assert expected.num_rows >= 3
     assert plan.counts.files_selected >= 1, f"Should read: the file holding {expected.column('dec')[0]}"
     assert read_table(plan).column("dec").to_pylist() == expected.column("dec").to_pylist()
+
+
+def test_iceberg_totals_come_from_the_manifests(iceberg_table):
+    """Files the manifests rule out are not opened: their files, rows and bytes come from the manifest
+    entries (record counts, column sizes), and the counts only footers hold are unknown (None)."""
+    plan = lp.plan("plans.events", "id = 150", ["name"], cache=False)
+    entries = [t.file for t in iceberg_table.scan().plan_files()]
+    ids = {f.name: f.field_id for f in iceberg_table.schema().fields}
+    assert plan.counts.files_total == len(entries) == 3
+    assert plan.counts.rows_total == sum(f.record_count for f in entries) == 300
+    needed = (ids["id"], ids["name"])  # the predicate's column and the projection
+    assert plan.counts.bytes_total == sum(f.column_sizes[i] for f in entries for i in needed)
+    assert plan.counts.row_groups_total is None and plan.counts.pages_total is None
+    assert plan.counts.row_groups_selected == 1 and plan.counts.pages_selected >= 2
+    exact = lp.plan("plans.events", "id = 150", ["name"], cache=False, exact_totals=True)
+    assert exact.counts.row_groups_total == 3 and exact.counts.pages_total >= 6
+    assert exact.counts.bytes_total == plan.counts.bytes_total, "column sizes are the footers' chunk sizes"
+    doc = plan.to_json()
+    assert doc["pages_total"] is None and doc["bytes_total"] == plan.counts.bytes_total
+
+
+def test_iceberg_file_without_a_column_size_is_opened_for_its_totals(iceberg_catalog):
+    """A column added after the first appends has no size in the older files' entries: those files are
+    opened (only for their footers' totals), so the bytes stay exact."""
+    schema = pa.schema([pa.field("id", pa.int64())])
+    table = iceberg_catalog.create_table("plans.evolving", schema=schema)
+    for part in range(2):
+        table.append(pa.table({"id": pa.array(range(part * 100, (part + 1) * 100), pa.int64())}))
+    with table.update_schema() as update:
+        update.add_column("extra", LongType())
+    table = table.refresh()
+    wide = pa.schema([pa.field("id", pa.int64()), pa.field("extra", pa.int64())])
+    table.append(pa.table({"id": pa.array(range(200, 300), pa.int64()), "extra": pa.array(range(100), pa.int64())},
+                          schema=wide))
+    plan = lp.plan("plans.evolving", "id = 250", cache=False)  # the new file binds: every column, `extra` too
+    exact = lp.plan("plans.evolving", "id = 250", cache=False, exact_totals=True)
+    assert plan.counts.files_selected == 1 and plan.files == exact.files
+    assert plan.counts == exact.counts, "both old files were opened: every total is the footers'"
+    assert read_table(plan).column("extra").to_pylist() == [50]
+
+
+def test_iceberg_binding_by_the_schema_is_checked_against_the_footer(iceberg_table, monkeypatch, caplog):
+    """Manifests prune before any footer is read, with the predicate bound by the table's schema; when the
+    footer binds it otherwise, the manifests prune again with the footer's binding, as the pages are."""
+    honest = lp.plan("plans.events", "id = 150", cache=False)
+    monkeypatch.setattr(lp, "iceberg_kinds", lambda table: {"id": Kind.FLOAT, "name": Kind.STRING})
+    with caplog.at_level("INFO", logger=lp.__name__):
+        misled = lp.plan("plans.events", "id = 150", cache=False)
+    assert "pruning again" in caplog.text
+    assert misled.predicate == honest.predicate and misled.files == honest.files
+    assert misled.counts == honest.counts
+    monkeypatch.setattr(lp, "iceberg_kinds", lambda table: {})  # the schema binds nothing: keep all, then prune
+    assert lp.plan("plans.events", "id = 150", cache=False).counts == honest.counts
+    with pytest.raises(UsageError, match="nosuch"):
+        lp.plan("plans.events", "nosuch = 1", cache=False)
+
+
+def test_iceberg_partitioned_table_prunes_by_partition_and_counts_every_partition(iceberg_catalog):
+    """Partition values prune (pyiceberg's partition evaluator); the files of the other partitions still count."""
+    iceberg_schema = Schema(NestedField(1, "day", LongType(), required=False),
+                            NestedField(2, "id", LongType(), required=False))
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="day"))
+    table = iceberg_catalog.create_table("plans.days", schema=iceberg_schema, partition_spec=spec)
+    arrow = pa.schema([pa.field("day", pa.int64()), pa.field("id", pa.int64())])
+    for day in range(4):
+        table.append(pa.table({"day": [day] * 50, "id": list(range(50))}, schema=arrow))
+    plan = lp.plan("plans.days", "day = 2 AND id < 10", cache=False)
+    assert (plan.counts.files_selected, plan.counts.files_total, plan.counts.rows_total) == (1, 4, 200)
+    assert plan.counts.pages_total is None
+    assert sorted(read_table(plan).column("id").to_pylist()) == list(range(10))

@@ -7,6 +7,7 @@ import operator
 import os
 import types
 from collections import Counter
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -243,3 +244,92 @@ def test_page_comparisons_counted_outside_the_code(tmp_path, monkeypatch):
             pages,
         )
         assert read_table(p).column("k").to_pylist() == rows
+
+
+# -- Iceberg: only the files the manifests keep are opened -------------------------------------------
+
+
+@pytest.fixture
+def counted_table(iceberg_catalog, counting_fs, monkeypatch):
+    """`cache.events`: six appends, six files of 100 disjoint ids each (0..599); every Parquet file the plan
+    opens goes through `counting_fs`."""
+    real = layout.read.plan.resolve
+    counting = pafs.PyFileSystem(counting_fs)
+
+    def resolve(location):
+        filesystem, path = real(location)
+        return (counting, path) if filesystem.type_name == "local" else (filesystem, path)
+
+    monkeypatch.setattr(layout.read.plan, "resolve", resolve)
+    iceberg_catalog.create_namespace_if_not_exists("cache")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+    table = iceberg_catalog.create_table("cache.events", schema=schema)
+    for part in range(6):
+        ids = range(part * 100, (part + 1) * 100)
+        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}, schema=schema))
+    return table.refresh()
+
+
+def _manifest_files(table):
+    """(path as the plan opens it, DataFile) of every data file, from pyiceberg's own full scan."""
+    return [(layout.io.resolve(t.file.file_path)[1], t.file) for t in table.scan().plan_files()]
+
+
+def test_iceberg_point_lookup_opens_only_the_files_its_manifests_keep(counted_table, counting_fs):
+    files = _manifest_files(counted_table)
+    (holder,) = [layout.io.resolve(t.file.file_path)[1] for t in counted_table.scan(row_filter="id = 250").plan_files()]
+    cache = MetadataCache()
+    cold = plan("cache.events", "id = 250", cache=cache)
+    assert set(counting_fs.opened) == {holder}, "Should open: only the file whose manifest bounds hold 250"
+    assert counting_fs.opened[holder] == 1, "its footer is read once, then served from the cache"
+    misses = cache.stats().misses
+    opened = sum(counting_fs.opened.values())
+
+    warm = plan("cache.events", "id = 250", cache=cache)
+    assert sum(counting_fs.opened.values()) == opened, "a warm plan opens no file"
+    assert cache.stats().misses == misses, "a warm plan reads no metadata: files, kept set and footer are cached"
+    assert warm.counts == cold.counts and warm.files == cold.files
+    assert read_table(warm).column("id").to_pylist() == [250]
+
+    # The totals are the manifests': six files, their record counts, their columns' sizes.
+    counts = cold.counts
+    assert (counts.files_total, counts.files_selected) == (6, 1)
+    assert counts.rows_total == sum(f.record_count for _, f in files) == 600
+    assert counts.bytes_total == sum(sum(f.column_sizes.values()) for _, f in files)
+    assert (counts.row_groups_total, counts.pages_total) == (None, None), (
+        "only footers count row groups and pages, and five footers were not read")
+
+
+def test_iceberg_exact_totals_open_every_footer(counted_table, counting_fs):
+    fast = plan("cache.events", "id = 250", cache=MetadataCache())
+    counting_fs.opened.clear()
+    exact = plan("cache.events", "id = 250", cache=MetadataCache(), exact_totals=True)
+    assert set(counting_fs.opened) == {p for p, _ in _manifest_files(counted_table)}, "every footer is read"
+    assert exact.files == fast.files
+    assert exact.counts.row_groups_total == 6 and exact.counts.pages_total >= 12, exact.counts
+    same = replace(exact.counts, row_groups_total=None, pages_total=None)
+    assert same == fast.counts, "the manifests' totals are the footers' (pyiceberg's column sizes sum the chunks)"
+
+
+def test_iceberg_plan_without_pruning_opens_every_file_and_counts_everything(counted_table, counting_fs):
+    p = plan("cache.events", "id >= 0", ["id"], cache=False)
+    assert len(counting_fs.opened) == 6
+    assert p.counts.row_groups_total == 6 and p.counts.pages_total is not None, (
+        "every file was opened: the footer-only totals are known")
+    assert p.counts.rows_selected == p.counts.rows_total == 600
+
+
+def test_iceberg_new_snapshot_is_planned_from_its_own_manifests(counted_table, counting_fs):
+    """The cached file lists belong to one snapshot (its manifest list never changes): after an append, the
+    same cache plans the new snapshot, with the new file, and the old snapshot still as it was."""
+    cache = MetadataCache()
+    before = plan("cache.events", "id = 250", cache=cache)
+    old_snapshot = counted_table.current_snapshot().snapshot_id
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])  # as the fixture wrote
+    counted_table.append(pa.table({"id": pa.array([250, 900], pa.int64()), "name": ["again", "new"]}, schema=schema))
+    after = plan("cache.events", "id = 250", cache=cache)
+    assert (after.counts.files_total, after.counts.files_selected) == (7, 2)
+    assert after.counts.rows_total == before.counts.rows_total + 2
+    assert sorted(read_table(after).column("name").to_pylist()) == ["again", "n250"]
+    travel = plan("cache.events", "id = 250", cache=cache, snapshot_id=old_snapshot)
+    assert travel.counts == before.counts and travel.files == before.files

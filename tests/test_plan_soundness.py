@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import layout.read.plan as lp
@@ -68,6 +68,8 @@ from layout.expr.predicate import (
     Or,
     StartsWith,
 )
+from layout.io import resolve
+from layout.read.iceberg import snapshot_files, snapshot_scan
 from layout.read.scan import read_batches, read_table
 
 # -- columns and their values --------------------------------------------------------------------
@@ -493,9 +495,12 @@ COUNT_KEYS = ("files_total", "files_selected", "row_groups_total", "row_groups_s
               "pages_selected", "rows_total", "rows_selected", "bytes_total", "bytes_selected")
 
 
-def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: Any) -> None:
+def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: Any, *,
+                exact_totals: bool = False, footer_totals: bool = True) -> lp.Plan:
+    """Check one plan against the oracle; `footer_totals=False`: row_groups_total and pages_total may be
+    None (an Iceberg table planned without `exact_totals` leaves the files its manifests prune unopened)."""
     wall = time.perf_counter()
-    plan = lp.plan(written.source, expr, columns, cache=cache)
+    plan = lp.plan(written.source, expr, columns, cache=cache, exact_totals=exact_totals)
     wall_ms = (time.perf_counter() - wall) * 1000
     where = f"where={expr}, columns={columns}"
     matching = oracle_matches(written.rows(), expr)  # row numbers in the full table
@@ -546,14 +551,16 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     n_groups = sum(len(groups) for groups in written.row_groups)
     n_rows = sum(g.num_rows for groups in written.row_groups for g in groups)
     assert counts.files_total == len(written.paths), f"{where}: {counts}"
-    assert counts.row_groups_total == n_groups, f"{where}: {counts}"
+    if footer_totals or counts.row_groups_total is not None:
+        assert counts.row_groups_total == n_groups, f"{where}: {counts}"
+    assert (counts.row_groups_total is None) == (counts.pages_total is None), f"{where}: {counts}"
     assert counts.rows_total == n_rows, f"{where}: {counts}"
     assert counts.rows_selected == selected_rows, f"{where}: {counts} but the selections hold {selected_rows}"
     assert counts.row_groups_selected == selected_groups, f"{where}: {counts}; selected: {selected_groups}"
     assert counts.files_selected == selected_files, f"{where}: {counts}; selected: {selected_files}"
     for level in ("files", "row_groups", "pages", "rows", "bytes"):
         total, selected = getattr(counts, f"{level}_total"), getattr(counts, f"{level}_selected")
-        assert 0 <= selected <= total, f"{where}: {level}: {selected} selected of {total}"
+        assert 0 <= selected <= (selected if total is None else total), f"{where}: {level}: {selected} of {total}"
     assert 0 < plan.plan_ms <= wall_ms, f"{where}: plan_ms {plan.plan_ms} outside the call's {wall_ms:.3f} ms"
 
     doc = plan.to_json()
@@ -586,6 +593,7 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     assert by_arrow == matching, (
         f"{where}: to_arrow_filter({bound}) keeps rows {sorted(set(by_arrow) - matching_set)[:10]} the oracle "
         f"rejects and drops rows {sorted(matching_set - set(by_arrow))[:10]} it keeps")
+    return plan
 
 
 @settings(deadline=None, max_examples=200,
@@ -681,8 +689,6 @@ _table_numbers = iter(range(10**9))
 def test_iceberg_plan_is_sound_and_exact(catalog, case: Case) -> None:
     """Each file of the dataset is one append; pyiceberg writes the Parquet files (no page index) and the
     manifests, whose bounds (strings truncated to 16 characters) prune files first."""
-    from layout.io import resolve
-
     dataset = case.dataset
     identifier = f"sound.t{next(_table_numbers)}"
     options = dataset.files[0]
@@ -703,4 +709,19 @@ def test_iceberg_plan_is_sound_and_exact(catalog, case: Case) -> None:
         return
     written = Written(identifier, paths, [read_row_groups(p) for p in paths])
     for expr, columns in case.queries:
-        check_query(written, expr, columns, False)
+        exact = check_query(written, expr, columns, False, exact_totals=True)
+        fast = check_query(written, expr, columns, False, footer_totals=False)
+        where = f"where={expr}, columns={columns}"
+        # The same plan: opening only the files the manifests keep changes no selection, and the manifests'
+        # record counts and column sizes (pyiceberg's, from the footers) give the footers' totals.
+        assert fast.files == exact.files and fast.predicate == exact.predicate, where
+        footer_only = {"row_groups_total": exact.counts.row_groups_total, "pages_total": exact.counts.pages_total}
+        assert replace(fast.counts, **footer_only) == exact.counts, f"{where}: {fast.counts} vs {exact.counts}"
+        # Exactly the files pyiceberg's own plan_files keeps are opened, so the footer-only totals are
+        # None exactly when it keeps fewer than all.
+        kept = snapshot_files(table, fast.predicate, None)
+        scan = snapshot_scan(table, fast.predicate, None, table.current_snapshot())
+        assert {scan.files[i].path for i in scan.kept} == {f.path for f in kept}, f"{where}: not pyiceberg's files"
+        assert {Path(fp.path).name for fp in fast.files} <= {Path(resolve(f.path)[1]).name for f in kept}, where
+        assert (fast.counts.pages_total is None) == (len(kept) < len(paths)), f"{where}: {fast.counts}"
+        event("manifests pruned a file" if len(kept) < len(paths) else "manifests kept every file")

@@ -12,19 +12,29 @@ row count as read must equal its manifest `record_count`, or the task fails nami
 Rows go back to Spark through `mapInArrow` tagged with their rewrite group and the partition key of
 the table's current spec (`layout.compaction.partitions`): from the manifest for files under the current spec,
 computed per row for files under an older one.
+
+That costs a trip through Python per row batch (at TPC-H SF1 about a third of the job). A file for which
+name and field id resolution cannot differ is read by Spark's own vectorized reader instead (`native_reason`
+is None): written under the current partition spec, every column of the current schema present at every
+level with the same name, field id and type (no promotion, no name mapping, no projected partition
+column), and a path Spark lists and parses as written. The prepare step decides from the footer it opens
+anyway (`InputFile.spark_native`). Either way the metadata proof checks the output by field id against
+Iceberg's statistics, trusting neither reader.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyiceberg import types as it
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import load_file_io
-from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.io.pyarrow import ArrowScan, pyarrow_to_schema
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
@@ -43,6 +53,67 @@ PART_KEY = "lakesort_part_key"  # the partition key itself (JSON), dropped befor
 
 # Secrets never go into a plan file: executors take credentials from their own environment.
 _SECRET_WORDS = ("secret", "password", "token", "credential", "session", "access-key", "private")
+
+
+# Paths Spark reads exactly as given: its listing skips names starting with `_` or `.`, and Hadoop's Path
+# decodes `%` escapes and splits on `:`; anything outside this set goes through pyiceberg's reader.
+_PLAIN_PATH = re.compile(r"^([a-z][a-z0-9+.-]*://)?[A-Za-z0-9/._=+-]+$")
+
+
+def native_reason(path: str, file_schema: pa.Schema, table_schema: Schema) -> str | None:
+    """Why Spark's own Parquet reader could read this file differently from Iceberg (None: it cannot, the
+    job may read it natively). `file_schema` is the footer's, with its field ids."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if not _PLAIN_PATH.match(path) or name.startswith(("_", ".")):
+        return "its path needs pyiceberg's reader"
+    nested = [f.name for f in table_schema.fields if not f.field_type.is_primitive and _has_required(f.field_type)]
+    if nested:
+        # Spark reads every column as nullable; the job restores REQUIRED only for top-level primitives.
+        return f"column {nested[0]} has required nested fields"
+    try:
+        written = pyarrow_to_schema(file_schema)
+    except Exception:  # noqa: BLE001 - no field ids (name mapping) or a type Iceberg has no name for
+        return "its columns carry no Iceberg field ids (or a type without an Iceberg equivalent)"
+    return _struct_reason(table_schema.as_struct(), written.as_struct(), "")
+
+
+def _has_required(t: it.IcebergType) -> bool:
+    if isinstance(t, it.StructType):
+        return any(f.required or _has_required(f.field_type) for f in t.fields)
+    if isinstance(t, it.ListType):
+        return t.element_required or _has_required(t.element_type)
+    if isinstance(t, it.MapType):
+        return t.value_required or _has_required(t.key_type) or _has_required(t.value_type)
+    return False
+
+
+def _struct_reason(wanted: it.StructType, written: it.StructType, prefix: str) -> str | None:
+    if len(written.fields) != len(wanted.fields):
+        return f"{prefix or 'the file'} has {len(written.fields)} column(s), the schema {len(wanted.fields)}"
+    for want, got in zip(wanted.fields, written.fields, strict=True):
+        if (want.name, want.field_id) != (got.name, got.field_id):
+            return f"column {prefix}{got.name} (id {got.field_id}) is {want.name} (id {want.field_id}) in the schema"
+        reason = _type_reason(want.field_type, got.field_type, f"{prefix}{want.name}")
+        if reason:
+            return reason
+    return None
+
+
+def _type_reason(want: it.IcebergType, got: it.IcebergType, where: str) -> str | None:
+    if isinstance(want, it.StructType) and isinstance(got, it.StructType):
+        return _struct_reason(want, got, f"{where}.")
+    if isinstance(want, it.ListType) and isinstance(got, it.ListType):
+        if want.element_id != got.element_id:
+            return f"{where}: list element ids differ"
+        return _type_reason(want.element_type, got.element_type, f"{where}.element")
+    if isinstance(want, it.MapType) and isinstance(got, it.MapType):
+        if (want.key_id, want.value_id) != (got.key_id, got.value_id):
+            return f"{where}: map key/value ids differ"
+        return (_type_reason(want.key_type, got.key_type, f"{where}.key")
+                or _type_reason(want.value_type, got.value_type, f"{where}.value"))
+    if want != got:
+        return f"{where} is {got} in the file, {want} in the schema (a promotion)"
+    return None
 
 
 def shareable_io_properties(properties: dict[str, str]) -> dict[str, str]:

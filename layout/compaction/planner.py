@@ -74,6 +74,9 @@ class InputFile(Frozen):
     hi: Any = None
     spec_id: int = 0  # the partition spec the file was written under
     partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.partitions`)
+    # Spark's own reader reads it as Iceberg does (`layout.compaction.inputs.native_reason`), decided by the
+    # prepare step from the footer: the job reads it natively instead of through pyiceberg in Python.
+    spark_native: bool = False
 
 
 class PartitionDecision(Frozen):

@@ -30,6 +30,7 @@ from typing import Literal
 import pyarrow.parquet as pq
 from pydantic import Field
 from pyiceberg.io import load_file_io
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from layout.catalog import load_catalog, load_table
@@ -42,6 +43,7 @@ from layout.compaction.commit import (
     prove_staged,
     staged_columns,
 )
+from layout.compaction.inputs import native_reason
 from layout.compaction.planner import RewriteGroup, RewritePlan, plan_rewrite
 from layout.errors import LakesortError, ParquetError
 from layout.manifest import StagedManifest
@@ -184,7 +186,8 @@ def prepare(
     prepared.path.write_text(prepared.model_dump_json(indent=1))
     if plan.groups and not dry_run:
         with _failure_recorded(prepared, "prepare"):  # so the report shows the table's failure
-            check_inputs(plan)  # a corrupt input fails here, named, before any Spark work
+            plan = check_inputs(plan)  # a corrupt input fails here, named, before any Spark work
+        plan_path.write_text(plan.to_json())
     log.info("%s", prepared.summary())
     for decision in plan.partitions:
         log.info("  %s: %s (%s)", decision.partition or "<unpartitioned>", decision.action,
@@ -224,25 +227,38 @@ def staged_manifest(prepared: PreparedRun) -> StagedManifest:
                                     "seconds": sum(p.seconds for p in parts)})
 
 
-def check_inputs(plan: RewritePlan) -> None:
+def check_inputs(plan: RewritePlan) -> RewritePlan:
     """Open every input file's footer before any Spark work: a corrupt or missing file fails here, named,
     instead of deep inside an executor (about a millisecond per file). Files are opened through the
-    table's FileIO with their paths exactly as the manifests record them, as the executors will."""
+    table's FileIO with their paths exactly as the manifests record them, as the executors will.
+
+    Returns the plan with each file the job may read with Spark's own reader marked `spark_native`
+    (`layout.compaction.inputs.native_reason`, from the same footer)."""
     io = load_file_io(dict(plan.io_properties), plan.metadata_location)
+    schema = Schema.model_validate_json(plan.table_schema_json)
+    native: set[str] = set()
     for group in plan.groups:
         for f in group.inputs:
             try:
                 with io.new_input(f.path).open() as stream:
-                    rows = pq.read_metadata(stream).num_rows
+                    metadata = pq.read_metadata(stream)
             except FileNotFoundError as exc:
                 raise ParquetError(f.path, "input file not found", hint="the table references a file that is "
                                    "gone; restore it or remove it from the table") from exc
             except Exception as exc:
                 raise ParquetError(f.path, f"cannot read the Parquet footer ({exc})",
                                    hint="the file is corrupt or not Parquet; nothing was rewritten") from exc
-            if rows != f.rows:
-                raise ParquetError(f.path, f"the footer holds {rows} rows, the table's manifest {f.rows}",
+            if metadata.num_rows != f.rows:
+                raise ParquetError(f.path, f"the footer holds {metadata.num_rows} rows, the table's manifest {f.rows}",
                                    hint="the file changed after it was committed; nothing was rewritten")
+            if f.spec_id == plan.partition_spec_id and native_reason(
+                    f.path, metadata.schema.to_arrow_schema(), schema) is None:
+                native.add(f.path)
+    log.info("%s: %d of %d input file(s) read by Spark's own reader, the rest through pyiceberg", plan.table,
+             len(native), sum(len(g.inputs) for g in plan.groups))
+    groups = [g.model_copy(update={"inputs": tuple(f.model_copy(update={"spark_native": f.path in native})
+                                                   for f in g.inputs)}) for g in plan.groups]
+    return plan.model_copy(update={"groups": tuple(groups)})
 
 
 def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,

@@ -4,14 +4,22 @@
 one row per (run, table). Appends are idempotent: a rerun for the same key first deletes the rows it
 replaces, in the same transaction, so a retried Airflow task never duplicates a measurement.
 
+Schemas only grow or relax: a new column is appended to the fields below, nullable, and a required
+column may become nullable. Writing to a table created before first updates its schema (an Iceberg
+schema update: old data files read a new column as null); reading a table that lacks a column
+(nothing written since) fills it with nulls, so old tables stay readable by the same code.
+
 Schemas (all figures are counts or bytes as longs unless said):
 
 pruning_metrics: run_id, phase (before | after | on-demand), table, snapshot_id, measured_at
 (timestamptz), probe, probe_kind (owner | standard), predicate (SQL), columns (comma-separated, empty
-= all), files_total, files_selected, row_groups_total, row_groups_selected, pages_total,
-pages_selected, pages_ideal, rows_total, rows_selected, rows_matching, bytes_total, bytes_selected,
+= all), files_total, files_selected, row_groups_total (nullable), row_groups_selected, pages_total
+(nullable), pages_selected, pages_ideal, rows_total, rows_selected, rows_matching, bytes_total, bytes_selected,
 bytes_ideal, efficiency (double: bytes_ideal / bytes_selected, 1.0 perfect), plan_cold_ms,
-plan_warm_ms (double).
+plan_warm_ms (double), ideal_method (nullable: "exact" or "sampled k of n row groups (s.e. of
+efficiency e)", see `layout.metrics.measure`; null in rows written before it existed). The two
+nullable totals are null when planning did not open every file of the table (only footers count row
+groups and pages; see `layout.read.plan`); they were required in tables written before.
 
 compaction_runs: run_id, table, status (committed | nothing-to-do | failed | dry-run), trigger
 (nightly | backfill | manual), started_at (timestamptz), duration_s (double), snapshot_before,
@@ -28,7 +36,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
 from pyiceberg.expressions import AlwaysTrue, And, EqualTo, Or
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
@@ -51,11 +64,13 @@ METRICS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("snapshot_id", _LONG, False), ("measured_at", _TS, True), ("probe", _STRING, True),
     ("probe_kind", _STRING, True), ("predicate", _STRING, True), ("columns", _STRING, True),
     ("files_total", _LONG, True), ("files_selected", _LONG, True),
-    ("row_groups_total", _LONG, True), ("row_groups_selected", _LONG, True),
-    ("pages_total", _LONG, True), ("pages_selected", _LONG, True), ("pages_ideal", _LONG, True),
+    ("row_groups_total", _LONG, False), ("row_groups_selected", _LONG, True),  # totals: None, see above
+    ("pages_total", _LONG, False), ("pages_selected", _LONG, True), ("pages_ideal", _LONG, True),
     ("rows_total", _LONG, True), ("rows_selected", _LONG, True), ("rows_matching", _LONG, True),
     ("bytes_total", _LONG, True), ("bytes_selected", _LONG, True), ("bytes_ideal", _LONG, True),
     ("efficiency", _DOUBLE, True), ("plan_cold_ms", _DOUBLE, True), ("plan_warm_ms", _DOUBLE, True),
+    # Added later: nullable, appended (see the module docstring).
+    ("ideal_method", _STRING, False),
 )
 METRICS_KEY = ("run_id", "table", "probe", "phase")
 
@@ -74,23 +89,60 @@ RUNS_KEY = ("run_id", "table")
 
 
 def arrow_schema(fields: Sequence[tuple[str, str, bool]]) -> pa.Schema:
-
     types = {_LONG: pa.int64(), _DOUBLE: pa.float64(), _STRING: pa.string(), _TS: pa.timestamp("us", tz="UTC")}
     return pa.schema([pa.field(name, types[kind], nullable=not required) for name, kind, required in fields])
 
 
-def _iceberg_schema(fields: Sequence[tuple[str, str, bool]]) -> Any:
+_ICEBERG_TYPES = {_LONG: LongType(), _DOUBLE: DoubleType(), _STRING: StringType(), _TS: TimestamptzType()}
 
-    types = {_LONG: LongType(), _DOUBLE: DoubleType(), _STRING: StringType(), _TS: TimestamptzType()}
-    return Schema(*(NestedField(i, name, types[kind], required=required)
+
+def _iceberg_schema(fields: Sequence[tuple[str, str, bool]]) -> Any:
+    return Schema(*(NestedField(i, name, _ICEBERG_TYPES[kind], required=required)
                     for i, (name, kind, required) in enumerate(fields, start=1)))
 
 
+def _missing(table: Table, fields: Sequence[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
+    names = {f.name for f in table.schema().fields}
+    return [f for f in fields if f[0] not in names]
+
+
+def _relaxed(table: Table, fields: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """Columns `fields` makes nullable that `table` still requires."""
+    required = {f.name for f in table.schema().fields if f.required}
+    return [name for name, _, req in fields if not req and name in required]
+
+
+def _evolve(catalog: Catalog, identifier: str, table: Table, fields: Sequence[tuple[str, str, bool]]) -> Table:
+    """Bring a table created by an older lakesort to `fields`: append the nullable columns it lacks, make
+    nullable the columns it requires and `fields` does not."""
+
+    for _ in range(3):  # another task may evolve it at the same time: reload and look again
+        missing, relaxed = _missing(table, fields), _relaxed(table, fields)
+        if not missing and not relaxed:
+            return table
+        required = [name for name, _, req in missing if req]
+        if required:  # a required column cannot be added to rows already written
+            raise ValueError(f"{identifier} lacks the required column(s) {', '.join(required)}; new metrics "
+                             "columns must be nullable")
+        try:
+            with table.update_schema() as update:
+                for name, kind, _ in missing:
+                    update.add_column(name, _ICEBERG_TYPES[kind])
+                for name in relaxed:
+                    update.make_column_optional(name)
+            log.info("%s: added column(s) [%s], made nullable [%s]", identifier,
+                     ", ".join(name for name, _, _ in missing), ", ".join(relaxed))
+        except (CommitFailedException, ValueError) as error:  # ValueError: added by the other task meanwhile
+            log.info("%s: schema update raced (%s); reloading", identifier, error)
+        table = catalog.load_table(identifier)
+    return table
+
+
 def ensure_table(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, bool]]) -> Table:
-    """The metrics table, created (with its namespace) on first use."""
+    """The metrics table, created (with its namespace) on first use, new nullable columns added."""
 
     try:
-        return catalog.load_table(identifier)
+        return _evolve(catalog, identifier, catalog.load_table(identifier), fields)
     except NoSuchTableError:
         pass
     try:
@@ -134,4 +186,8 @@ def read(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, boo
     except NoSuchTableError:
         return arrow_schema(fields).empty_table()
     where = EqualTo("table", table) if table is not None else AlwaysTrue()
-    return t.scan(row_filter=where).to_arrow()
+    data = t.scan(row_filter=where).to_arrow()
+    expected = arrow_schema(fields)
+    for name, _, _ in _missing(t, fields):  # a table from before a column was added: nulls
+        data = data.append_column(expected.field(name), pa.nulls(data.num_rows, expected.field(name).type))
+    return data

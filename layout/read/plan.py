@@ -10,9 +10,17 @@ Through the metadata cache (the default), a file's footer and each column chunk'
 search structure over its column index, its pages' first rows and byte sums) are built once per file
 version; a warm plan then costs O(log pages) per searched chunk on an ordered column index.
 
-Counts: `*_total` are over the whole source, `*_selected` what survives; pages and bytes count the
+Counts: `*_total` are over the whole source, `*_selected` what survives. Pages and bytes count the
 column chunks of the projected and predicate columns (a chunk without an offset index counts as one
-page, read whole), bytes as compressed page sizes plus the dictionary page a reader also fetches.
+page, read whole), bytes as compressed chunk sizes (`*_selected`: the pages a reader fetches plus the
+dictionary page it also fetches), so that bytes selected over bytes total is the share of those
+columns' data a reader fetches. A directory's files are all opened, so every count comes from footers.
+An Iceberg table's planning opens only the files its manifests keep (see `layout.read.iceberg`), so
+the totals of the files it does not open come from their manifest entries: `files_total`,
+`rows_total` (record counts) and `bytes_total` (column sizes: the same compressed chunk sizes a footer
+sums, per field id; a file whose entry lacks one of the columns is opened for its footer instead).
+`row_groups_total` and `pages_total` only footers know: they are None unless every file was opened
+(the manifests kept them all, or `exact_totals=True`); `*_selected` are always counts.
 """
 
 from __future__ import annotations
@@ -35,7 +43,15 @@ from layout.io import list_parquet_files, resolve, table_identifier
 from layout.parquet import ColumnType, ParquetFile
 from layout.read.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
 from layout.read.chunks import ChunkPages, ChunkStructures, chunk_pages
-from layout.read.iceberg import snapshot_files
+from layout.read.iceberg import (
+    IcebergFile,
+    SnapshotScan,
+    Unkept,
+    field_ids,
+    iceberg_kinds,
+    snapshot_of,
+    snapshot_scan,
+)
 from layout.read.plan_values import FilePlan, Plan, PlanCounts, RowGroupPlan
 from layout.read.pruning import BloomEvaluator, ColumnStats, PageSelector, StatsEvaluator, Truth
 from layout.read.selection import RowSelection
@@ -68,45 +84,45 @@ def plan(
     *,
     cache: MetadataCache | None | bool = None,
     snapshot_id: int | None = None,
+    exact_totals: bool = False,
 ) -> Plan:
     """Plan a read of `source` (a Parquet file, a directory, or an Iceberg table `ns.table`).
 
     `where` is SQL text or a predicate; `columns` the projection (None: all). `cache=None` uses the
     process-wide metadata cache, `False` none, or pass a `MetadataCache`. `snapshot_id` plans an
-    older snapshot of an Iceberg table (time travel); the current one by default.
+    older snapshot of an Iceberg table (time travel); the current one by default. `exact_totals=True`
+    opens the footer of every file of an Iceberg table, the ones its manifests rule out too, so that
+    `row_groups_total` and `pages_total` are counts rather than None (see the module docstring); it
+    costs what a directory always costs, a footer per file, and changes no other count.
     """
     started = time.perf_counter()
     the_cache = default_cache() if cache is None else (None if cache is False else cache)
     expr = parse_where(where) if isinstance(where, str) else (where if where is not None else AlwaysTrue())
-    files, table = _resolve(os.fspath(source), the_cache, snapshot_id)
-    if not files:
-        raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
-    first_facts = _open(files[0], the_cache)
-    first = first_facts.pf
-    kinds = {c.name: k for c in first.columns if (k := kind_of(c.type)) is not None}
-    bound = rewrite_not(bind(expr, kinds))
-    selected_paths = None
-    if table is not None:  # file pruning on manifest bounds, with the bound (coerced) predicate
-        selected_paths = {resolve(f.path)[1] for f in snapshot_files(table, bound, the_cache, snapshot_id)}
+    scope = _scope(os.fspath(source), expr, the_cache, snapshot_id, exact_totals)
+    first, bound = scope.first, scope.bound
     predicate_columns = sorted(expr_columns(bound))
     projected = tuple(columns) if columns is not None else None
     for name in (*predicate_columns, *(projected or ())):
-        first.column(name)  # UsageError naming the file and the valid columns
-    needed = _needed(predicate_columns, projected, first)
+        first.pf.column(name)  # UsageError naming the file and the valid columns
+    needed = _needed(predicate_columns, projected, first.pf)
+    if scope.scan is not None and not exact_totals:
+        scope.add_unkept(needed)
     tally: Counter[str] = Counter()
     file_plans = []
     comparisons = 0
-    for entry in files:
-        facts = first_facts if entry is files[0] else _open(entry, the_cache)
+    # Pages a file holds need its offset indexes; not worth reading for a total that will be None.
+    count_pages = scope.unkept is None or scope.unkept.files == 0
+    for entry, keep in scope.entries:
+        facts = first if entry.path == first.key.path else _open(entry, the_cache)
         chunks = ChunkStructures(facts.pf) if the_cache is None else _CachedChunks(facts, the_cache)
-        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, selected_paths, tally, chunks)
+        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, keep, count_pages, tally, chunks)
         comparisons += n
         if planned is not None:
             file_plans.append(planned)
         _recache(facts, the_cache)
+    counts = scope.counts(tally)
     elapsed = (time.perf_counter() - started) * 1000
-    counts = PlanCounts(**tally)
-    log.info("planned %s: files %d/%d, row groups %d/%d, pages %d/%d, rows %d/%d in %.1f ms",
+    log.info("planned %s: files %d/%d, row groups %d/%s, pages %d/%s, rows %d/%d in %.1f ms",
              source, counts.files_selected, counts.files_total, counts.row_groups_selected,
              counts.row_groups_total, counts.pages_selected, counts.pages_total, counts.rows_selected,
              counts.rows_total, elapsed)
@@ -121,23 +137,103 @@ class _Entry:
     mtime_ns: int | None = None  # from the listing (None for Iceberg files: their paths are never reused)
 
 
-def _resolve(source: str, cache: MetadataCache | None, snapshot_id: int | None = None) -> tuple[list[_Entry], Any]:
-    """All data files of the source, and the Iceberg table when the source is one (else None)."""
+class _Scope:
+    """The files a plan opens, the bound predicate, and the totals of the files it does not open.
+
+    `entries` pairs each file to open with whether to plan it: True (the manifests keep it), False
+    (opened for its totals only: `exact_totals`, or a manifest entry without the columns' sizes), None
+    (decided by its footer's statistics: a directory's files). `first` is the file whose footer bound
+    the predicate and checks the column names; it is opened, but planned only if it is in `entries`.
+    """
+
+    __slots__ = ("bound", "entries", "first", "scan", "table", "unkept")
+
+    def __init__(self, entries: list[tuple[_Entry, bool | None]], first: _FileFacts, bound: Expr,
+                 scan: SnapshotScan | None = None, table: Any = None) -> None:
+        self.entries, self.first, self.bound, self.scan, self.table = entries, first, bound, scan, table
+        self.unkept: Unkept | None = None  # the manifests' totals of the files not in `entries`
+
+    def add_unkept(self, needed: list[str]) -> None:
+        """Plan the kept files only; the manifests give the others' totals, or their footers when they lack
+        the sizes of the `needed` columns."""
+        scan = self.scan
+        assert scan is not None  # only for Iceberg sources
+        unkept = scan.unkept(field_ids(self.table, needed))
+        kept = scan.kept
+        if unkept.unsized:  # these are opened after all, in the manifests' order with the kept ones
+            opened = sorted({*kept, *unkept.unsized})
+            kept_set = set(kept)
+            self.entries = [(_iceberg_entry(scan.files[i]), i in kept_set) for i in opened]
+            unsized = [scan.files[i] for i in unkept.unsized]
+            # their footers count them: take them out of the manifests' share
+            unkept = Unkept(unkept.files - len(unsized), unkept.rows - sum(f.record_count for f in unsized),
+                            unkept.bytes, ())
+        self.unkept = unkept
+
+    def counts(self, tally: Counter[str]) -> PlanCounts:
+        rest = self.unkept
+        if rest is None or rest.files == 0:  # every file was opened: all counts from footers
+            return PlanCounts(**tally)
+        return PlanCounts(**{
+            **tally, "files_total": tally["files_total"] + rest.files, "rows_total": tally["rows_total"] + rest.rows,
+            "bytes_total": tally["bytes_total"] + rest.bytes, "row_groups_total": None, "pages_total": None,
+        })
+
+
+def _scope(source: str, expr: Expr, cache: MetadataCache | None, snapshot_id: int | None,
+           exact_totals: bool) -> _Scope:
     identifier = table_identifier(source)
     if identifier is None:
         if snapshot_id is not None:
             raise UsageError(f"{source}: a snapshot id needs an Iceberg table (namespace.name), not a path")
-        return [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)], None
+        entries = [_Entry(f, i.path, i.size, i.mtime_ns) for f, i in list_parquet_files(source)]
+        if not entries:
+            raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
+        first = _open(entries[0], cache)
+        return _Scope([(e, None) for e in entries], first, _bind(expr, _kinds(first.pf)))
     table = load_table(identifier)
-    every = snapshot_files(table, None, cache, snapshot_id)
-    if any(f.delete_files for f in every):
-        raise UsageError(f"{source}: the table has delete files, which lakesort's reader does not apply yet; "
-                         "compact it first or read it with an engine that merges deletes")
-    entries = []
-    for f in every:
-        filesystem, p = resolve(f.path)
-        entries.append(_Entry(filesystem, p, f.size))
-    return entries, table
+    snapshot = snapshot_of(table, snapshot_id)
+    if snapshot is None:
+        raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
+    # Manifest pruning needs the bound predicate before any footer is read: bind it by the table's
+    # schema, then check that binding against the footer of the first file opened, and prune again in
+    # the rare case they differ (a type the schema and the file map to different kinds, a name only
+    # one of them has), so that the manifests always prune with the predicate the pages are pruned with.
+    ice_kinds = iceberg_kinds(table)
+    try:
+        guess = _bind(expr, ice_kinds)
+    except UsageError:
+        guess = AlwaysTrue()  # keeps every file; the footer's binding below reports the error, if any
+    scan = snapshot_scan(table, guess, cache, snapshot)
+    if not scan.files:
+        raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
+    # The first kept file; when the manifests keep none, the first file, only to check the binding.
+    first = _open(_iceberg_entry(scan.files[scan.kept[0] if scan.kept else 0]), cache)
+    kinds = _kinds(first.pf)
+    bound = _bind(expr, kinds)
+    if bound != guess or any(ice_kinds.get(c) is not kinds.get(c) for c in expr_columns(bound)):
+        log.info("%s: the table's schema binds %s otherwise than the footer of %s; pruning again",
+                 source, expr, first.pf.path)
+        scan = snapshot_scan(table, bound, cache, snapshot)
+    kept = set(scan.kept)
+    if exact_totals:
+        entries = [(_iceberg_entry(f), i in kept) for i, f in enumerate(scan.files)]
+    else:
+        entries = [(_iceberg_entry(scan.files[i]), True) for i in scan.kept]
+    return _Scope(entries, first, bound, scan, table)
+
+
+def _iceberg_entry(f: IcebergFile) -> _Entry:
+    filesystem, path = resolve(f.path)
+    return _Entry(filesystem, path, f.size)
+
+
+def _kinds(pf: ParquetFile) -> dict[str, Kind]:
+    return {c.name: k for c in pf.columns if (k := kind_of(c.type)) is not None}
+
+
+def _bind(expr: Expr, kinds: dict[str, Kind]) -> Expr:
+    return rewrite_not(bind(expr, kinds))
 
 
 class _FileFacts:
@@ -168,6 +264,15 @@ class _FileFacts:
         value = (sum(p for p, _ in per_chunk), sum(b for _, b in per_chunk))
         self._file_totals[cols] = value
         return value
+
+    def file_bytes(self, cols: tuple[int, ...]) -> int:
+        """Compressed bytes of the given columns over the whole file (the footer alone: no page index read)."""
+        try:
+            return self._file_totals[cols][1]
+        except KeyError:
+            pass
+        groups = self.pf.row_groups
+        return sum(groups[rg].columns[c].meta_data.total_compressed_size for rg in range(len(groups)) for c in cols)
 
     def file_stats(self, present: tuple[tuple[str, int], ...]) -> dict[str, ColumnStats | None]:
         """Each predicate column's bounds over the whole file (its row groups' merged)."""
@@ -253,7 +358,7 @@ def _recache(facts: _FileFacts, cache: MetadataCache | None) -> None:
 
 def _plan_file(
     facts: _FileFacts, entry: _Entry, expr: Expr, predicate_columns: list[str], needed: list[str],
-    selected_paths: set[str] | None, tally: Counter[str], chunks: ChunkStructures,
+    keep: bool | None, count_pages: bool, tally: Counter[str], chunks: ChunkStructures,
 ) -> tuple[FilePlan | None, int]:
     pf = facts.pf
     tally["files_total"] += 1
@@ -261,14 +366,15 @@ def _plan_file(
     cols = tuple(facts.index[n] for n in needed if n in facts.index)
     n_groups = pf.num_row_groups
     tally["row_groups_total"] += n_groups
-    pages, nbytes = facts.file_totals(cols)
-    tally["pages_total"] += pages
+    if count_pages:
+        pages, nbytes = facts.file_totals(cols)
+        tally["pages_total"] += pages
+    else:
+        nbytes = facts.file_bytes(cols)
     tally["bytes_total"] += nbytes
     present = tuple((n, facts.index[n]) for n in predicate_columns if n in facts.index)
-    # Files: manifest bounds (Iceberg) or the row groups' statistics merged.
-    if selected_paths is not None:
-        keep = entry.path in selected_paths
-    else:
+    # Files: manifest bounds (Iceberg: decided before opening) or the row groups' statistics merged.
+    if keep is None:
         keep = StatsEvaluator(facts.file_stats(present)).eval(expr) is not Truth.NONE
     if not keep:
         return None, 0

@@ -32,11 +32,19 @@ class FilePlan:
 
 @dataclass(frozen=True, slots=True)
 class PlanCounts:
+    """What a plan keeps (`*_selected`) of the whole source (`*_total`); see `layout.read.plan` for each.
+
+    `row_groups_total` and `pages_total` are counted from footers only: None when planning did not open
+    every file (an Iceberg table whose manifests rule files out, planned without `exact_totals`), since
+    counting them over the opened files alone would overstate what the reader reads. The other totals
+    are always counts: of an Iceberg table's unopened files they come from the manifests.
+    """
+
     files_total: int = 0
     files_selected: int = 0
-    row_groups_total: int = 0
+    row_groups_total: int | None = 0
     row_groups_selected: int = 0
-    pages_total: int = 0
+    pages_total: int | None = 0
     pages_selected: int = 0
     rows_total: int = 0
     rows_selected: int = 0

@@ -344,7 +344,7 @@ def build(case: Case, home: Path):
     table = catalog.create_table(case.table, schema=plain)
     rows_per_append = -(-source.metadata.num_rows // case.appends)
     chunk = []
-    for batch in source.iter_batches(batch_size=1 << 20):  # a chunk in memory at a time
+    for batch in source.iter_batches(batch_size=min(rows_per_append, 1 << 20)):  # a chunk in memory at a time
         chunk.append(batch.cast(plain))
         if sum(b.num_rows for b in chunk) >= rows_per_append:
             table.append(pa.Table.from_batches(chunk).cast(table.schema().as_arrow()))
