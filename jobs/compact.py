@@ -34,7 +34,7 @@ from pyspark.sql.window import Window
 
 from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
-from layout.compaction.fingerprint import spark_row_hash_expr
+from layout.compaction.fingerprint import exact_hash_sum, spark_hash_halves
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
 from layout.errors import InputError
@@ -174,7 +174,7 @@ def read_inputs(spark, plan, groups):
     a natively read row came from; null for the others). Files marked `spark_native` by the prepare step
     are read by Spark's own vectorized reader; the others by pyiceberg's reader in the executors
     (`layout.compaction.inputs`), spread over tasks balanced by bytes. Returns (rows, column names, the
-    native files by their SOURCE name -> (path, rows the manifest records))."""
+    native files by SOURCE, Spark's name for them -> (path, rows the manifest records))."""
 
     schema = spark_schema(plan)
     tags = [T.StructField(GROUP, T.IntegerType(), False), T.StructField(PART, T.StringType(), False),
@@ -184,14 +184,29 @@ def read_inputs(spark, plan, groups):
     native = [(g.group_id, f) for g in groups for f in g.inputs if f.spark_native]
     others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native), key=lambda x: -x[1].size)
     parts = []
+    sources: dict[str, tuple[str, int]] = {}
     if native:
-        listing = spark.createDataFrame(
-            [(_source_name(f.path), gid, partitioning.key_dir(f.partition_key), f.partition_key) for gid, f in native],
-            f"{SOURCE} string, {GROUP} int, {PART} string, {PART_KEY} string")
-        rows = (spark.read.schema(schema).parquet(*[f.path for _, f in native])
-                .withColumn(SOURCE, _source_column(F.input_file_name()))
-                .join(F.broadcast(listing), SOURCE, "left"))
-        parts.append(rows.select(*columns, GROUP, PART, PART_KEY, SOURCE))
+        rows = spark.read.schema(schema).parquet(*[f.path for _, f in native])
+        # input_file_name() names a file as inputFiles() does: the join key, so no row needs a regex.
+        planned = {_source_name(f.path): (gid, f) for gid, f in native}
+        listing = []
+        for name in rows.inputFiles():
+            if _source_name(name) not in planned:
+                raise InputError(f"{name}: Spark lists a file the plan does not hold (planned: "
+                                 f"{sorted(planned)[:3]}...); nothing was rewritten")
+            gid, f = planned.pop(_source_name(name))
+            listing.append((name, gid, partitioning.key_dir(f.partition_key), f.partition_key))
+            sources[name] = (f.path, f.rows)
+        if planned:
+            raise InputError(f"{min(planned)}: Spark does not list this planned file; nothing was rewritten")
+        # Literal maps, not a join: a DataFrame built from a Python list costs a job of Python workers.
+        source = F.input_file_name()
+        tags = {GROUP: F.lit(0), PART: F.lit(""), PART_KEY: F.lit("")}
+        for i, name in enumerate((GROUP, PART, PART_KEY)):
+            tags[name] = F.create_map(*[x for row in listing for x in (F.lit(row[0]), F.lit(row[i + 1]))])[source]
+        rows = rows.withColumn(SOURCE, source).select(*columns, *[tags[n].alias(n) for n in (GROUP, PART, PART_KEY)],
+                                                      SOURCE)
+        parts.append(rows)
     if others:
         target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
         tasks = max(1, min(len(others), spark.sparkContext.defaultParallelism * 4))
@@ -213,17 +228,13 @@ def read_inputs(spark, plan, groups):
         parts.append(listing.mapInArrow(read, out_schema).withColumn(SOURCE, F.lit(None).cast("string")))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     log.info("reading %d file(s) with Spark's reader, %d through pyiceberg", len(native), len(others))
-    return df, columns, {_source_name(f.path): (f.path, f.rows) for _, f in native}
+    return df, columns, sources
 
 
 def _source_name(path: str) -> str:
     """A path as the plan records it and as Spark's input_file_name() reports it, alike: scheme and leading
     slashes dropped (file:///a, file:/a and /a are one file; s3:// and s3a:// one object)."""
     return re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:", "", path).lstrip("/")
-
-
-def _source_column(col):
-    return F.ltrim(F.regexp_replace(col, r"^[A-Za-z][A-Za-z0-9+.-]*:", ""), F.lit("/"))
 
 
 # Rows drawn per output file to place the file boundaries (sampled quantiles of the sort key): with 1,000
@@ -234,6 +245,7 @@ MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
 FILE = "__lakesort_file"
 SOURCE = "__lakesort_source"
+UNROLLED_BOUNDS = 32  # a partition's boundaries compared one by one in compiled code, up to this many
 
 
 def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None):
@@ -281,12 +293,12 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     else:
         keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
     summary = summarize(spark, df, groups, columns, keys).cache()  # small: a row per partition and file
-    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", "hash").collect()
+    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", "high", "low").collect()
     parts = {}
     for r in figures:
         pair = (r[GROUP], r[PART])
         _, rows, hash_sum = parts.get(pair, (None, 0, 0))
-        parts[pair] = (r[PART_KEY], rows + r["rows"], hash_sum + int(r["hash"] or 0))
+        parts[pair] = (r[PART_KEY], rows + r["rows"], hash_sum + exact_hash_sum(r["high"], r["low"]))
     if plan.keys is None:
         check_native_rows(native, figures)
     clock.lap("read, fingerprint, sample", "file boundaries")
@@ -377,14 +389,15 @@ def summarize(spark, df, groups, columns, keys):
     rates = []
     for g in groups:
         rows = sum(f.rows for f in g.inputs) or 1
-        rates.append((g.group_id, min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / rows)))
-    rate = spark.createDataFrame(rates, f"{GROUP} int, __rate double")
-    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
+        rate = min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / rows)
+        rates += [F.lit(g.group_id), F.lit(rate)]
+    high, low = spark_hash_halves(columns)
     key = F.struct(*[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)])
     # Drawn in a projection: Spark refuses a random expression inside an aggregate.
-    return (df.join(F.broadcast(rate), GROUP).withColumn("__drawn", F.rand(SAMPLE_SEED) < F.col("__rate"))
+    return (df.withColumn("__drawn", F.rand(SAMPLE_SEED) < F.create_map(*rates)[F.col(GROUP)])
             .groupBy(GROUP, PART, SOURCE)
-            .agg(F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash"),
+            .agg(F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"),
+                 F.sum(F.expr(high)).alias("high"), F.sum(F.expr(low)).alias("low"),
                  F.collect_list(F.when(F.col("__drawn"), key)).alias("__sample")))
 
 
@@ -449,8 +462,7 @@ def boundaries(spark, summary, files_of, keys):
     """Per (group, partition) that gets n > 1 files: n - 1 boundary keys, the n-quantiles of its sample,
     sorted in Spark with the sort order's own comparison (no value goes through Python, so every type
     compares exactly as Spark sorts it). A small DataFrame (GROUP, PART, __bounds: structs k0..kn, ordered)."""
-    wanted = spark.createDataFrame([(gid, part, n) for (gid, part), n in files_of.items() if n > 1],
-                                   f"{GROUP} int, {PART} string, __files int")
+    wanted = _pair_map({pair: n for pair, n in files_of.items() if n > 1})
     n = len(keys)
 
     def compare(left, right):
@@ -458,7 +470,7 @@ def boundaries(spark, summary, files_of, keys):
         return F.when(_before(lv, right, keys), -1).when(_before(rv, left, keys), 1).otherwise(0)
 
     samples = (summary.groupBy(GROUP, PART).agg(F.flatten(F.collect_list("__sample")).alias("__sample"))
-               .join(F.broadcast(wanted), [GROUP, PART])
+               .withColumn("__files", wanted[_pair(F.col(GROUP), F.col(PART))]).where(F.col("__files").isNotNull())
                .withColumn("__sample", F.array_sort("__sample", compare)))
     size = F.size("__sample")
     # The j-th boundary (j = 1 .. n-1) is the first sampled key of the j-th quantile.
@@ -468,20 +480,39 @@ def boundaries(spark, summary, files_of, keys):
     return samples.select(GROUP, PART, picked.alias("__bounds"))
 
 
+def _pair(group, part):
+    return F.concat_ws("/", group.cast("string"), part)
+
+
+def _pair_map(values: dict[tuple[int, str], int]):
+    """A literal map (group/partition -> value): a DataFrame built from a Python list would cost a Spark job
+    of Python workers (about 2 s at start), a literal none."""
+    return F.create_map(*[x for (gid, part), v in sorted(values.items()) for x in (F.lit(f"{gid}/{part}"), F.lit(v))])
+
+
 def with_file_ids(spark, df, summary, files_of, keys):
     """`df` with FILE: the hash key that sends each row to the task writing its file (`_exact_keys`)."""
     starts, offset = {}, 0
     for pair in sorted(files_of):
         starts[pair], offset = offset, offset + files_of[pair]
     exact = _exact_keys(spark, max(1, offset))
-    info = spark.createDataFrame([(gid, part, start) for (gid, part), start in starts.items()],
-                                 f"{GROUP} int, {PART} string, __start int")
-    df = df.join(F.broadcast(info), [GROUP, PART], "left")
+    if not starts:  # no rows were read: nothing to place
+        return df.withColumn(FILE, F.lit(0))
+    df = df.withColumn("__start", _pair_map(starts)[_pair(F.col(GROUP), F.col(PART))])
     if any(n > 1 for n in files_of.values()):
         bounds = boundaries(spark, summary, files_of, keys)
         df = df.join(F.broadcast(bounds), [GROUP, PART], "left")
         values = [F.col(name) for name, _, _ in keys]
-        bucket = F.coalesce(F.size(F.filter("__bounds", lambda b: ~_before(values, b, keys))), F.lit(0))
+        most = max(files_of.values()) - 1
+        if most <= UNROLLED_BOUNDS:
+            # One comparison per boundary, written out: Spark compiles it with the rest of the projection
+            # (a lambda over the array is interpreted row by row, about 3x slower at TPC-H SF1).
+            at_or_after = [F.when((F.size("__bounds") >= j)
+                                  & ~_before(values, F.try_element_at("__bounds", F.lit(j)), keys), 1).otherwise(0)
+                           for j in range(1, most + 1)]
+            bucket = sum(at_or_after[1:], at_or_after[0])
+        else:
+            bucket = F.coalesce(F.size(F.filter("__bounds", lambda b: ~_before(values, b, keys))), F.lit(0))
         df = df.withColumn("__start", F.col("__start") + F.greatest(bucket, F.lit(0))).drop("__bounds")
     key_of = F.array(*[F.lit(k) for k in exact])
     return df.withColumn(FILE, F.element_at(key_of, F.col("__start") + 1)).drop("__start")
@@ -541,14 +572,15 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[i
     directory must not share a key, and no key is null; both are counted here (`key_problems`)."""
     files = (spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
              .withColumn("__file", F.input_file_name()))
-    row_hash = F.expr(spark_row_hash_expr(columns)).cast("decimal(38,0)")
-    figures = files.groupBy("__file").agg(F.count(F.lit(1)).alias("rows"), F.sum(row_hash).alias("hash")).collect()
+    high, low = spark_hash_halves(columns)
+    figures = files.groupBy("__file").agg(F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"),
+                                          F.sum(F.expr(low)).alias("low")).collect()
     out: dict[str, tuple[int, int]] = {}
     for r in figures:
         name = _file_name(r["__file"])
         if name in out:
             raise RuntimeError(f"two staged files are named {name}: cannot tell their figures apart")
-        out[name] = (int(r["rows"]), int(r["hash"] or 0))
+        out[name] = (int(r["rows"]), exact_hash_sum(r["high"], r["low"]))
     return out
 
 

@@ -970,3 +970,33 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
     assert first_lo <= first_hi < second_lo <= second_hi, f"the files' key ranges overlap: {sorted(spans)}"
     # Neither file is a sliver: the rows are split about evenly (ranks, not bytes: within a factor of two).
     assert min(p.num_rows for p in parts) * 2 >= max(p.num_rows for p in parts)
+
+
+@pytest.mark.parametrize("directions", [("asc", "first", "asc", "first"), ("asc", "last", "desc", "first"),
+                                        ("desc", "last", "asc", "last"), ("desc", "first", "desc", "last")])
+def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directions):
+    """The job places rows against sampled boundary keys with `_before`, written as Spark expressions. For every
+    pair of keys (two columns: a double with NaN, -0.0 and nulls, a string with nulls), `_before` must say exactly
+    what Spark's own sort says (rank by orderBy), in each direction and null placement: otherwise a file could
+    take rows that sort into its neighbour, and files would overlap."""
+    from pyspark.sql import functions as F
+
+    keys = [("x", directions[0], directions[1]), ("s", directions[2], directions[3])]
+    xs = [None, float("nan"), -1.5, -0.0, 0.0, 2.0, float("inf")]
+    ss = [None, "", "a", "ab", "b"]
+    rows = [(x, s) for x in xs for s in ss]
+    df = spark.createDataFrame(rows, "x double, s string")
+    def norm(x, s):  # Spark's sort: every NaN equal, -0.0 equal to 0.0
+        return ("nan" if x is not None and math.isnan(x) else (0.0 if x == 0 else x)), s
+
+    rank: dict = {}
+    for r in df.orderBy(*[job._ordered(F.col(n), d, nl) for n, d, nl in keys]).collect():
+        rank.setdefault(norm(r.x, r.s), len(rank))
+    left = df.select(F.col("x"), F.col("s"))
+    right = df.select(F.struct(F.col("x").alias("k0"), F.col("s").alias("k1")).alias("b"))
+    pairs = left.crossJoin(right).select("x", "s", "b", job._before([F.col("x"), F.col("s")], F.col("b"), keys)
+                                        .alias("before")).collect()
+
+    wrong = [(p.x, p.s, p.b.k0, p.b.k1, p.before) for p in pairs
+             if p.before != (rank[norm(p.x, p.s)] < rank[norm(p.b.k0, p.b.k1)])]
+    assert len(pairs) == len(rows) ** 2 and not wrong, wrong[:5]
