@@ -8,6 +8,8 @@ proves the output against Iceberg's metadata; the commit checks that the verifie
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from layout.models import Frozen
 
 
@@ -45,7 +47,8 @@ class StagedManifest(Frozen):
     spark_conf: dict[str, str]
     writer_options: dict[str, str]
     seconds: float
-    timings: dict[str, float] = {}  # the job's parts, in seconds (read and fingerprint, boundaries, write, ...)
+    # the job's parts, in seconds (read and fingerprint, boundaries, write, read back)
+    timings: dict[str, float] = Field(default_factory=dict)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=1)

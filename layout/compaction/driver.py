@@ -6,6 +6,7 @@ is submitted as `layout.compaction.submit` describes. The whole run holds the ta
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from layout.manifest import StagedManifest
 from layout.registry import find_spec
 from layout.settings import settings
 from layout.spec import TableSpec
+from layout.verify import expectations
 
 __all__ = ["CompactResult", "FailedAfterCommit", "compact"]
 
@@ -82,6 +84,8 @@ def _compact(spec: TableSpec, *, partitions: Sequence[str] | None, force: bool, 
         return CompactResult(plan, None, prepared.files_before, prepared.files_before, 0, 0, 0,
                              time.perf_counter() - started)
     master = master or settings().spark_master
+    if verify is None:  # GX takes seconds to import: meanwhile this process only waits for spark-submit
+        threading.Thread(target=expectations.preload, name="preload-gx", daemon=True).start()
     try:
         for job in prepared.jobs:
             submit(Path(prepared.plan_path), Path(job.manifest_path), master=master,

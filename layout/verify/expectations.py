@@ -99,6 +99,15 @@ def _gx() -> Any:
     return gx
 
 
+def preload() -> None:
+    """Import GX now, so that the verify step does not wait for it (`lakesort compact` calls this in a
+    thread while the Spark job runs, when its own process only waits). Without GX installed, nothing."""
+    try:
+        _gx()
+    except ImportError:
+        log.debug("Great Expectations is not installed: nothing to preload")
+
+
 @contextmanager
 def _quiet() -> Any:
     """GX logs at INFO and warns about its own internals; keep the run's log to what matters."""
@@ -455,6 +464,6 @@ def _describe(config: Any, outcome: Any) -> str:
 
 
 __all__ = [
-    "ExpectationsFailed", "GxResult", "data_suite_for", "facts_for_source", "gx_verifier",
-    "open_project", "save_suites", "suite_for", "validate_facts", "validate_staged_data",
+    "ExpectationsFailed", "GxResult", "data_suite_for", "facts_for_source", "gx_verifier", "open_project",
+    "preload", "save_suites", "suite_for", "validate_facts", "validate_staged_data",
 ]
