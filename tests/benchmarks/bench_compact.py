@@ -132,6 +132,19 @@ def isolate(home: Path) -> None:
     (home / "tpch").symlink_to(CACHE_ROOT, target_is_directory=True)
 
 
+def isolated_home(prefix: str, *, keep: bool) -> Path:
+    """A temporary directory holding the catalog, HOME and the working directory (`isolate`), removed at
+    exit unless `keep`; the catalog pyiceberg then resolves is checked to be the one under it."""
+    home = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+    if keep:
+        print(f"keeping {home}")
+    else:
+        atexit.register(shutil.rmtree, home, True)
+    isolate(home)
+    check_catalog(home)
+    return home
+
+
 def check_catalog(home: Path) -> None:
     from layout.catalog import load_catalog
 
@@ -466,13 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("pyiceberg").setLevel(logging.WARNING)
 
-    home = Path(tempfile.mkdtemp(prefix="lakesort-bench-compact-")).resolve()
-    if args.keep:
-        print(f"keeping {home}")
-    else:
-        atexit.register(shutil.rmtree, home, True)
-    isolate(home)
-    check_catalog(home)
+    home = isolated_home("lakesort-bench-compact-", keep=args.keep)
     import importlib
 
     timers = Timers()

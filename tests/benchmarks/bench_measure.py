@@ -32,14 +32,11 @@ import argparse
 import atexit
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import yaml
-from bench_compact import DEFAULT_CONF, REPO_ROOT, SPEC, Timers, check_catalog, isolate, live_files, mib
+from bench_compact import DEFAULT_CONF, REPO_ROOT, SPEC, Timers, isolated_home, live_files, mib
 
 GOAL_SHARE = 0.25  # of the compaction's time, both snapshots together
 DEMO_SPEC = REPO_ROOT / "dags" / "tables" / "demo_lineitem.yaml"
@@ -126,13 +123,7 @@ def print_measurement(label: str, run: dict, exact: dict | None) -> None:
 
 def scale_mode(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    home = Path(tempfile.mkdtemp(prefix="lakesort-bench-measure-")).resolve()
-    if args.keep:
-        print(f"keeping {home}")
-    else:
-        atexit.register(shutil.rmtree, home, True)
-    isolate(home)
-    check_catalog(home)
+    home = isolated_home("lakesort-bench-measure-", keep=args.keep)
 
     # pyiceberg may be imported only now that PYICEBERG_HOME points at the temporary catalog.
     from layout.catalog import load_table

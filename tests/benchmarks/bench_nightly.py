@@ -17,12 +17,9 @@ bytes / the appended files' bytes. The plan's decisions are printed with it, and
 from __future__ import annotations
 
 import argparse
-import atexit
 import datetime as dt
 import logging
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from bench_compact import SPEC, check_catalog, isolate, live_files, mib, tpch_file
+from bench_compact import SPEC, isolated_home, live_files, mib, tpch_file
 
 AMPLIFICATION_GOAL = 1.2
 DEFAULT_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
@@ -125,11 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = args.scale or (0.1 if args.quick else 1.0)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("pyiceberg").setLevel(logging.WARNING)
-    home = Path(tempfile.mkdtemp(prefix="lakesort-bench-nightly-")).resolve()
-    if not args.keep:
-        atexit.register(shutil.rmtree, home, True)
-    isolate(home)
-    check_catalog(home)
+    home = isolated_home("lakesort-bench-nightly-", keep=args.keep)
 
     from layout.catalog import load_table
     from layout.compaction.driver import compact
