@@ -230,9 +230,10 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     df, columns, native = read_inputs(spark, plan, groups)
-    base = None
+    cached = []  # unpersisted after the write
     if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
-        base = df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(df)
     read = None
     if plan.keys is not None:  # rows as read, before the merge: per group, and per natively read file
         counted = df.groupBy(GROUP, SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect()
@@ -246,12 +247,14 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         window = Window.partitionBy(GROUP, PART, *plan.keys.columns).orderBy(order)
         df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
         df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(df)
     if plan.strategy == "zorder":
         df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
         keys = [("__lakesort_z", "asc", "last")]
     else:
         keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
     summary = summarize(spark, df, groups, columns, keys).cache()  # small: a row per partition and file
+    cached.append(summary)
     figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", "high", "low").collect()
     parts = {}
     for r in figures:
@@ -283,9 +286,8 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
     target = staging_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
-    spark.catalog.clearCache()  # the persisted rows and the summary
-    if base is not None:
-        base.unpersist()
+    for frame in cached:
+        frame.unpersist()
     add_nested_field_ids(spark, plan, target)
     clock.lap("shuffle, sort, write", "read back")
     checked = read_back(spark, plan, target, columns)

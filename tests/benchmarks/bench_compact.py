@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-import psutil  # installed with Airflow; only this benchmark uses it
+import psutil
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
