@@ -398,10 +398,6 @@ def _ordered(col, direction: str, nulls: str):
     return col.asc_nulls_first() if nulls == "first" else col.asc_nulls_last()
 
 
-def sort_column(key):
-    return _ordered(F.col(key.column), key.direction, key.nulls)
-
-
 def _before(row_values, bound, keys):
     """Spark expression: the row's sort key comes strictly before `bound`'s (a struct k0..kn) in the sort
     order, direction and null placement per key (Spark's own comparison: NaN largest, -0.0 == 0.0, as
@@ -530,8 +526,7 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[i
     executors: a new scan of the files as written (not the job's cached rows), so a write that lost or
     changed rows shows here; file name -> (rows, hash sum). Keyed tables: the files of one partition
     directory must not share a key, and no key is null; both are counted here (`key_problems`)."""
-    files = (spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
-             .withColumn("__file", F.input_file_name()))
+    files = _staged_rows(spark, plan, target).withColumn("__file", F.input_file_name())
     high, low = spark_hash_halves(columns)
     figures = files.groupBy("__file").agg(F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"),
                                           F.sum(F.expr(low)).alias("low")).collect()
@@ -548,7 +543,7 @@ def key_problems(spark, plan, target: str) -> dict[int, tuple[int, int]]:
     """Group id -> (duplicate keys, null keys) over the staged files of a keyed table, read back by Spark:
     keys are unique per partition directory (one current-spec partition of one group)."""
     keys = list(plan.keys.columns)
-    files = (spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
+    files = (_staged_rows(spark, plan, target)
              .withColumn("__dir", F.regexp_extract(F.input_file_name(), r"^(.*)/[^/]*$", 1))
              .withColumn("__group", F.regexp_extract("__dir", rf"{GROUP}=(\d+)", 1).cast("int")))
     null = F.lit(False)
@@ -559,6 +554,11 @@ def key_problems(spark, plan, target: str) -> dict[int, tuple[int, int]]:
     rows = per_key.groupBy("__group").agg(F.sum(F.col("n") - 1).alias("duplicates"),
                                          F.sum(F.col("null") * F.col("n")).alias("nulls")).collect()
     return {r["__group"]: (int(r["duplicates"] or 0), int(r["nulls"] or 0)) for r in rows}
+
+
+def _staged_rows(spark, plan, target: str):
+    """The staged files as Spark's own reader reads them from storage (a new scan, not the job's rows)."""
+    return spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
 
 
 def _file_name(uri: str) -> str:
