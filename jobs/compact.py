@@ -38,6 +38,7 @@ from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_
 from layout.compaction.planner import RewritePlan
 from layout.compaction.staging import nested_field_ids, patch_staged_file
 from layout.errors import InputError
+from layout.expr.predicate import sql_literal
 from layout.io import find_parquet_files
 from layout.manifest import StagedFile, StagedGroup, StagedManifest
 from layout.parquet import ParquetFile
@@ -70,6 +71,18 @@ def main(argv: list[str] | None = None) -> int:
 SESSION_CONF = {
     # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # The write keeps the rows in the order each task sorted them (by the sort key alone: a task holds one
+    # file, so one group and partition). By default Spark plans a partitioned write under a sort by the
+    # partition columns, which replaces the task's own sort (the key order then survives only while the
+    # sort does not spill); without the planned write, and with a writer per partition value kept open,
+    # the rows go to the writer as they come. (Spark's concurrent writer sorts the rest of a task's rows by
+    # partition once it holds this many writers: with 1 that is at the first row; a second partition value
+    # in a task would be a bug, and its files fail verification's order checks.)
+    "spark.sql.optimizer.plannedWrite.enabled": "false",
+    "spark.sql.maxConcurrentOutputFileWriters": "2",
+    # Let adaptive execution coalesce the shuffle partitions of a cached plan (the per-file summary): by
+    # default it keeps spark.sql.shuffle.partitions of them, 400 tasks of nothing at TPC-H SF1 (4 s).
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     # What the fingerprint's xxhash64 needs (hashing maps: their entries keep their order from read to
     # write, so the hash Spark refuses on maps by default is deterministic here).
     **FINGERPRINT_CONF,
@@ -274,12 +287,14 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         expected[gid] = (before[0] + rows, before[1] + hash_sum)
     files_of = file_counts(groups, parts)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
-    df = with_file_ids(spark, df, summary, files_of, keys)
+    # Only what the write needs crosses the shuffle (the file path and partition key strings would be
+    # sorted and moved with every row).
+    df = with_file_ids(spark, df, summary, files_of, keys).drop(PART_KEY, SOURCE)
     clock.lap("file boundaries", "shuffle, sort, write")
-    # A task holds one file, so one (group, partition): sorting by them first costs nothing and is the
-    # order the partitioned write requires (without it, Spark sorts again by them alone, losing the key order).
-    df = (df.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(GROUP, PART, *order)
-          .drop(FILE, "__lakesort_z", PART_KEY, SOURCE))
+    # A task holds one file, so one (group, partition): sorted by the key alone (its first column is the
+    # sort's prefix), written as sorted (SESSION_CONF).
+    df = (df.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(*order)
+          .drop(FILE, "__lakesort_z"))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     schema = spark_schema(plan)
@@ -438,11 +453,22 @@ def boundaries(spark, summary, files_of, keys):
 
 
 def _literal_frame(spark, rows, names):
-    """A small DataFrame of literal rows. Spark plans it as a local relation (a broadcast without a job); one
-    built with createDataFrame from a Python list costs a Spark job of Python workers (about 2 s at start),
-    and a literal map lookup per row scans the map (3x slower than the read itself on 252 files)."""
-    structs = [F.struct(*[F.lit(v).alias(n) for v, n in zip(row, names, strict=True)]) for row in rows]
-    return spark.range(1).select(F.inline(F.array(*structs)))
+    """A small DataFrame of literal rows (ints, floats, strings), written as one SQL VALUES clause: Spark
+    plans it as a local relation (a broadcast without a job). Built with createDataFrame from a Python list
+    it costs a Spark job of Python workers (about 2 s at start); as Column literals, a Py4J call per value
+    (3.3 s for 252 files); a literal map lookup per row scans the map (3x slower than the read itself)."""
+    if not rows:
+        raise ValueError("a literal frame needs at least one row (its column types come from the values)")
+    values = ", ".join("(" + ", ".join(_sql_value(v) for v in row) + ")" for row in rows)
+    return spark.sql(f"SELECT * FROM VALUES {values} AS t({', '.join(f'`{n}`' for n in names)})")
+
+
+def _sql_value(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f"literal frames hold ints, floats and strings, not {value!r}")
+    if isinstance(value, float):
+        return repr(value) + "D"  # a DOUBLE literal (unsuffixed, Spark reads a DECIMAL)
+    return sql_literal(value)
 
 
 def with_file_ids(spark, df, summary, files_of, keys):
@@ -479,13 +505,15 @@ def _exact_keys(spark, n: int) -> list[int]:
     pmod(hash(k), n) == i, found with Spark's own `hash` (the Murmur3 HashPartitioning uses). (A range
     partitioning on the file ids would let its sampled bounds put two files in one task.)"""
 
-    span = 64 * n
-    while True:
-        found = dict(spark.range(span).select(F.col("id").cast("int").alias("k"))
-                     .select(F.expr(f"pmod(hash(k), {n})").alias("p"), "k").groupBy("p").agg(F.min("k")).collect())
-        if len(found) == n:
-            return [found[i] for i in range(n)]
-        span *= 4
+    span, found = 0, {}
+    while len(found) < n:  # about n ln n candidates; collected as they are (an aggregation is 200 tasks)
+        more = max(64, 16 * n)
+        hashed = (spark.range(span, span + more).select(F.col("id").cast("int").alias("k"))
+                  .select(F.expr(f"pmod(hash(k), {n})").alias("p"), "k").collect())
+        for p, k in hashed:
+            found.setdefault(p, k)
+        span += more
+    return [found[i] for i in range(n)]
 
 
 def zorder_column(df, keys: list[str]):

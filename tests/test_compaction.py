@@ -949,6 +949,14 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
     table = table.refresh()
     outputs = [f for f in live_files(table) if partition_of(table, f) == month]
     assert result.files_added == len(outputs) >= 1
+    # Each task's own sort (by the key alone) is the write's only sort: Spark's planned write would sort by
+    # the partition columns instead, keeping the key order only while nothing spills.
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()  # a Scala Seq
+    plans = [p for p in (executions.apply(i).physicalPlanDescription() for i in range(executions.size()))
+             if "lakesort-staging" in p and "InsertIntoHadoopFsRelationCommand" in p]
+    sorts = [line for line in plans[-1].splitlines() if line.startswith("Arguments: [") and " ASC " in line]
+    # (the description lists the adaptive plan's initial and final forms: the same sort)
+    assert sorts and all(s.startswith("Arguments: [l_shipdate#") and "lakesort_group" not in s for s in sorts), sorts
 
     keys = ["l_shipdate", "l_orderkey"]
     spans, parts = [], []
@@ -1000,3 +1008,24 @@ def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directio
     wrong = [(p.x, p.s, p.b.k0, p.b.k1, p.before) for p in pairs
              if p.before != (rank[norm(p.x, p.s)] < rank[norm(p.b.k0, p.b.k1)])]
     assert len(pairs) == len(rows) ** 2 and not wrong, wrong[:5]
+
+
+def test_literal_frames_keep_every_value_and_type(spark, job):
+    """Small lookup tables (file listing, per-partition rates and first file ids) are one SQL VALUES clause:
+    strings with quotes, backslashes, newlines and non-ASCII characters, ints and doubles come back as given."""
+    rows = [("it's", 1, 0.25), ("a\\b'", 2**40, 1.0), ("new\nline \u00fc \u2713", -3, 1e-300), ("", 0, 3.0)]
+    frame = job._literal_frame(spark, rows, ["s", "__n", "rate"])
+    assert [tuple(r) for r in frame.collect()] == rows
+    assert [f.dataType.simpleString() for f in frame.schema.fields] == ["string", "bigint", "double"]
+    assert job._literal_frame(spark, [(1,)], ["g"]).schema.fields[0].dataType.simpleString() == "int"
+
+
+def test_exact_keys_send_each_file_to_its_own_task(spark, job):
+    """The key of file i lands in shuffle partition i under Spark's hash partitioning of that many tasks."""
+    from pyspark.sql import functions as F
+
+    for n in (1, 3, 84, 1000):
+        keys = job._exact_keys(spark, n)
+        placed = (spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "k int, i int").repartition(n, "k")
+                  .select("i", F.spark_partition_id().alias("p")).collect())
+        assert sorted((r.i, r.p) for r in placed) == [(i, i) for i in range(n)]
