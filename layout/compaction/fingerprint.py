@@ -188,8 +188,12 @@ def spark_hash_halves(columns: list[str]) -> tuple[str, str]:
     """Spark SQL text of the row hash's signed high and unsigned low 32 bits. Summed as longs they give the
     exact hash sum (`exact_hash_sum`) without decimal arithmetic, which costs Spark several times more per
     row: each sum stays below 2**63 for fewer than 2**31 rows per aggregation group."""
-    row = spark_row_hash_expr(columns)
-    return f"shiftright({row}, 32)", f"({row} & 4294967295)"
+    return hash_halves(spark_row_hash_expr(columns))
+
+
+def hash_halves(hash_sql: str) -> tuple[str, str]:
+    """`spark_hash_halves` of a hash already computed (Spark SQL text of a long, e.g. a column name)."""
+    return f"shiftright({hash_sql}, 32)", f"({hash_sql} & 4294967295)"
 
 
 def exact_hash_sum(high: int | None, low: int | None) -> int:
