@@ -1,7 +1,8 @@
 """The task graph of a lakesort compaction, shared by the DAGs; each step is a `layout.compaction.runs` call.
 
     prepare (mapped per table) -> planned -> spark_jobs -> compact (SparkSubmitOperator, mapped per job)
-    -> table.verify -> table.commit -> table.measure (a mapped group per table) -> report -> check_tables
+    -> table.verify -> table.commit -> table.measure (a mapped group per table)
+    [-> maintain (mapped per table: expire snapshots, delete unreferenced files)] -> report -> check_tables
 
 A table's failure stops only its own tasks. Spark jobs are mapped outside the per-table group (Airflow 3.3
 cannot map over an upstream's output inside a mapped group). XCom payloads: `runs` models as JSON. Parse
@@ -124,6 +125,16 @@ def finish(run):
     measure(commit(verify(run)))
 
 
+@task(trigger_rule="all_done", map_index_template=_LABEL)  # after every table's compaction, failed or not
+def maintain(item: dict):
+    from layout.compaction import lease, runs
+    request = read(runs.TableRequest, item)
+    try:
+        return runs.maintain_table(request, owner=owner()).model_dump(mode="json")
+    except lease.TableBusy as exc:  # another run works on the table: tomorrow night's maintenance catches up
+        raise AirflowSkipException(f"{exc}: skipped") from None
+
+
 @task(trigger_rule="all_done")
 def report() -> str | None:
     from layout.compaction.lease import sweep_leases
@@ -144,8 +155,9 @@ def check_tables() -> None:
     raise AirflowFailException("some lakesort tasks failed (the other tables completed): see the failed tasks' logs")
 
 
-def compaction(items) -> None:
-    """The steps of DESIGN.md for the tables of `items` (an XComArg of TableRequests), in the current DAG."""
+def compaction(items, *, maintenance: bool = False) -> None:
+    """The steps of DESIGN.md for the tables of `items` (an XComArg of TableRequests), in the current DAG;
+    with `maintenance`, each table's maintenance once every compaction is done, before the report."""
     runs = planned(prepare.expand(item=items))
     compact = SparkSubmitOperator.partial(
         task_id="compact", conn_id=SETTINGS.spark_conn_id, pool=SETTINGS.pool, retries=SETTINGS.spark_retries,
@@ -153,7 +165,12 @@ def compaction(items) -> None:
         retry_delay=dt.timedelta(seconds=SETTINGS.spark_retry_delay), max_retry_delay=dt.timedelta(minutes=30),
         map_index_template="{{ task.name }}",
     ).expand_kwargs(spark_jobs(runs))
-    compact >> finish.expand(run=runs) >> report()
+    finished, done = finish.expand(run=runs), report()
+    compact >> finished
+    if maintenance:
+        finished >> maintain.expand(item=items) >> done
+    else:
+        finished >> done
     watch_failures(compact.dag)
 
 

@@ -2,7 +2,9 @@
 
 Schedule: $LAKESORT_NIGHTLY_CRON (default `0 2 * * *`, UTC). Per table: plan, Spark (connection
 $LAKESORT_SPARK_CONN_ID, pool $LAKESORT_POOL), verify, commit (an asset event through the alias
-`lakesort-compacted`), measure; then the report. A table's failure fails its own tasks only.
+`lakesort-compacted`), measure; then maintenance of every table (expire snapshots by the spec's
+retention, delete the files nothing retained references); then the report. A table's failure fails its
+own tasks only.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def lakesort_nightly():
 
         return [TableRequest(table=t, trigger="nightly").model_dump(mode="json") for t in common.registered_tables()]
 
-    common.compaction(list_tables())
+    common.compaction(list_tables(), maintenance=True)
 
 
 lakesort_nightly()

@@ -31,6 +31,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
 from pyspark.sql.window import Window
 
+from layout.catalog import STAGING, stamped_dir
 from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_row_hash_expr
@@ -90,8 +91,13 @@ SESSION_CONF = {
 
 
 def staging_dir(plan) -> str:
-    """Staged files live under the table's data directory, where they stay once committed."""
-    return f"{plan.table_location.rstrip('/')}/data/lakesort-staging/{plan.run_id}"
+    """The run's staging directory under the table's data directory, where its files stay once committed."""
+    return f"{plan.table_location.rstrip('/')}/data/{STAGING}/{plan.run_id}"
+
+
+def write_dir(plan) -> str:
+    """Where the job writes (`layout.catalog.stamped_dir`): the path names the run and spec of every file."""
+    return stamped_dir(f"{plan.table_location.rstrip('/')}/data", plan.run_id, plan.spec_hash)
 
 
 def spark_schema(plan):
@@ -307,7 +313,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     schema = spark_schema(plan)
     df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
-    target = staging_dir(plan)
+    target = write_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
     for frame in cached:
         frame.unpersist()

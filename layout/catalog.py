@@ -8,6 +8,7 @@ repository root (git ignores it) so that every `lakesort` command run there find
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,26 @@ log = logging.getLogger(__name__)
 
 CONFIG_FILE = ".pyiceberg.yaml"
 DEFAULT_CATALOG = "lakesort"
+
+# Snapshot summary properties lakesort writes on every commit: the planner derives a partition's sorted
+# runs from them (`layout.compaction.sorted_runs`), verification and maintenance read them too.
+RUN_ID = "lakesort.run-id"
+SPEC_HASH = "lakesort.spec-hash"
+# Where a run's files live, under the table's data directory: `<STAGING>/<run id>/spec=<spec hash>/...`. The
+# path says which run wrote a file under which spec after its snapshot (and summary) has been expired.
+STAGING = "lakesort-staging"
+_STAMPED = re.compile(rf"/{STAGING}/(?P<run>[^/]+)/spec=(?P<spec>[0-9a-f]+)/")
+
+
+def stamped_dir(data_dir: str, run_id: str, spec_hash: str) -> str:
+    """The directory a run writes its files to, under the table's data directory `data_dir`."""
+    return f"{data_dir.rstrip('/')}/{STAGING}/{run_id}/spec={spec_hash}"
+
+
+def stamp_of(path: str) -> tuple[str, str] | None:
+    """(run id, spec hash) of a file lakesort wrote (`stamped_dir`), from its path; None for other files."""
+    found = _STAMPED.search(path)
+    return (found["run"], found["spec"]) if found else None
 
 
 def load_catalog(name: str | None = None) -> Catalog:

@@ -18,7 +18,8 @@ from layout.catalog import load_table
 from layout.compaction.cleanup import cleanup
 from layout.compaction.dates import DateRange, date_range, partitions_for_dates
 from layout.compaction.driver import compact
-from layout.compaction.lease import LeaseOwner, TableBusy
+from layout.compaction.lease import LeaseOwner, TableBusy, new_run_id
+from layout.compaction.maintain import maintain_table
 from layout.compaction.planner import plan_rewrite
 from layout.compaction.runs import PlannedTable, TableRequest, prepare_table
 from layout.demo import build_demo
@@ -31,6 +32,7 @@ from layout.read.plan import plan
 from layout.registry import find_spec
 from layout.report.render import write_reports
 from layout.settings import settings
+from layout.sizes import format_size
 from layout.spec import TableSpec, load_spec
 from layout.verify.expectations import facts_for_source, validate_facts
 from layout.verify.rules import SEVERITIES, verify_source
@@ -265,6 +267,26 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_expire(args: argparse.Namespace) -> int:
+    spec = _spec(args)  # a bad or missing spec: exit 2 before anything is opened
+    try:  # under the table's lease, as a command-line run: never beside a compaction of the table
+        result = maintain_table(spec.table, owner=LeaseOwner.cli(new_run_id("expire")), spec=spec,
+                                dry_run=args.dry_run)
+    except TableBusy as exc:
+        print(f"lakesort expire: table busy, nothing expired or deleted: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(result.model_dump_json(indent=1))
+        return EXIT_OK
+    print(result.summary())
+    for d in result.deleted:
+        if d.files:
+            print(f"  {d.kind:<14} {d.files:>8} file(s) {format_size(d.bytes):>12}")
+    if result.dry_run:
+        print("dry run, nothing changed (the files are listed in the log on stderr)")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     summary = build_demo(Path(args.home), scale=args.scale, batches=args.batches, replace=args.replace)
     verb = "created" if summary.created else "kept existing"
@@ -328,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only the partitions holding rows of the days --from..--to (with --to; not with "
                             "--partition), for a table partitioned by one date or time transform")
         p.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="the last day of --from, included")
-        p.add_argument("--force", action="store_true", help="rewrite the partitions even if already compacted")
+        p.add_argument("--force", "--full", dest="force", action="store_true",
+                       help="rewrite every file of the partitions into one sorted run, even if already compacted")
 
     p = sub.add_parser("plan-rewrite", help="which partitions need sorting and compacting, and why",
                        description="Decide per partition: rewrite (with reasons), skip or refuse; group the files.")
@@ -387,6 +410,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "$LAKESORT_CLEANUP_GRACE_HOURS, else 24)")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     p.set_defaults(func=cmd_cleanup)
+
+    p = sub.add_parser("expire", help="expire old snapshots and delete the files nothing retained references",
+                       description="Expire snapshots by the spec's retention (max_age, min_snapshots; branch and "
+                                   "tag heads kept), then delete every file under the table location that no "
+                                   "retained snapshot references, and orphans older than orphan_grace; under the "
+                                   "table's lease. Recorded in lakesort.maintenance_runs.")
+    p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
+    p.add_argument("--spec", metavar="YAML", help="the table spec (default: found in dags/tables/ by table name)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="count what would be expired and deleted, list the files on stderr; change nothing")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
+    p.set_defaults(func=cmd_expire)
 
     p = sub.add_parser("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
                        description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")

@@ -19,8 +19,10 @@ import pyarrow as pa
 import pytest
 
 from layout.errors import ConfigError, UsageError
+from layout.metrics.maintenance import MaintenanceRecord
 from layout.metrics.store import (
     COMPACTION_RUNS,
+    MAINTENANCE_FIELDS,
     METRICS_FIELDS,
     METRICS_KEY,
     PRUNING_METRICS,
@@ -341,6 +343,41 @@ def test_empty_states(tmp_path):
     empty = render_reports(tmp_path / "empty", *arrow([], []), [], generated_at=GENERATED)
     assert "No tables yet" in empty.read_text(encoding="utf-8")
     assert list((tmp_path / "empty" / "tables").iterdir()) == []
+
+
+def maintained(table: str, run_id: str, at: datetime, *, status: str = "done", before: int, after: int,
+               live: int, **extra) -> dict:
+    """One maintenance_runs row."""
+    row = MaintenanceRecord(run_id=run_id, table=table, status=status, trigger="nightly", started_at=at,
+                            duration_s=60.0, snapshots_before=9, snapshots_expired=4, snapshots_after=5,
+                            data_files=3, data_bytes=before - after, files_before=40, files_after=37,
+                            bytes_before=before, bytes_after=after, live_bytes=live)
+    return {**dataclasses.asdict(row), **extra}
+
+
+def test_storage_over_time_from_the_maintenance_runs(tmp_path):
+    rows = [maintained("a.t", "m1", T0, before=300 * MiB, after=120 * MiB, live=100 * MiB),
+            maintained("a.t", "m2", T0 + timedelta(days=1), status="dry-run", before=150 * MiB, after=110 * MiB,
+                       live=100 * MiB),
+            maintained("a.t", "m3", T0 + timedelta(days=2), status="failed", before=0, after=0, live=0,
+                       error="cannot read the manifest list")]
+    index = render_reports(tmp_path / "out", *arrow([], []), [spec("a.t")], generated_at=GENERATED,
+                           maintenance=pa.Table.from_pylist(rows, schema=arrow_schema(MAINTENANCE_FIELDS)))
+    html = page(index, "a.t")
+    parse(html)
+    chart = ET.fromstring(next(s for s in re.findall(r"<svg\b.*?</svg>", html, re.DOTALL) if "storage over" in s))
+    tips = [c.find("title").text.split(" at ")[0] for c in chart.iter("circle")]
+    # the real run's start and end, the dry run's start; the failed run draws nothing
+    assert [t for t in tips if t.startswith("under")] == [
+        "under the table location: 300 MiB", "under the table location: 120 MiB",
+        "under the table location: 150 MiB"]
+    assert [t for t in tips if t.startswith("live")] == ["live data: 100 MiB"] * 3
+    maintenance = table_rows(html, "maintenance")
+    assert [r[1] for r in maintenance] == ["m3", "m2", "m1"]  # newest first
+    assert row_of(maintenance, "2025-03-01 02:00 UTC")[2:9] == [
+        "done", "4 of 9", "3", "180 MiB", "0", "300 MiB → 120 MiB", "100 MiB"]
+    assert "cannot read the manifest list" in maintenance[0][9]
+    assert "No maintenance runs yet" in page(render(tmp_path, [], [], [spec("a.t")], out="none"), "a.t")
 
 
 def test_runs_without_metrics_and_metrics_without_pairs(tmp_path):

@@ -101,11 +101,15 @@ def test_small_unsorted_files_are_rewritten_with_the_reasons(table):
     a, b = decision(plan, "part=a"), decision(plan, "part=b")
     assert a.action == b.action == "rewrite"
     assert (a.files, a.rows, a.small_files, a.foreign_files, a.delete_files) == (3, 150, 3, 3, 0)
-    assert any(r == f"3 small file(s) under {spec.small_file_size} bytes" for r in a.reasons)
-    assert any(r.startswith("3 file(s) not written by lakesort under spec") for r in a.reasons)
+    # Sorted runs (the default, max_sorted_runs 4): the new files become one run; no run of lakesort's yet.
+    assert a.reasons == b.reasons == (f"3 file(s) not written by lakesort under spec {plan.spec_hash}",)
+    assert a.sorted_runs == b.sorted_runs == 0
     # part=a's appends hold disjoint k ranges (0-49, 100-149, 200-249); part=b's all span 0..~299.
-    assert a.overlap_depth == 1 and not any("overlap" in r for r in a.reasons)
-    assert b.overlap_depth == 3 and "sorted runs overlap in k: depth 3" in b.reasons
+    assert a.overlap_depth == 1 and b.overlap_depth == 3
+    # One run per partition (max_sorted_runs 1): the reasons say why the partition is rewritten whole.
+    one = plan_rewrite(table, make_spec(max_sorted_runs=1))
+    assert any(r == f"3 small file(s) under {spec.small_file_size} bytes" for r in decision(one, "part=a").reasons)
+    assert "sorted runs overlap in k: depth 3" in decision(one, "part=b").reasons
     # Every file goes into one group per partition (tiny), sized for one output file; bounds come from manifests.
     assert {g.partition: len(g.inputs) for g in plan.groups} == {"part=a": 3, "part=b": 3}
     assert all(g.output_files == 1 for g in plan.groups)
@@ -133,7 +137,7 @@ def test_after_a_lakesort_commit_the_nightly_plan_is_empty_and_named_partitions_
     table.append(rows(range(5), "b", 9000))
     again = plan_rewrite(table.refresh(), spec)
     assert [(d.partition, d.action) for d in again.partitions] == [("part=a", "skip"), ("part=b", "rewrite")]
-    assert [len(g.inputs) for g in again.groups] == [2]  # the new file and the compacted one it overlaps
+    assert [len(g.inputs) for g in again.groups] == [2]  # the new file, and the compacted run: small beside it
 
     # A different spec (other writer settings) makes lakesort's own files foreign.
     other = make_spec(writer={"compression": "snappy"})

@@ -257,8 +257,12 @@ def test_spark_options():
         "parquet.page.row.count.limit": "2000",
         "parquet.columnindex.truncate.length": "64",
         "parquet.enable.dictionary": "true",
+        # Adaptive filters: the smallest of 5 candidates (16 KiB, the size for ndv 10,000 at fpp 0.01, down
+        # to 1 KiB) that holds the values a file holds.
+        "parquet.bloom.filter.adaptive.enabled": "true",
+        "parquet.bloom.filter.max.bytes": "16384",
         "parquet.bloom.filter.enabled#l_orderkey": "true",
-        "parquet.bloom.filter.expected.ndv#l_orderkey": "10000",
+        "parquet.bloom.filter.candidates.number#l_orderkey": "5",
         "parquet.bloom.filter.fpp#l_orderkey": "0.01",
         # parquet-mr writes no bloom filter for an all-dictionary chunk: off for bloom-filtered columns.
         "parquet.enable.dictionary#l_orderkey": "false",

@@ -81,6 +81,7 @@ VALID = {
         verify={"boundary_order": None, "max_file_size": None},
     ),
     "column index columns listed": with_(verify={"column_index_columns": ["a", "b"]}),
+    "retention": with_(retention={"max_age": "36h", "min_snapshots": 2, "orphan_grace": " 1.5 D "}),
 }
 
 
@@ -105,6 +106,8 @@ INVALID = {
     "table without namespace": (with_(table="orders"), "orders"),
     "bad email": (with_(owner={"name": "x", "email": "nobody"}), "nobody"),
     "empty key columns": (with_(keys={"columns": [], "sequence": "seq"}), "[]"),
+    "duration without a unit": (with_(retention={"max_age": "3"}), "'3'"),
+    "no snapshot kept": (with_(retention={"min_snapshots": 0}), "0"),
 }
 
 

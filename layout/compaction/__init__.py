@@ -12,7 +12,8 @@
     commit       the atomic Iceberg rewrite, validated as Iceberg's RewriteFiles is
     lease        one run per table (CLI, DAGs and cleanup alike)
     cleanup      deleting staged files no snapshot references
+    maintain     table maintenance (`layout.maintenance`) as a lakesort run: spec, lease, record
 
-May import: layout.verify, layout.metrics, layout.read, layout.expr, layout.parquet, layout.registry,
-layout.spec and the ground floor. Never report; never Spark (the job itself is jobs/compact.py).
+May import: layout.maintenance, layout.verify, layout.metrics, layout.read, layout.expr, layout.parquet,
+layout.registry, layout.spec and the ground floor. Never report; never Spark (the job itself is jobs/compact.py).
 """

@@ -7,7 +7,8 @@ A file under `<table location>/data/lakesort-staging/` is deleted only when all 
     it is a live entry (ADDED or EXISTING) of one of the snapshot's manifests. A DELETED entry is not a
     reference: it records that the file left the table in that snapshot; the snapshots that still read
     it list it as live, and once those are expired nothing reads it. Manifests are immutable and shared
-    between snapshots, so each is read once.
+    between snapshots, so each is read once (`layout.maintenance.referenced`, which table maintenance
+    uses for the whole table location).
 (b) it is older than the grace period by mtime ($LAKESORT_CLEANUP_GRACE_HOURS, default 24 h).
 (c) no run can still be writing or committing it: cleanup holds the table's lease (`layout.compaction.lease`)
     while it works, and every run that stages files (the DAGs, `lakesort compact`) holds the lease from
@@ -23,24 +24,23 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyarrow import fs as pafs
-from pyiceberg.manifest import ManifestEntryStatus
 
 from layout.compaction.commit import staging_root
-from layout.compaction.lease import LeaseOwner, TableBusy, lease_path, lease_ttl, read_lease, table_lease
+from layout.compaction.lease import LeaseOwner, refuse_if_held, table_lease
 from layout.errors import UsageError
 from layout.io import resolve
+from layout.maintenance.delete import aware as _aware
+from layout.maintenance.referenced import References
 from layout.settings import settings
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,21 +86,10 @@ def cleanup(table: Table, *, grace_hours: float | None = None, dry_run: bool = F
     grace = grace_period(grace_hours)
     owner = owner or LeaseOwner.cleanup()
     if dry_run:
-        _refuse_if_held(ident, owner)
+        refuse_if_held(ident, owner, why="its staged files are not orphans")
         return _cleanup(table, ident, grace, dry_run=True)
     with table_lease(ident, owner):
         return _cleanup(table, ident, grace, dry_run=False)
-
-
-def _refuse_if_held(ident: str, owner: LeaseOwner) -> None:
-    """What taking the lease would do, without taking it: TableBusy if another live run holds it."""
-    held, path = read_lease(ident), lease_path(ident)
-    if held is None or held.same_run(owner) or dt.datetime.now(dt.UTC) - held.acquired_at > lease_ttl():
-        return
-    raise TableBusy(f"{ident}: {held.describe()} is working on this table since "
-                    f"{held.acquired_at.isoformat()} ({held.where()}; lease {path}): its staged files are "
-                    f"not orphans; wait for it to finish, or, if that run is dead, remove {path}",
-                    table=ident, path=path, holder=held)
 
 
 def _cleanup(table: Table, ident: str, grace: float, *, dry_run: bool) -> CleanupResult:
@@ -119,7 +108,7 @@ def _cleanup(table: Table, ident: str, grace: float, *, dry_run: bool) -> Cleanu
 
     # 2. What every retained snapshot references (the table as of now: we hold the lease).
     table = table.refresh()
-    refs = _References(table)
+    refs = References.of_table(table.io)
     refs.add_snapshots(table.metadata.snapshots)
     read = time.perf_counter()
 
@@ -170,48 +159,6 @@ def _cleanup(table: Table, ident: str, grace: float, *, dry_run: bool) -> Cleanu
         "y" if dirs_removed == 1 else "ies", listed - started, result.manifests, read - listed,
         result.seconds)
     return result
-
-
-class _References:
-    """Normalised paths of the live entries of the snapshots' manifests, each manifest read once."""
-
-    def __init__(self, table: Table) -> None:
-        self.io = table.io
-        self.manifests: set[str] = set()
-        self.snapshot_ids: set[int] = set()
-        self.paths: set[str] = set()
-        self._dirs: dict[str, str] = {}
-
-    def add_snapshots(self, snapshots: Iterable) -> int:
-        """Add the snapshots not seen yet; how many there were."""
-
-        new = [s for s in snapshots if s.snapshot_id not in self.snapshot_ids]
-        for snapshot in new:
-            for manifest in snapshot.manifests(self.io):
-                if manifest.manifest_path in self.manifests:
-                    continue
-                # Every entry, then only the live ones: a DELETED entry is no reference (module docstring).
-                for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=False):
-                    if entry.status != ManifestEntryStatus.DELETED:
-                        self.paths.add(self._normalise(entry.data_file.file_path))
-                self.manifests.add(manifest.manifest_path)
-            self.snapshot_ids.add(snapshot.snapshot_id)
-        return len(new)
-
-    def _normalise(self, location: str) -> str:
-        """`layout.io.resolve`'s path, resolving each directory of a URI once: resolving an object-store
-        URI builds a filesystem (and may ask the store for the bucket's region), so not once per entry."""
-        directory, _, name = location.rpartition("/")
-        if "://" not in location or not name or "%" in name or not directory.partition("://")[2] \
-                or directory.endswith("/"):
-            return resolve(location)[1]  # a local path (cheap), or a name URI-decoding would change
-        if directory not in self._dirs:
-            self._dirs[directory] = resolve(directory)[1].rstrip("/")
-        return f"{self._dirs[directory]}/{name}"
-
-
-def _aware(moment: dt.datetime) -> dt.datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def _prune_empty_dirs(filesystem, root: str, dirs: list, cutoff: dt.datetime) -> int:

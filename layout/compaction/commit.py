@@ -38,9 +38,10 @@ from pyiceberg.table import Table as IcebergTable
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 
+from layout.catalog import RUN_ID, SPEC_HASH, STAGING
 from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import Fingerprint, fingerprint_files
-from layout.compaction.planner import RUN_ID, SPEC_HASH, RewritePlan
+from layout.compaction.planner import RewritePlan
 from layout.compaction.proof import ProofFailed, check_group, footer_statistics
 from layout.errors import LakesortError
 from layout.io import resolve
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGING = "lakesort-staging"
 Recheck = Literal["none", "sample", "all"]
 
 

@@ -270,6 +270,17 @@ def _release_if_held(path: Path, table: str, owner: LeaseOwner) -> bool:
     return True
 
 
+def refuse_if_held(table: str, owner: LeaseOwner, *, why: str) -> None:
+    """What taking the lease would do, without taking it (dry runs): TableBusy if another live run holds
+    it; `why` says what that means for the caller (e.g. "its staged files are not orphans")."""
+    held, path = read_lease(table), lease_path(table)
+    if held is None or held.same_run(owner) or _now() - held.acquired_at > lease_ttl():
+        return
+    raise TableBusy(f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
+                    f"({held.where()}; lease {path}): {why}; wait for it to finish, or, if that run is dead, "
+                    f"remove {path}", table=table, path=path, holder=held)
+
+
 def release_lease(table: str, owner: LeaseOwner) -> bool:
     """Remove the table's lease if `owner`'s run holds it; True when it did (anyone else's: untouched)."""
     path = lease_path(table)

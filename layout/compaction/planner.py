@@ -9,17 +9,23 @@ names) the planner reads the manifest entries (no data files) and decides:
   first sort key (the maximum overlap depth is reported);
 - skip: already compacted under the same spec and unchanged since, so reruns do nothing.
 
-Only the files that need it are rewritten: new or small files, plus every file whose key range
-overlaps them (so the output's sorted runs are disjoint again). They are packed into groups of at most
-`max_group_size` input bytes, never splitting a set of overlapping files. The plan is a frozen,
-JSON-serialisable value: the Spark job and the commit step read it.
+Linear, unkeyed tables keep sorted runs (`layout.compaction.sorted_runs`): a nightly rewrite sorts only
+the files that are no run yet (other writers' appends, files of another spec) into a new run, merged with
+the newest runs when they are small beside it or when the partition would hold more than
+`max_sorted_runs`. Keyed tables (one row per key needs every overlapping file merged), z-ordered tables
+and `max_sorted_runs: 1` rewrite every file whose key range overlaps a new or small file instead, so the
+partition is one run again. The chosen files are packed into groups of at most `max_group_size` input
+bytes, never splitting a set of overlapping files. The plan is a frozen, JSON-serialisable value: the
+Spark job and the commit step read it.
 """
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -30,9 +36,12 @@ from pyiceberg.conversions import from_bytes
 from pyiceberg.types import DateType, TimestampType, TimestamptzType
 from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
+from layout.catalog import RUN_ID, SPEC_HASH, stamp_of
 from layout.compaction import partitions as partitioning
 from layout.compaction.admission import check_table
 from layout.compaction.inputs import shareable_io_properties
+from layout.compaction.sorted_runs import SortedRun, runs_to_merge, sorted_runs
+from layout.durations import format_duration_short
 from layout.errors import UsageError
 from layout.models import Frozen
 from layout.read.overlap import overlap_depth
@@ -45,9 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Snapshot summary properties lakesort writes on every commit.
-RUN_ID = "lakesort.run-id"
-SPEC_HASH = "lakesort.spec-hash"
 
 Action = Literal["rewrite", "skip", "refuse"]
 
@@ -90,6 +96,7 @@ class PartitionDecision(Frozen):
     foreign_files: int  # not written by lakesort under this spec
     overlap_depth: int
     delete_files: int = 0
+    sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.sorted_runs`)
 
 
 class RewriteGroup(Frozen):
@@ -204,13 +211,17 @@ def _readable(iceberg_type: Any, value: Any) -> Any:
 
 
 def _lakesort_snapshots(table: Table) -> dict[int, dict[str, str]]:
-    """Snapshots committed by lakesort: id -> their lakesort summary properties."""
+    """Snapshots committed by lakesort: id -> their lakesort summary properties, and COMMITTED_MS."""
     out = {}
     for snap in table.snapshots():
         props = snap.summary.additional_properties if snap.summary is not None else {}
         if RUN_ID in props:
             out[snap.snapshot_id] = {k: v for k, v in props.items() if k.startswith("lakesort.")}
+            out[snap.snapshot_id][COMMITTED_MS] = str(snap.timestamp_ms)
     return out
+
+
+COMMITTED_MS = "snapshot.timestamp-ms"  # in `_lakesort_snapshots`' values: the snapshot's commit time
 
 
 # ---- deciding ---------------------------------------------------------------------------------------
@@ -306,7 +317,7 @@ def _decide(
     data = [e for e in entries if e.content == 0]
     deletes = [e for e in entries if e.content != 0]
     small = [e for e in data if e.size < spec.small_file_size]
-    foreign = [e for e in data if ours.get(e.snapshot_id, {}).get(SPEC_HASH) != layout_hash]
+    foreign = [e for e in data if _stamp(e, ours)[1] != layout_hash]
     depth = overlap_depth((e.lo, e.hi) for e in data)
     facts = {
         "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
@@ -332,6 +343,8 @@ def _decide(
     if foreign:
         reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}")
         chosen |= {e.path for e in foreign}
+    if not force and _keeps_runs(spec):
+        return _decide_runs(data, chosen, reasons, ours, spec, layout_hash, facts)
     if depth > 1:
         reasons.append(f"sorted runs overlap in {first_key}: depth {depth}")
         for comp in _components(data):
@@ -348,6 +361,75 @@ def _decide(
     # Whatever overlaps a chosen file is rewritten with it, so the outputs' runs are disjoint again.
     picked = [e for comp in _components(data) if any(e.path in chosen for e in comp) for e in comp]
     return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), picked
+
+
+def _stamp(entry: _Entry, ours: dict[int, dict[str, str]]) -> tuple[str | None, str | None]:
+    """(run id, spec hash) of the lakesort run that wrote the file: its snapshot's summary, or its path once
+    maintenance has expired the snapshot; (None, None) for another writer's file."""
+    props = ours.get(entry.snapshot_id)
+    if props is not None:
+        return props.get(RUN_ID), props.get(SPEC_HASH)
+    return stamp_of(entry.path) or (None, None)
+
+
+def _full_merge_due(runs: Sequence[SortedRun], ours: dict[int, dict[str, str]], spec: TableSpec) -> str | None:
+    """The reason to merge every run of the partition (`full_compaction_every`): the oldest run written since
+    the last full merge (the second oldest run: the oldest is what that merge wrote) is that old."""
+    if spec.full_compaction_every is None or len(runs) < 2:
+        return None
+    created = _created(runs[-2], ours)
+    if created is None or time.time() - created < spec.full_compaction_every.total_seconds():
+        return None
+    return (f"full compaction: {len(runs)} sorted runs, the oldest since the last full merge written "
+            f"{time.strftime('%Y-%m-%d', time.gmtime(created))} (full_compaction_every "
+            f"{format_duration_short(spec.full_compaction_every)})")
+
+
+def _created(run: SortedRun, ours: dict[int, dict[str, str]]) -> float | None:
+    """When the run was committed (seconds since the epoch): its snapshot's timestamp, or the time its run id
+    starts with (`plan_rewrite` names runs `%Y%m%dT%H%M%S-...`) once the snapshot has expired."""
+    stamps = [float(ours[f.snapshot_id][COMMITTED_MS]) / 1000 for f in run.files
+              if COMMITTED_MS in ours.get(f.snapshot_id, {})]
+    if stamps:
+        return min(stamps)
+    found = re.search(r"\d{8}T\d{6}", run.run_id)
+    if found is None:
+        return None
+    return calendar.timegm(time.strptime(found.group(), "%Y%m%dT%H%M%S"))
+
+
+def _keeps_runs(spec: TableSpec) -> bool:
+    return spec.max_sorted_runs > 1 and spec.keys is None and (spec.sort is None or spec.sort.strategy == "linear")
+
+
+def _decide_runs(
+    data: list[_Entry], new: set[str], reasons: list[str], ours: dict[int, dict[str, str]], spec: TableSpec,
+    layout_hash: str, facts: dict[str, Any],
+) -> tuple[PartitionDecision, list[_Entry]]:
+    """Sorted runs: the new files (`new`: other writers', another spec's) become one new run, merged with the
+    newest runs that `runs_to_merge` picks; the other runs stay as they are."""
+    runs = sorted_runs((e for e in data if e.path not in new), {e.path: _stamp(e, ours)[0] for e in data})
+    new = set(new)
+    for run in runs:
+        if not run.disjoint:  # e.g. two runs' outputs stamped with one run id: sorted into the new run again
+            reasons.append(f"the files of run {run.run_id} overlap in the sort key: sorted again")
+            new |= {f.path for f in run.files}
+    runs = [r for r in runs if r.disjoint]
+    facts = {**facts, "sorted_runs": len(runs)}
+    merged = runs_to_merge(sum(e.size for e in data if e.path in new), runs, spec.max_sorted_runs)
+    due = _full_merge_due(runs, ours, spec)
+    if due:
+        reasons.append(due)
+        merged = len(runs)
+    elif merged:
+        reasons.append(f"merging the newest {merged} of {len(runs)} sorted run(s) into the new run "
+                       f"({sum(r.bytes for r in runs[:merged])} bytes): at most {spec.max_sorted_runs} per partition, "
+                       "small runs first")
+    chosen = new | {f.path for r in runs[:merged] for f in r.files}
+    if not chosen:
+        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
+                                 **facts), []
+    return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), [e for e in data if e.path in chosen]
 
 
 def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int) -> list[RewriteGroup]:

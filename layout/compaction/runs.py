@@ -3,6 +3,7 @@ value the step before returned.
 
     TableRequest --prepare_table--> PlannedTable --(Spark)--> verify_table --> VerifiedRun
                  --commit_table--> CommittedRun --measure_table--> MeasuredRun
+    TableRequest --maintain_table--> MaintenanceResult   (nightly, after every table's compaction)
 
 The values are `Frozen` models because they travel between processes and hosts as XCom: a task returns
 `model.model_dump(mode="json")` and the next reads it with `Model.model_validate(payload)`, so a payload
@@ -28,18 +29,20 @@ from pydantic import model_validator
 from layout.compaction import steps
 from layout.compaction.dates import DateRange, date_range, partitions_for_dates
 from layout.compaction.lease import LeaseOwner, acquire_lease, release_lease
+from layout.compaction.maintain import maintain_table as _maintain
 from layout.compaction.planner import PartitionDecision
 from layout.compaction.steps import MeasureOutcome, PreparedRun, SparkJob, Trigger
 from layout.compaction.submit import operator_kwargs
 from layout.errors import LakesortError
+from layout.maintenance import MaintenanceResult
 from layout.metrics.measure import measure as measure_snapshot
 from layout.models import Frozen
 from layout.registry import find_spec
 from layout.spec import TableSpec
 
 __all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "TableMeasurement",
-           "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table", "measure_current",
-           "measure_table", "prepare_table", "spark_jobs", "to_compact", "verify_table"]
+           "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table", "maintain_table",
+           "measure_current", "measure_table", "prepare_table", "spark_jobs", "to_compact", "verify_table"]
 
 log = logging.getLogger(__name__)
 
@@ -319,3 +322,12 @@ def measure_current(table: str) -> TableMeasurement:
     log.info("%s: %d probe(s) measured on snapshot %s; the owners' probes select %d bytes", table, len(rows),
              snapshot, selected)
     return TableMeasurement(table=table, snapshot_id=snapshot, probes=len(rows), bytes_selected=selected)
+
+
+def maintain_table(request: TableRequest, *, owner: LeaseOwner) -> MaintenanceResult:
+    """Expire the table's snapshots by its spec's retention and delete the files nothing retained references
+    (`layout.compaction.maintain`), under the table's lease taken as `owner`: TableBusy (nothing done) when
+    another run holds it. A lease this run still holds (a compaction task that failed before releasing it)
+    is taken over: every task of the run that could work on the table has finished by then."""
+    trigger = "nightly" if request.trigger == "nightly" else "manual"
+    return _maintain(request.table, owner=owner, dry_run=request.dry_run, trigger=trigger)

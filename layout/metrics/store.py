@@ -1,7 +1,7 @@
-"""Where measurements live: two Iceberg tables in the table's own catalog, readable by any engine.
+"""Where measurements live: Iceberg tables in the table's own catalog, readable by any engine.
 
 `lakesort.pruning_metrics` holds one row per (run, table, probe, phase); `lakesort.compaction_runs`
-one row per (run, table). Appends are idempotent: a rerun for the same key first deletes the rows it
+and `lakesort.maintenance_runs` one row per (run, table). Appends are idempotent: a rerun for the same key first deletes the rows it
 replaces, in the same transaction, so a retried Airflow task never duplicates a measurement.
 
 Schemas only grow or relax: a new column is appended to the fields below, nullable, and a required
@@ -26,6 +26,15 @@ compaction_runs: run_id, table, status (committed | nothing-to-do | failed | dry
 snapshot_after, partitions_rewritten, groups, files_before, files_after, files_removed, files_added,
 bytes_before, bytes_after, bytes_rewritten, rows_rewritten, verification (passed | failed | skipped),
 findings (JSON list of layout.verify.rules findings), error.
+
+maintenance_runs (`layout.metrics.maintenance`): run_id, table, status (done | dry-run | failed),
+trigger (nightly | manual), started_at (timestamptz), duration_s (double), snapshot_id (the current
+snapshot), max_age_s, orphan_grace_s (doubles), min_snapshots, snapshots_before, snapshots_expired,
+snapshots_after, then files and bytes deleted per kind (`<kind>_files`, `<kind>_bytes` for metadata,
+manifest_list, manifest, data, delete, statistics and orphan: a dry run's are what a real run would have
+deleted), young_orphans, young_orphan_bytes (kept: younger than the grace period), files_before,
+bytes_before, files_after, bytes_after (everything under the table location), live_bytes (the files the
+current snapshot reads), error.
 """
 
 from __future__ import annotations
@@ -86,6 +95,22 @@ RUNS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("verification", _STRING, True), ("findings", _STRING, True), ("error", _STRING, False),
 )
 RUNS_KEY = ("run_id", "table")
+
+MAINTENANCE_RUNS = f"{NAMESPACE}.maintenance_runs"
+MAINTENANCE_KINDS = ("metadata", "manifest_list", "manifest", "data", "delete", "statistics", "orphan")
+MAINTENANCE_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("run_id", _STRING, True), ("table", _STRING, True), ("status", _STRING, True),
+    ("trigger", _STRING, True), ("started_at", _TS, True), ("duration_s", _DOUBLE, True),
+    ("snapshot_id", _LONG, False), ("max_age_s", _DOUBLE, True), ("min_snapshots", _LONG, True),
+    ("orphan_grace_s", _DOUBLE, True), ("snapshots_before", _LONG, True),
+    ("snapshots_expired", _LONG, True), ("snapshots_after", _LONG, True),
+    *((f"{kind}_{unit}", _LONG, True) for kind in MAINTENANCE_KINDS for unit in ("files", "bytes")),
+    ("young_orphans", _LONG, True), ("young_orphan_bytes", _LONG, True),
+    ("files_before", _LONG, True), ("bytes_before", _LONG, True),
+    ("files_after", _LONG, True), ("bytes_after", _LONG, True), ("live_bytes", _LONG, True),
+    ("error", _STRING, False),
+)
+MAINTENANCE_KEY = ("run_id", "table")
 
 
 def arrow_schema(fields: Sequence[tuple[str, str, bool]]) -> pa.Schema:

@@ -19,6 +19,7 @@ from layout.errors import UsageError
 from layout.expr.bind import to_arrow_filter
 from layout.expr.predicate import columns as expr_columns
 from layout.io import data_files
+from layout.read.chains import sorted_chains
 from layout.read.merge import merge_sorted
 from layout.read.plan_values import FilePlan, Plan, RowGroupPlan
 from layout.read.selection import RowSelection
@@ -46,7 +47,9 @@ def read_batches(plan: Plan) -> Iterator[pa.RecordBatch]:
 
 
 def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False, batch_size=65_536):
-    """Each file's matching rows as one sorted stream, merged (files are read as the merge needs them)."""
+    """The matching rows in key order, through the loser-tree merge: one stream per chain of files that
+    follow each other in the first key (`layout.read.chains`: a sorted run's files are one stream, so a
+    partition of a few runs merges a few streams), each file read when the merge reaches it."""
 
     keys = [key] if isinstance(key, str) else list(key)
     wanted = [*keys, *([sequence] if sequence else [])]
@@ -57,12 +60,14 @@ def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False,
                              f"columns={[*plan.columns, *missing]}")
     fmt = _format()
 
-    def stream(file):
-        table = _read_file(plan, file, fmt)
-        if table is not None:
-            yield from table.to_batches()
+    def stream(chain):
+        for file in chain:
+            table = _read_file(plan, file, fmt)
+            if table is not None:
+                yield from table.to_batches()
 
-    return merge_sorted([stream(f) for f in plan.files], keys, merge=merge, sequence=sequence,
+    chains = sorted_chains(plan.files, keys[0], descending=descending)
+    return merge_sorted([stream(c) for c in chains], keys, merge=merge, sequence=sequence,
                         descending=descending, batch_size=batch_size)
 
 

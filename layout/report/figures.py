@@ -13,7 +13,7 @@ from layout.report.formats import format_percent
 from layout.report.views import ProbeView, TableView
 from layout.sizes import byte_unit, format_size
 
-__all__ = ["before_after", "data_files", "efficiency", "file_size", "probe_bytes"]
+__all__ = ["before_after", "data_files", "efficiency", "file_size", "probe_bytes", "storage"]
 
 
 def _over_time(probe: ProbeView, column: str) -> list[tuple[float, float]]:
@@ -63,3 +63,15 @@ def file_size(view: TableView) -> Markup:
     return line_chart([Series("average file size", sizes)], title=f"{view.table}: average file size over time",
                       y_format=format_size, y_unit=byte_unit(max((s for _, s in sizes), default=0.0)),
                       width=500, height=200, klass="line-chart file-size")
+
+
+def storage(view: TableView) -> Markup:
+    """Bytes under the table location and the live data, at each maintenance run (its start, and a real
+    run's end): the gap is history and orphans that maintenance keeps or has yet to delete."""
+    points = view.storage_points
+    return line_chart(
+        [Series("under the table location", [(p.moment.timestamp(), float(p.total)) for p in points]),
+         Series("live data", [(p.moment.timestamp(), float(p.live)) for p in points], dashed=True)],
+        title=f"{view.table}: storage over time (total vs live)", y_format=format_size,
+        y_unit=byte_unit(max((p.total for p in points), default=0)), width=500, height=220,
+        klass="line-chart storage")

@@ -1,10 +1,10 @@
 """Static HTML reports for data owners: one page per table and an index across tables.
 
-    render_reports(out_dir, metrics, runs, specs)   # pure rendering from the two metrics tables
+    render_reports(out_dir, metrics, runs, specs, maintenance=...)   # pure rendering from the metrics tables
     write_reports()                                 # load them from the catalog, render, return index.html
 
-Input is exactly `layout.metrics.store`'s two tables (`pruning_metrics`, `compaction_runs`) as pyarrow
-tables, plus the table specs (owner, probes). Output goes to `<out_dir>/index.html` and
+Input is exactly `layout.metrics.store`'s tables (`pruning_metrics`, `compaction_runs` and, optionally,
+`maintenance_runs`) as pyarrow tables, plus the table specs (owner, probes). Output goes to `<out_dir>/index.html` and
 `<out_dir>/tables/<namespace.name>.html`: UTF-8 HTML5 that is also well-formed XML, with inline CSS and
 inline SVG charts (`layout.report.charts`), no scripts and nothing fetched, so the pages read the same
 offline, from a file share or attached to a mail. Output is deterministic for the same input and
@@ -13,8 +13,9 @@ offline, from a file share or attached to a mail. Output is deterministic for th
 The pages are jinja2 templates (`templates/`, autoescaped, an undefined name an error) over the values of
 `layout.report.views`. A table page: a headline (the newest run with `before` and `after` rows; its probe
 whose bytes read changed most); per probe, before vs after (bytes read, change, efficiency =
-bytes_ideal / bytes_selected); bytes read and efficiency over time; files and average file size; the
-latest verification with its findings; the last runs, newest first; the latest measurement per probe.
+bytes_ideal / bytes_selected); bytes read and efficiency over time; files and average file size; storage
+over time (bytes under the table location vs live data) and the last maintenance runs; the latest
+verification with its findings; the last runs, newest first; the latest measurement per probe.
 
 GX Data Docs are linked when `<out_dir>/gx/index.html` (or GX's own site folder under it,
 `gx/gx-data-docs/index.html`, where `layout.verify.expectations` builds it) exists.
@@ -38,7 +39,15 @@ from layout.catalog import load_catalog
 from layout.errors import ConfigError
 from layout.report import figures
 from layout.report.formats import DASH, format_count, format_duration, format_moment, format_percent
-from layout.report.rows import Measurement, Run, read_rows, typed_rows, utc
+from layout.report.rows import (
+    MaintenanceRun,
+    Measurement,
+    Run,
+    read_maintenance_rows,
+    read_rows,
+    typed_rows,
+    utc,
+)
 from layout.report.views import TableView, table_views
 from layout.settings import settings, variables
 from layout.sizes import format_size
@@ -55,7 +64,7 @@ __all__ = ["environment", "render_reports", "table_page_name", "write_reports"]
 log = logging.getLogger(__name__)
 
 _GX_PAGES = ("gx/index.html", "gx/gx-data-docs/index.html")  # ours, then layout.verify.expectations' site
-_STATUS_CLASS = {"committed": "ok", "passed": "ok", "failed": "bad", "nothing-to-do": "muted",
+_STATUS_CLASS = {"committed": "ok", "passed": "ok", "done": "ok", "failed": "bad", "nothing-to-do": "muted",
                  "dry-run": "muted", "skipped": "muted"}  # the badge of a status; others are "warn"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -109,12 +118,14 @@ def _render(out_dir: Path, views: Sequence[TableView], generated: datetime) -> P
 
 
 def render_reports(out_dir: Path, metrics: pa.Table, runs: pa.Table, specs: Sequence[TableSpec] = (), *,
-                   generated_at: datetime | None = None) -> Path:
+                   maintenance: pa.Table | None = None, generated_at: datetime | None = None) -> Path:
     """Write <out_dir>/index.html and one <out_dir>/tables/<namespace.name>.html per table (tables from
-    specs ∪ metrics ∪ runs); return the index path. Pages of tables no longer known are removed."""
+    specs ∪ metrics ∪ runs ∪ maintenance runs); return the index path. Pages of tables no longer known
+    are removed."""
     generated = utc(generated_at) or datetime.now(UTC)
     views = table_views(typed_rows(metrics, Measurement, "pruning metrics"),
-                        typed_rows(runs, Run, "compaction runs"), specs)
+                        typed_rows(runs, Run, "compaction runs"), specs,
+                        typed_rows(maintenance, MaintenanceRun, "maintenance runs"))
     return _render(Path(out_dir), views, generated)
 
 
@@ -145,6 +156,7 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
         names = sorted({spec.catalog for spec in specs}, key=lambda n: (n is not None, n or ""))
         catalogs = [load_catalog(name) for name in names or [None]]
     measurements, runs = read_rows(catalogs)
-    index = _render(out_dir, table_views(measurements, runs, specs), datetime.now(UTC))
+    views = table_views(measurements, runs, specs, read_maintenance_rows(catalogs))
+    index = _render(out_dir, views, datetime.now(UTC))
     log.info("wrote the lakesort report: %s", index)
     return index

@@ -1,6 +1,7 @@
-"""The rows of `layout.metrics.store`'s two tables as typed values: what a report is made from.
+"""The rows of `layout.metrics.store`'s tables as typed values: what a report is made from.
 
-    measurements, runs = read_rows(catalogs)                 # both tables from each catalog
+    measurements, runs = read_rows(catalogs)                 # both run tables from each catalog
+    maintenance = read_maintenance_rows(catalogs)            # lakesort.maintenance_runs from each catalog
     typed_rows(arrow_table, Measurement, "pruning metrics")  # or from a pyarrow table of the store's schema
 
 Timestamps are in UTC. A table without a column the rows need is a UsageError naming the columns.
@@ -17,6 +18,7 @@ from layout.errors import UsageError
 from layout.metrics import store
 
 # The rows are the values the metrics module records: one definition of each table's columns.
+from layout.metrics.maintenance import MaintenanceRecord as MaintenanceRun
 from layout.metrics.measure import Measurement
 from layout.metrics.measure import RunRecord as Run
 
@@ -24,11 +26,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-__all__ = ["Measurement", "Run", "read_rows", "typed_rows", "utc"]
+__all__ = ["MaintenanceRun", "Measurement", "Run", "read_maintenance_rows", "read_rows", "typed_rows", "utc"]
 
 
-_FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS}
-Row = TypeVar("Row", Measurement, Run)
+_FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS, MaintenanceRun: store.MAINTENANCE_FIELDS}
+Row = TypeVar("Row", Measurement, Run, MaintenanceRun)
 
 
 def utc(value: Any) -> datetime | None:
@@ -64,3 +66,10 @@ def read_rows(catalogs: Iterable[Catalog]) -> tuple[list[Measurement], list[Run]
                 for row in typed_rows(store.read(catalog, identifier, _FIELDS[kind]), kind, identifier)]
 
     return read(store.PRUNING_METRICS, Measurement), read(store.COMPACTION_RUNS, Run)
+
+
+def read_maintenance_rows(catalogs: Iterable[Catalog]) -> list[MaintenanceRun]:
+    """`lakesort.maintenance_runs` from each catalog (nothing from a catalog that recorded none yet)."""
+    return [row for catalog in catalogs for row in typed_rows(
+        store.read(catalog, store.MAINTENANCE_RUNS, store.MAINTENANCE_FIELDS), MaintenanceRun,
+        store.MAINTENANCE_RUNS)]

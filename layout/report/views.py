@@ -6,6 +6,8 @@ and its latest verification, as frozen values made from the rows of `layout.repo
 A probe's before vs after comes from the latest run with both phases for it; its history is the first
 `before` measurement, then every `after` and `on-demand` one by measured_at. Files and average file size
 are files_before/bytes_before of the first run, then files_after/bytes_after of each committed run.
+Storage is what each maintenance run found under the table location when it started (and, a real run,
+left when it ended) next to the live data, the bytes the current snapshot reads.
 
 Values only, no HTML: the templates (`templates/`) lay them out and `layout.report.figures` draws them.
 """
@@ -20,12 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from layout.report.rows import Measurement, Run
+from layout.report.rows import MaintenanceRun, Measurement, Run
 
 if TYPE_CHECKING:
     from layout.spec import TableSpec
 
-__all__ = ["LAST_RUNS", "FilePoint", "Finding", "Pair", "ProbeView", "TableView", "Verification", "table_views"]
+__all__ = ["LAST_RUNS", "FilePoint", "Finding", "Pair", "ProbeView", "StoragePoint", "TableView", "Verification",
+           "table_views"]
 
 LAST_RUNS = 20  # runs a table page lists; earlier failed verifications are shown among these only
 _VERIFIED = ("passed", "failed")  # a nothing-to-do or dry run verifies nothing
@@ -155,6 +158,15 @@ class FilePoint:
 
 
 @dataclass(frozen=True, slots=True)
+class StoragePoint:
+    """Bytes under the table location and live bytes (what the current snapshot reads) at a moment."""
+
+    moment: datetime
+    total: int
+    live: int
+
+
+@dataclass(frozen=True, slots=True)
 class TableView:
     """Everything a table's page shows."""
 
@@ -162,6 +174,24 @@ class TableView:
     spec: TableSpec | None
     probes: tuple[ProbeView, ...]  # the spec's in its order, then the others (owner kind first, by name)
     runs: tuple[Run, ...]  # by started_at, oldest first
+    maintenance: tuple[MaintenanceRun, ...] = ()  # by started_at, oldest first
+
+    @property
+    def storage_points(self) -> tuple[StoragePoint, ...]:
+        """Each maintenance run's start (what had accumulated), and the end of each real one (what it left)."""
+        points = []
+        for run in self.maintenance:
+            if run.status == "failed":
+                continue
+            points.append(StoragePoint(run.started_at, run.bytes_before, run.live_bytes))
+            if run.status == "done":
+                points.append(StoragePoint(run.ended_at, run.bytes_after, run.live_bytes))
+        return tuple(points)
+
+    @property
+    def recent_maintenance(self) -> tuple[MaintenanceRun, ...]:
+        """The last LAST_RUNS maintenance runs, newest first."""
+        return self.maintenance[::-1][:LAST_RUNS]
 
     @property
     def last_run(self) -> Run | None:
@@ -273,9 +303,10 @@ def _probe_views(spec: TableSpec | None, rows: Sequence[Measurement]) -> tuple[P
     return (*views.values(), *extra)
 
 
-def table_views(measurements: Iterable[Measurement], runs: Iterable[Run],
-                specs: Sequence[TableSpec] = ()) -> list[TableView]:
-    """One view per table of the specs, the measurements and the runs, sorted by table name."""
+def table_views(measurements: Iterable[Measurement], runs: Iterable[Run], specs: Sequence[TableSpec] = (),
+                maintenance: Iterable[MaintenanceRun] = ()) -> list[TableView]:
+    """One view per table of the specs, the measurements, the runs and the maintenance runs, sorted by
+    table name."""
     by_spec = {spec.table: spec for spec in specs}
     measured: defaultdict[str, list[Measurement]] = defaultdict(list)
     for row in measurements:
@@ -283,6 +314,9 @@ def table_views(measurements: Iterable[Measurement], runs: Iterable[Run],
     ran: defaultdict[str, list[Run]] = defaultdict(list)
     for run in sorted(runs, key=lambda r: (r.started_at, r.run_id)):
         ran[run.table].append(run)
-    names = sorted(set(by_spec) | set(measured) | set(ran))
+    maintained: defaultdict[str, list[MaintenanceRun]] = defaultdict(list)
+    for done in sorted(maintenance, key=lambda r: (r.started_at, r.run_id)):
+        maintained[done.table].append(done)
+    names = sorted(set(by_spec) | set(measured) | set(ran) | set(maintained))
     return [TableView(name, by_spec.get(name), _probe_views(by_spec.get(name), measured.get(name, ())),
-                      tuple(ran.get(name, ()))) for name in names]
+                      tuple(ran.get(name, ())), tuple(maintained.get(name, ()))) for name in names]

@@ -24,7 +24,8 @@ file and the dotted key, one line per problem.
 
 The package owns the spec's models (`models`), reading them (`loading`), their JSON schema (`schema`,
 ``__main__``) and applying a spec's sort to an Iceberg table (`sorting`). It may import the floors
-below it (`layout.expr` for probe predicates, `layout.errors`, `layout.models`, `layout.sizes`),
+below it (`layout.expr` for probe predicates, `layout.errors`, `layout.models`, `layout.sizes`,
+`layout.durations`),
 pydantic, PyYAML and pyiceberg; nothing above it (registry, read, verify, compaction, ...).
 """
 
@@ -41,6 +42,7 @@ from layout.spec.models import (
     NullOrder,
     Owner,
     Probe,
+    Retention,
     Size,
     SizeOrZero,
     SortKey,
@@ -64,6 +66,7 @@ __all__ = [
     "NullOrder",
     "Owner",
     "Probe",
+    "Retention",
     "Size",
     "SizeOrZero",
     "SortKey",

@@ -7,8 +7,10 @@ annotations only shape the published JSON schema (`layout.spec.schema`): they do
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -16,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BeforeValidator,
     Field,
+    PlainSerializer,
     PlainValidator,
     PrivateAttr,
     ValidationInfo,
@@ -24,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from layout.durations import DURATION_PATTERN, format_duration_short, parse_duration
 from layout.errors import UsageError
 from layout.expr.sql import parse_where
 from layout.models import Frozen
@@ -39,6 +43,7 @@ __all__ = [
     "NullOrder",
     "Owner",
     "Probe",
+    "Retention",
     "Size",
     "SizeOrZero",
     "SortKey",
@@ -64,6 +69,14 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 # Bumped when the canonical form changes meaning, so old hashes cannot match by accident.
 _HASH_VERSION = 1
 _HASH_FIELDS = ("sort", "target_file_size", "max_group_size", "writer", "keys")
+def _bloom_bytes(ndv: int, fpp: float) -> int:
+    """The bytes of the split-block bloom filter parquet-mr writes for `ndv` values at `fpp`
+    (BlockSplitBloomFilter.optimalNumOfBits, rounded up to a power of two, 32 B .. 128 MiB)."""
+    bits = -8 * ndv / math.log(1 - fpp ** (1 / 8))
+    size = max(32, math.ceil(bits / 8))
+    return min(1 << (size - 1).bit_length(), 128 * 1024 * 1024)
+
+
 _SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4_raw": "lz4_raw", "uncompressed": "none"}
 _LEVELS = {"zstd": (1, 22), "gzip": (1, 9)}
 # Hadoop's GzipCodec reads `zlib.compress.level` with Configuration.getEnum, so it wants the enum
@@ -124,6 +137,14 @@ Columns = Annotated[
     tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_column_list), WithJsonSchema(_columns_schema())
 ]
 NonEmpty = Annotated[str, Field(min_length=1)]
+Duration = Annotated[
+    dt.timedelta,
+    BeforeValidator(parse_duration),
+    # Dumped as written ("3d", not ISO 8601's "P3D"), so a dumped spec reads back.
+    PlainSerializer(format_duration_short, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN,
+                    "description": "a number with a unit: s, m, h, d or w, e.g. 36h, 3d, 2w"}),
+]
 
 
 def _columns_or_all(value: object) -> Literal["all"] | tuple[str, ...]:
@@ -302,10 +323,21 @@ class WriterSpec(Frozen):
                 options["parquet.compression.codec.zstd.level"] = str(self.compression_level)
             else:
                 options["zlib.compress.level"] = _ZLIB_LEVELS[self.compression_level]
+        if self.bloom_filters:
+            # Adaptive filters: parquet-mr sizes a filter for `ndv` whatever the file holds (a 300-row file of
+            # a nightly run carried a 128 KiB filter, 13x its data); adaptive, it keeps candidates from the
+            # size `ndv` and `fpp` ask for (the global max.bytes) down to about 1 KiB and writes the smallest
+            # that holds the values written at `fpp`. Measured on parquet-mr 1.17 (ndv 100,000): 1 KiB for 300
+            # distinct values, 8 KiB for 5,000, 128 KiB for 200,000. With expected.ndv set, parquet-mr ignores
+            # the adaptive flag, so it is not passed.
+            largest = max(_bloom_bytes(b.ndv, b.fpp) for b in self.bloom_filters.values())
+            options["parquet.bloom.filter.adaptive.enabled"] = "true"
+            options["parquet.bloom.filter.max.bytes"] = str(largest)
         for column, bloom in sorted(self.bloom_filters.items()):
             options[f"parquet.bloom.filter.enabled#{column}"] = "true"
-            options[f"parquet.bloom.filter.expected.ndv#{column}"] = str(bloom.ndv)
             options[f"parquet.bloom.filter.fpp#{column}"] = repr(bloom.fpp)
+            options[f"parquet.bloom.filter.candidates.number#{column}"] = str(
+                max(1, (_bloom_bytes(bloom.ndv, bloom.fpp) // 1024).bit_length()))
             # parquet-mr drops a chunk's bloom filter when all its data pages are dictionary-encoded
             # (ParquetFileWriter.writeColumnChunk): a bloom-filtered column is written without one.
             options[f"parquet.enable.dictionary#{column}"] = "false"
@@ -393,13 +425,52 @@ class UpsertKeys(Frozen):
     )
 
 
+# Unreferenced files younger than this are never deleted: a writer that does not take lakesort's lease (an
+# ingest job) may have written files it has not committed yet.
+MIN_ORPHAN_GRACE = dt.timedelta(hours=1)
+
+
+class Retention(Frozen):
+    """How much history the nightly maintenance keeps (`lakesort expire`): snapshots and the files under
+    the table location that nothing retained references."""
+
+    # Defaults as written in a spec (validated into timedeltas), so the JSON schema shows "3d".
+    max_age: Duration = Field(
+        "3d",
+        validate_default=True,
+        description="Snapshots older than this are expired, except the newest min_snapshots of every branch "
+        "and the heads of every branch and tag. A duration: 36h, 3d, 2w. Default 3d.",
+    )
+    min_snapshots: Annotated[int, Field(ge=1)] = Field(
+        5,
+        description="The newest snapshots of every branch (the main one included) always kept, whatever their "
+        "age. At least 1. Default 5.",
+    )
+    orphan_grace: Duration = Field(
+        "3d",
+        validate_default=True,
+        description="Files under the table location that no snapshot ever referenced (a crashed writer's "
+        "leftovers) are deleted only once older than this, by modification time: a writer may have written "
+        "files it has not committed yet. At least 1h. Default 3d.",
+    )
+
+    @field_validator("orphan_grace")
+    @classmethod
+    def _grace(cls, value: dt.timedelta) -> dt.timedelta:
+        if value < MIN_ORPHAN_GRACE:
+            raise ValueError(f"orphan_grace must be at least 1h (a writer may not have committed its files "
+                             f"yet), got {format_duration_short(value)}")
+        return value
+
+
 class TableSpec(Frozen):
     """The spec of one table; build with `load_spec` or `parse_spec` so errors name the file.
 
     `spec_hash` fingerprints what changes the bytes written (sort, sizes that shape files, writer,
     keys), so a planner can tell whether a partition was compacted under the same spec. Owner,
-    probes, catalog, table name, verification bounds and the planning thresholds (`small_file_size`,
-    `min_small_files`) do not enter it: changing them must not make every partition look stale.
+    probes, catalog, table name, verification bounds, retention and the planning thresholds
+    (`small_file_size`, `min_small_files`) do not enter it: changing them must not make every
+    partition look stale.
     """
 
     table: str = Field(
@@ -430,6 +501,19 @@ class TableSpec(Frozen):
         "default): one small file is just a partition's last file, and rewriting it alone would give a small "
         "file again, every night.",
     )
+    max_sorted_runs: Annotated[int, Field(ge=1)] = Field(
+        4,
+        description="Most sorted runs a partition may hold (linear, unkeyed tables). A nightly rewrite sorts only "
+        "the new files into a run of their own, merged with the newest runs when they are small beside it or "
+        "when the partition would hold more than this; a reader of a key reads at most this many files of a "
+        "partition. 1: every rewrite merges the partition into one run. Default 4.",
+    )
+    full_compaction_every: Duration | None = Field(
+        None,
+        description="A partition holding several sorted runs is merged into one once the oldest run written "
+        "since its last full merge is this old (e.g. 7d: weekly), so readers of old data read one run. Absent "
+        "or null: runs are merged only by size and max_sorted_runs (and `lakesort compact --full`).",
+    )
     max_group_size: Size = Field(
         1 * GiB,
         description="Most input bytes one rewrite group (one Spark task set) reads; at least "
@@ -448,6 +532,12 @@ class TableSpec(Frozen):
     )
     keys: UpsertKeys | None = Field(
         None, description="Upsert tables only: the row key and how rows with the same key merge."
+    )
+    retention: Retention = Field(
+        Retention(),
+        description="How much history the nightly maintenance keeps: snapshots by age and count, and how old "
+        "an unreferenced file must be before it is deleted. Default: max_age 3d, min_snapshots 5, "
+        "orphan_grace 3d.",
     )
 
     _source: str = PrivateAttr(default="<spec>")

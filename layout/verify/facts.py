@@ -25,9 +25,11 @@ class OpenedFile:
     pf: ParquetFile
     filesystem: Any
     partition: str
+    run: str | None = None  # its sorted run within the partition; None: the partition's files are one run
 
 
-def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None) -> list[OpenedFile]:
+def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None,
+               runs: Mapping[str, str] | None = None) -> list[OpenedFile]:
 
     out = []
     for item in files:
@@ -35,7 +37,7 @@ def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None) -> li
         pf = ParquetFile.open(path, filesystem=filesystem)
         # Default partition: the directory (Hive-style partition directories, one per partition).
         partition = (partitions or {}).get(path, str(PurePosixPath(path).parent))
-        out.append(OpenedFile(pf, filesystem, partition))
+        out.append(OpenedFile(pf, filesystem, partition, (runs or {}).get(path)))
     return out
 
 

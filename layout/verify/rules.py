@@ -12,7 +12,8 @@ index, which reads that one column of that one row group. Rules, one small funct
 ``boundary_order``  the column index's BoundaryOrder is the intended one (error, with the first pair of
                     pages that breaks the order)
 ``row_group_order`` row groups of a file ordered in the first sort key (error)
-``overlap``         files of one partition hold disjoint ranges of the first sort key (error)
+``overlap``         files of one sorted run of a partition hold disjoint ranges of the first sort key
+                    (error); a table's partition holds at most max_sorted_runs overlapping runs (warning)
 ``row_group_size`` / ``file_size``  within the spec's verify bounds (error)
 ``pages``           pages per row group and rows per page (info)
 ``bloom_filter``    bloom filters where the spec asks for them (error)
@@ -133,6 +134,7 @@ class Intent:
     truncate_length: int | None = None
     page_size: int | None = None
     page_row_limit: int | None = None
+    max_sorted_runs: int | None = None  # a table's partition may hold this many overlapping runs
 
     @classmethod
     def of(cls, spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None) -> Intent:
@@ -149,6 +151,7 @@ class Intent:
             bloom_columns=tuple(v.bloom_filter_columns or ()), min_row_group_size=v.min_row_group_size,
             max_row_group_size=v.max_row_group_size, min_file_size=v.min_file_size,
             max_file_size=v.max_file_size, truncate_length=w.column_index_truncate_length,
+            max_sorted_runs=spec.max_sorted_runs,
             page_size=w.page_size, page_row_limit=w.page_row_count_limit,
         )
 
@@ -354,17 +357,20 @@ def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Findi
     key = intent.first_key
     if key is None:
         return
-    by_partition: dict[str, list[tuple[str, Any, Any]]] = {}
+    by_run: dict[tuple[str, str], list[tuple[str, Any, Any]]] = {}
     for f in files:
         if f.pf.has_column(key.column):
-            by_partition.setdefault(f.partition, []).append((f.pf.path, *_file_bounds(f.pf, key.column)))
-    for partition, ranges in sorted(by_partition.items()):
+            by_run.setdefault((f.partition, f.run or ""), []).append((f.pf.path, *_file_bounds(f.pf, key.column)))
+    yield from _stacked_runs(files, by_run, intent)
+    for (label, run), ranges in sorted(by_run.items()):
         if len(ranges) < 2:
             continue
+        where = f"partition {label!r}" + (f", sorted run {run}," if run else "")
+
         unknown = [p for p, lo, _ in ranges if lo is None]
         if unknown:
             yield Finding("overlap", "warning", unknown[0], None, key.column, "no statistics for the key",
-                          "disjoint files", f"{len(unknown)} file(s) in partition {partition!r} have no "
+                          "disjoint files", f"{len(unknown)} file(s) in {where} have no "
                           f"`{key.column}` statistics, so overlap cannot be checked; write statistics")
             continue
         depth = overlap_depth((lo, hi) for _, lo, hi in ranges)
@@ -372,14 +378,34 @@ def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Findi
         if depth > 1:
             (a, alo, ahi), (b, blo, bhi) = pair
             yield Finding("overlap", "error", b, None, key.column, f"overlap depth {depth}", "overlap depth 1",
-                          f"files in partition {partition!r} overlap in `{key.column}` (depth {depth}): {a} holds "
+                          f"files in {where} overlap in `{key.column}` (depth {depth}): {a} holds "
                           f"[{alo!r} .. {ahi!r}] and {b} [{blo!r} .. {bhi!r}]; range-partition the rewrite on the "
                           f"sort keys (repartitionByRange) so each file holds its own key range, then rewrite "
                           f"the partition again (lakesort compact --force --partition ...)")
         elif pair is not None:
             yield Finding("overlap", "warning", pair[1][0], None, key.column, "files touch",
-                          "overlap depth 1", f"files in partition {partition!r} only touch at `{key.column}` = "
+                          "overlap depth 1", f"files in {where} only touch at `{key.column}` = "
                           f"{pair[0][2]!r} (one value split across two files); readers of that value read both")
+
+
+def _stacked_runs(files: Sequence[OpenedFile], by_run: Mapping[tuple[str, str], list[tuple[str, Any, Any]]],
+                  intent: Intent) -> Iterable[Finding]:
+    """A table's partition may hold up to max_sorted_runs sorted runs (`layout.compaction.sorted_runs`); deeper
+    than that, a reader of one key reads more files than the spec allows until the next compaction."""
+    if intent.max_sorted_runs is None or not any(f.run is not None for f in files):
+        return
+    by_partition: dict[str, list[tuple[str, Any, Any]]] = {}
+    for (label, _), ranges in by_run.items():
+        by_partition.setdefault(label, []).extend(ranges)
+    for label, ranges in sorted(by_partition.items()):
+        depth = overlap_depth((lo, hi) for _, lo, hi in ranges)
+        if depth > intent.max_sorted_runs:
+            runs = len({run for (part, run) in by_run if part == label})
+            yield Finding("overlap", "warning", ranges[0][0], None, intent.first_key.column,
+                          f"overlap depth {depth}", f"at most {intent.max_sorted_runs} sorted runs",
+                          f"partition {label!r} holds {runs} sorted run(s) or unsorted file(s) overlapping {depth} deep "
+                          f"in `{intent.first_key.column}`, more than max_sorted_runs ({intent.max_sorted_runs}); the "
+                          "next compaction merges them (lakesort compact, or the nightly DAG)")
 
 
 def _file_bounds(pf: ParquetFile, name: str) -> tuple[Any, Any]:
@@ -530,12 +556,13 @@ RULES = ("page_index", "boundary_order", "row_group_order", "overlap", "row_grou
 
 
 def verify_files(files: Iterable[Any], spec: TableSpec | None = None, *, sort_keys: Sequence[SortKey] | None = None,
-                 partitions: Mapping[str, str] | None = None) -> VerifyReport:
+                 partitions: Mapping[str, str] | None = None, runs: Mapping[str, str] | None = None) -> VerifyReport:
     """Check Parquet files (paths, or (filesystem, path) pairs) against `spec` (None: indexes only).
 
     `sort_keys` default to the spec's; `partitions` maps a path to its partition (default: its directory)
-    for the overlap rule. Unreadable files raise `ParquetError` (an InputError)."""
-    opened = open_files(files, partitions)
+    and `runs` to its sorted run in it (default: a partition's files are one run) for the overlap rule.
+    Unreadable files raise `ParquetError` (an InputError)."""
+    opened = open_files(files, partitions, runs)
     intent = Intent.of(spec, sort_keys)
     findings: list[Finding] = []
     for f in opened:
@@ -566,7 +593,8 @@ def verify_source(source: str, spec: TableSpec | None = None) -> VerifyReport:
         return verify_files(found.files, found.spec)
     if found.spec is None:
         return verify_files(found.files, None, partitions=found.partitions)
-    report = verify_files(found.files, found.spec, sort_keys=found.sort_keys, partitions=found.partitions)
+    report = verify_files(found.files, found.spec, sort_keys=found.sort_keys, partitions=found.partitions,
+                          runs=found.runs)
     extra = check_sort_order_ids(found.table, found.spec, [p for _, p in found.files])
     return _sorted(report.findings + tuple(extra), report.files, report.row_groups)
 

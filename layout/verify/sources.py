@@ -15,14 +15,14 @@ from pyarrow import fs
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
-from layout.catalog import load_table
+from layout.catalog import RUN_ID, load_table, stamp_of
 from layout.errors import ConfigError
 from layout.io import data_files, resolve
 from layout.manifest import StagedManifest
 from layout.registry import find_spec
 from layout.spec import SortKey, TableSpec, resolve_sort_keys
 
-__all__ = ["Source", "resolve_source", "staged_files", "table_files"]
+__all__ = ["Source", "resolve_source", "staged_files", "table_files", "table_runs"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class Source:
     spec: TableSpec | None  # None: the default rules
     sort_keys: tuple[SortKey, ...] | None  # resolved against the table (its sort order by default)
     table: Table | None
+    runs: dict[str, str] | None = None  # path -> its sorted run (`table_runs`); None: one run per partition
 
 
 def resolve_source(source: str, spec: TableSpec | None = None) -> Source:
@@ -48,7 +49,7 @@ def resolve_source(source: str, spec: TableSpec | None = None) -> Source:
     table = load_table(source, spec.catalog if spec is not None else None)
     files, partitions = table_files(table)
     keys = tuple(resolve_sort_keys(spec, table)) if spec is not None else None
-    return Source(files, partitions, spec, keys, table)
+    return Source(files, partitions, spec, keys, table, table_runs(table))
 
 
 def table_files(table: Table) -> tuple[Files, dict[str, str]]:
@@ -61,6 +62,24 @@ def table_files(table: Table) -> tuple[Files, dict[str, str]]:
         partitions[path] = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
         files.append((filesystem, path))
     return files, partitions
+
+
+def table_runs(table: Table) -> dict[str, str]:
+    """Each live data file's sorted run: the lakesort run that committed it (its snapshot summary's
+    `lakesort.run-id`, or its path once the snapshot has expired: `layout.catalog.stamp_of`), or the file
+    alone when another writer added it. Paths as `table_files` gives them."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return {}
+    run_of = {s.snapshot_id: s.summary.additional_properties.get(RUN_ID) for s in table.snapshots()
+              if s.summary is not None}
+    runs = {}
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            _, path = resolve(entry.data_file.file_path)
+            stamp = stamp_of(entry.data_file.file_path)
+            runs[path] = run_of.get(entry.snapshot_id) or (stamp[0] if stamp else f"file {path}")
+    return runs
 
 
 def staged_files(manifest: StagedManifest) -> tuple[Files, dict[str, str]]:

@@ -13,7 +13,7 @@ import lakesort_common as common
 import pytest
 
 from layout.compaction import runs
-from layout.compaction.lease import LeaseOwner, acquire_lease, read_lease
+from layout.compaction.lease import LeaseOwner, acquire_lease, read_lease, release_lease
 from layout.compaction.submit import describe_job
 
 
@@ -78,6 +78,32 @@ def test_the_tasks_pass_json_and_a_failed_spark_job_fails_verify(events, tmp_pat
             verify.python_callable(planned)
         assert context["lakesort_table"] == "t.events"
         assert not (tmp_path / "work" / "t.events" / "lease.json").exists()
+
+
+def test_the_maintain_task_returns_json_and_skips_a_busy_table(events, tmp_path):
+    """The nightly `maintain` task: the table's maintenance as a JSON payload, under this run's lease (taken
+    over if a failed task of the run left it held); a table another run holds is skipped, untouched."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from layout.metrics.maintenance import read_maintenance
+
+    request = {"table": "t.events", "trigger": "nightly"}
+    acquire_lease("t.events", LeaseOwner.dag("lakesort_nightly", "r1"))  # as a failed compaction task leaves it
+    with task_context() as context:
+        payload = common.maintain.function(request)
+    assert json.loads(json.dumps(payload)) == payload and context["lakesort_table"] == "t.events"
+    assert (payload["status"], payload["run_id"], payload["snapshots_expired"]) == ("done", "r1", [])
+    assert payload["files_before"] > 0 and payload["files_after"] == payload["files_before"]  # nothing to delete
+    catalog = events.catalog
+    (row,) = read_maintenance(catalog, "t.events").to_pylist()
+    assert (row["run_id"], row["status"], row["trigger"]) == ("r1", "done", "nightly")
+    release_lease("t.events", LeaseOwner.dag("lakesort_nightly", "r1"))
+    holder = LeaseOwner.cli()
+    acquire_lease("t.events", holder)
+    with task_context(run_id="r2"), pytest.raises(AirflowSkipException, match=r"is working on this table.*skipped"):
+        common.maintain.function(request)
+    assert read_lease("t.events").same_run(holder)
+    assert [r["run_id"] for r in read_maintenance(catalog, "t.events").to_pylist()] == ["r1"]
 
 
 def test_the_report_task_sweeps_the_runs_leases(registry, tmp_path):

@@ -100,9 +100,10 @@ def test_compaction_task_structure(dagbag):
     from airflow.sdk.definitions.mappedoperator import MappedOperator
     from airflow.sdk.definitions.taskgroup import MappedTaskGroup
 
-    for dag_id, first in (("lakesort_nightly", "list_tables"), ("lakesort_backfill", "check_request")):
+    for dag_id, first, extra in (("lakesort_nightly", "list_tables", {"maintain"}),
+                                 ("lakesort_backfill", "check_request", set())):
         dag = dagbag.dags[dag_id]
-        assert _task_ids(dag) == COMPACTION_TASKS | {first}
+        assert _task_ids(dag) == COMPACTION_TASKS | {first} | extra
         task = dag.get_task
         assert task("prepare").upstream_task_ids == {first}
         assert isinstance(task("prepare"), MappedOperator)
@@ -121,7 +122,15 @@ def test_compaction_task_structure(dagbag):
         assert {"compact", "planned"} <= verify.upstream_task_ids
         assert commit.upstream_task_ids == {"table.verify"} and measure.upstream_task_ids == {"table.commit"}
         assert [o for o in commit.outlets] == [AssetAlias("lakesort-compacted")]
-        assert task("report").trigger_rule == "all_done" and "table.measure" in task("report").upstream_task_ids
+        report = task("report")
+        assert report.trigger_rule == "all_done"
+        if extra:  # the nightly: every table's maintenance once all compactions are done, then the report
+            maintain = task("maintain")
+            assert isinstance(maintain, MappedOperator) and maintain.trigger_rule == "all_done"
+            assert maintain.upstream_task_ids == {first, "table.measure"}
+            assert report.upstream_task_ids == {"maintain"}
+        else:
+            assert "table.measure" in report.upstream_task_ids
         watcher = task("check_tables")
         assert watcher.trigger_rule == "one_failed" and watcher.upstream_task_ids == _task_ids(dag) - {"check_tables"}
 

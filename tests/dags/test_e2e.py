@@ -2,7 +2,8 @@
 
 In order (each fixture builds on the one before, once per module):
   1. lakesort_nightly over two registered tables: demo.lineitem compacts; demo.broken (a truncated data
-     file) fails in its own `prepare` with a log line naming the file, and nothing else of it runs.
+     file) fails in its own `prepare` with a log line naming the file, and nothing else of its compaction
+     runs; then both are maintained (their history is younger than the retention: nothing is deleted).
   2. lakesort_backfill for one partition with force: only that partition's files are rewritten.
   3. lakesort_backfill as a dry run over a date range: the plan in the log and XCom, nothing changes.
 Then the nightly planning step once more finds nothing to do.
@@ -122,6 +123,27 @@ def test_nightly_compacts_the_good_table(nightly, lake):
     assert not list((lake.root / "work").glob("*/lease.json"))  # every lease released
     assert (lake.root / "reports" / "index.html").is_file(), "the report task wrote no reports/index.html"
     assert f"lakesort report: {(lake.root / 'reports' / 'index.html').resolve()}" in run.output
+
+
+def test_nightly_maintains_every_table(nightly, lake):
+    """After the compactions, each table's maintenance: recorded, nothing expired or deleted (every snapshot is
+    younger than the default retention of 3 days, and there are 5 at most), every snapshot still readable;
+    the report shows the storage."""
+    from layout.metrics.maintenance import read_maintenance
+
+    run, _ = nightly
+    assert run.states("maintain") == {GOOD: "success", BROKEN: "success"}
+    rows = {r["table"]: r for r in read_maintenance(lake.catalog).to_pylist() if r["run_id"] == run.run_id}
+    assert set(rows) == {GOOD, BROKEN}
+    good = rows[GOOD]
+    assert (good["status"], good["trigger"], good["snapshots_expired"]) == ("done", "nightly", 0)
+    assert good["files_after"] == good["files_before"] and good["bytes_before"] > good["live_bytes"] > 0
+    assert run.xcom("maintain", GOOD)["snapshots_after"] == good["snapshots_before"] == 5
+    table = lake.table()  # four appends, then the compaction: every snapshot reads, each more rows
+    counts = [table.scan(snapshot_id=s.snapshot_id).to_arrow().num_rows for s in table.metadata.snapshots]
+    assert counts == sorted(counts) and counts[0] > 0 and counts[-2:] == [lake.source_rows.num_rows] * 2
+    html = (lake.root / "reports" / "tables" / f"{GOOD}.html").read_text()
+    assert "storage over time (total vs live)" in html
 
 
 def test_a_broken_table_fails_alone(nightly, lake):

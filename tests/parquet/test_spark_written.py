@@ -283,3 +283,23 @@ def test_bloom_filters_written_by_parquet_mr(spark, tmp_path):
         assert all(bloom.might_contain(row[j]) for row in rows), col
         false_positives = sum(bloom.might_contain(row[j]) for row in absent)
         assert false_positives <= 0.10 * len(absent), (col, false_positives)
+
+
+@pytest.mark.parametrize("rows", [300, 40_000])
+def test_the_spec_s_bloom_filters_are_sized_for_the_values_a_file_holds(spark, tmp_path, rows):
+    """The spec's writer options make parquet-mr's adaptive bloom filters: a small file (a nightly run's) gets a
+    filter of about 1 KiB, not the 128 KiB that ndv 100,000 asks for, and a full one still the 128 KiB; each
+    holds every value written and tells most absent values apart at about the spec's fpp."""
+    from layout.spec import parse_spec
+
+    spec = parse_spec({"table": "t.x", "owner": {"name": "T", "email": "t@example.com"},
+                       "writer": {"bloom_filters": {"k": {"ndv": 100_000, "fpp": 0.01}}}}, source="test")
+    path = write_spark(spark, [(k * 7,) for k in range(rows)], tmp_path / "bloom", schema="k long",
+                       options=spec.writer.spark_options())
+    pf = ParquetFile.open(str(path))
+    bloom = pf.bloom_filter(0, "k")
+    size = pf.row_groups[0].columns[0].meta_data.bloom_filter_length
+    assert size <= (2 * 1024 if rows == 300 else 128 * 1024 + 64), size
+    assert all(bloom.might_contain(k * 7) for k in range(rows))
+    absent = sum(bloom.might_contain(k * 7 + 3) for k in range(rows))
+    assert absent <= 0.03 * rows + 3, absent
