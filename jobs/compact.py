@@ -396,8 +396,7 @@ def _with_halves(df, columns):
     half would hash every column again."""
     high, low = hash_halves("`__hash`")
     return (df.withColumn("__hash", F.expr(spark_row_hash_expr(columns)))
-            .withColumn("__high", F.expr(high)).withColumn("__low", F.expr(low))) \
-        .withColumn("__low", F.expr(low.replace(spark_row_hash_expr(["__hash"]), "`__hash`")))
+            .withColumn("__high", F.expr(high)).withColumn("__low", F.expr(low)))
 
 
 class _Clock:
