@@ -4,9 +4,10 @@ For the groups of the rewrite plan, in one Spark application and parallel in eve
 the planned input files as Iceberg defines their rows (Spark's own reader for files whose columns match
 the schema by name, field id and type; pyiceberg's reader in the executors for the others:
 `layout.compaction.inputs`), tag each row with its group and the partition of the table's current spec,
-apply the merge rule for keyed tables, and in one pass count rows, fingerprint the input and sample the
-sort key. File boundaries are the sample's quantiles; each row goes to the task of its file, which sorts
-it (linear, or z-order on interleaved key bits) and writes Parquet with the spec's writer settings and
+apply the merge rule for keyed tables, and in a pass over the sort and partition columns count rows and
+sample the sort key. File boundaries are the sample's quantiles; each row goes to the task of its file
+(the pass that reads every column for that shuffle fingerprints the input), which sorts it (linear, or
+z-order on interleaved key bits) and writes Parquet with the spec's writer settings and
 Iceberg field ids to a staging directory under the table's location. Then the staged files are read back
 from storage and fingerprinted file by file. The manifest records it all, with each output file's
 partition values; verify (outside Spark) compares the figures, proves the output against Iceberg's own
@@ -20,11 +21,12 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from pyiceberg import types as I
 from pyiceberg.schema import Schema
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -234,25 +236,28 @@ SOURCE = "__lakesort_source"
 UNROLLED_BOUNDS = 32  # a partition's boundaries compared one by one in compiled code, up to this many
 
 
-def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None):
+def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None) -> Staged:
     """All groups in one Spark job, in parallel in every stage, each row sorted once:
 
-    1. one pass over the planned files (`read_inputs`): per (group, partition, natively read file) the rows,
-       the input's fingerprint and a Bernoulli sample of the sort key; keyed tables first keep one row per
-       key (a window partitioned by the keys: parallel); natively read files' row counts are checked;
+    1. one pass over the planned files' sort and partition columns (`read_inputs`; Parquet reads only those):
+       per (group, partition, natively read file) the rows and a Bernoulli sample of the sort key; keyed
+       tables first keep one row per key (a window partitioned by the keys: parallel); natively read
+       files' row counts are checked;
     2. how many files each (group, partition) gets (its share of the group's planned output files), and for
        those that get several, the file boundaries: quantiles of the sample, sorted in Spark (`boundaries`);
     3. a second read (or the persisted rows, when some files go through pyiceberg: reading them is the
        costly part), every row's file id (its partition's first id plus the number of boundaries at or
        below its key, so equal keys share a file and a partition's files hold disjoint, ordered key ranges),
-       one shuffle that gives each file id a task of its own, a sort within each task, and the write;
+       the input's fingerprint (`input_fingerprint`: observed in this pass, the one that reads every
+       column), one shuffle that gives each file id a task of its own, a sort within each task, and the write;
     4. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
 
-    Observed metrics would not do for step 1: a re-executed stage counts its rows twice. `timings` gets
-    each part's seconds.
+    Every row's hash is salted with its group id: the fingerprint is one sum over all groups (observed
+    metrics are global), and a row in another group's files still changes it. `timings` gets each part's
+    seconds.
     """
     if not groups:
-        return []
+        return Staged([], 0)
     clock = _Clock(timings if timings is not None else {}, spark, "read, fingerprint, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
@@ -280,34 +285,34 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         keys = [("__lakesort_z", "asc", "last")]
     else:
         keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
-    summary = summarize(spark, df, groups, columns, keys).cache()  # small: a row per partition and file
+    summary = summarize(spark, df, groups, keys).cache()  # small: a row per partition and file
     cached.append(summary)
-    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", "high", "low").collect()
-    parts = {}
+    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows").collect()
+    parts: dict[tuple[int, str], tuple[str, int]] = {}
     for r in figures:
         pair = (r[GROUP], r[PART])
-        _, rows, hash_sum = parts.get(pair, (None, 0, 0))
-        parts[pair] = (r[PART_KEY], rows + r["rows"], hash_sum + exact_hash_sum(r["high"], r["low"]))
+        parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
     if plan.keys is None:
         check_native_rows(native, figures)
-    clock.lap("read, fingerprint, sample", "file boundaries")
+    clock.lap("read, sample", "file boundaries")
     if read is None:
         read = {}
-        for (gid, _), (_, rows, _) in parts.items():
+        for (gid, _), (_, rows) in parts.items():
             read[gid] = read.get(gid, 0) + rows
-    expected: dict[int, tuple[int, int]] = {}
-    for (gid, _), (_, rows, hash_sum) in parts.items():
-        before = expected.get(gid, (0, 0))
-        expected[gid] = (before[0] + rows, before[1] + hash_sum)
-    files_of = file_counts(groups, parts)
+    expected: dict[int, int] = {}
+    for (gid, _), (_, rows) in parts.items():
+        expected[gid] = expected.get(gid, 0) + rows
+    wanted = balanced_files(groups, spark.sparkContext.defaultParallelism, plan.target_file_size)
+    files_of = file_counts(groups, parts, wanted)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
     df = with_file_ids(spark, df, summary, files_of, keys).drop(PART_KEY, SOURCE)
-    clock.lap("file boundaries", "shuffle, sort, write")
+    fingerprint = input_fingerprint(df, columns)
+    clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
     # A task holds one file, so one (group, partition): sorted by the key alone (its first column is the
     # sort's prefix), written as sorted (SESSION_CONF).
-    df = (df.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(*order)
+    df = (fingerprint.observed.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(*order)
           .drop(FILE, "__lakesort_z"))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
@@ -315,32 +320,77 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
     target = write_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+    rows, hash_sum = fingerprint.result(sum(expected.values()))
     for frame in cached:
         frame.unpersist()
     add_nested_field_ids(spark, plan, target)
-    clock.lap("shuffle, sort, write", "read back")
+    clock.lap("fingerprint, shuffle, sort, write", "read back")
     checked = read_back(spark, plan, target, columns)
     problems = key_problems(spark, plan, target) if plan.keys is not None else {}
     clock.lap("read back")
     staged = []
     for g in groups:
-        rows, hash_sum = expected.get(g.group_id, (0, 0))
         outputs = []
-        for (gid, part), (key, _, _) in sorted(parts.items()):
+        for (gid, part), (key, _) in sorted(parts.items()):
             if gid == g.group_id:
                 outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key, checked)
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
-            input_rows=int(read.get(g.group_id, 0)), expected_rows=int(rows),
-            expected_hash_sum=str(hash_sum), outputs=tuple(outputs), seconds=clock.total(),
+            input_rows=int(read.get(g.group_id, 0)), expected_rows=int(expected.get(g.group_id, 0)),
+            outputs=tuple(outputs), seconds=clock.total(),
             duplicate_keys=problems.get(g.group_id, (0, 0))[0] if plan.keys is not None else None,
             null_keys=problems.get(g.group_id, (0, 0))[1] if plan.keys is not None else None,
         ))
         log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
-                 read.get(g.group_id, 0), len(g.inputs), rows, len(outputs))
+                 read.get(g.group_id, 0), len(g.inputs), expected.get(g.group_id, 0), len(outputs))
     log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(read.values()), clock.total(),
              ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
-    return staged
+    return Staged(staged, hash_sum)
+
+
+class Staged(NamedTuple):
+    """What the job staged: per group its files and figures, and the input's fingerprint over all groups."""
+
+    groups: list[StagedGroup]
+    hash_sum: int
+
+
+class InputFingerprint:
+    """The input's fingerprint, observed in the pass that reads every column for the write: the rows and the
+    sum of `xxhash64(columns..., group id)`, in the stage that reads the input (before the shuffle, so a
+    shuffle that lost or changed a row differs from it).
+
+    Observed metrics are accumulators of a shuffle's map stage: a stage that Spark re-runs (a lost
+    executor's shuffle files) adds its rows again. Only adding is possible, so rows that differ from the
+    first pass's count mean a re-run, and the fingerprint is then computed again in a pass of its own."""
+
+    def __init__(self, df, columns: list[str]) -> None:
+        high, low = hash_halves("`__hash`")
+        self.hashed = (df.withColumn("__hash", F.expr(spark_row_hash_expr(columns, salt=f"`{GROUP}`")))
+                       .withColumn("__high", F.expr(high)).withColumn("__low", F.expr(low)))
+        self.observation = Observation("lakesort input fingerprint")
+        self.observed = (self.hashed.observe(self.observation, *self._sums())
+                         .drop("__hash", "__high", "__low"))
+
+    @staticmethod
+    def _sums():
+        return (F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low"))
+
+    def result(self, rows: int) -> tuple[int, int]:
+        """(rows, hash sum) after the write ran; `rows`: what the first pass counted."""
+        got = self.observation.get
+        if got.get("rows") != rows:
+            log.warning("the write's observed fingerprint counts %s rows, the first pass %d: a stage ran twice; "
+                        "fingerprinting the input in a pass of its own", got.get("rows"), rows)
+            got = self.hashed.agg(*self._sums()).first().asDict()
+            if got["rows"] != rows:
+                raise InputError(f"Spark read {got['rows']} input rows in one pass and {rows} in another: the "
+                                 "input files changed during the run or a reader is broken; nothing is committed")
+        return int(got["rows"]), exact_hash_sum(got["high"], got["low"])
+
+
+def input_fingerprint(df, columns: list[str]) -> InputFingerprint:
+    return InputFingerprint(df, columns)
 
 
 def check_native_rows(native: dict[str, tuple[str, int]], counted) -> None:
@@ -372,10 +422,10 @@ def _as_declared(field):
     return F.coalesce(col, F.lit(placeholder).cast(field.dataType))
 
 
-def summarize(spark, df, groups, columns, keys):
-    """One aggregation over the input: per (group, partition, natively read file) the first partition key,
-    rows, the fingerprint's hash sum, and `__sample`, a Bernoulli sample of the sort key (structs k0..kn) at
-    a rate that draws about SAMPLES_PER_FILE rows per planned output file of the group."""
+def summarize(spark, df, groups, keys):
+    """One aggregation over the input's sort and partition columns: per (group, partition, natively read
+    file) the first partition key, rows, and `__sample`, a Bernoulli sample of the sort key (structs k0..kn)
+    at a rate that draws about SAMPLES_PER_FILE rows per planned output file of the group."""
     rates = []
     for g in groups:
         rows = sum(f.rows for f in g.inputs) or 1
@@ -384,18 +434,17 @@ def summarize(spark, df, groups, columns, keys):
     # Drawn in a projection: Spark refuses a random expression inside an aggregate.
     drawn = (df.join(F.broadcast(_literal_frame(spark, rates, [GROUP, "__rate"])), GROUP)
              .withColumn("__drawn", F.rand(SAMPLE_SEED) < F.col("__rate")))
-    return (_with_halves(drawn, columns).groupBy(GROUP, PART, SOURCE)
+    return (drawn.groupBy(GROUP, PART, SOURCE)
             .agg(F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"),
-                 F.sum("__high").alias("high"), F.sum("__low").alias("low"),
                  F.collect_list(F.when(F.col("__drawn"), key)).alias("__sample")))
 
 
-def _with_halves(df, columns):
-    """`df` with the row hash's halves (`spark_hash_halves`) as columns __high and __low. The hash is computed
-    once per row, in a compiled projection: in the aggregate (interpreted when it collects a sample) each
-    half would hash every column again."""
+def _with_halves(df, columns, salt: str):
+    """`df` with the row hash's halves (`spark_hash_halves`, salted with column `salt`) as columns __high and
+    __low. The hash is computed once per row, in a compiled projection: in an aggregate each half would
+    hash every column again."""
     high, low = hash_halves("`__hash`")
-    return (df.withColumn("__hash", F.expr(spark_row_hash_expr(columns)))
+    return (df.withColumn("__hash", F.expr(spark_row_hash_expr(columns, salt=f"`{salt}`")))
             .withColumn("__high", F.expr(high)).withColumn("__low", F.expr(low)))
 
 
@@ -419,14 +468,34 @@ class _Clock:
         return time.perf_counter() - self.started
 
 
-def file_counts(groups, parts) -> dict[tuple[int, str], int]:
-    """Output files per (group, partition): its share of the group's planned files by rows (at least one)."""
+def balanced_files(groups, cores: int, target: int) -> dict[int, int]:
+    """Files per group: the plan's count, plus files for the largest groups while the write stage would
+    leave cores idle in its last wave, as long as their files stay at least half the target size.
+
+    Every file is one task of the write stage, and a file cannot be split across tasks. With few files the
+    stage takes ceil(files / cores) waves of a file each: 3 files of 45 MiB on 2 cores ran 24 s where a
+    plain sort's 8 tasks ran 15 s; 4 files take 2 waves of 3/4 the work. The files are still disjoint,
+    ordered runs, and lakesort's own outputs never make a partition due again for their size."""
     wanted = {g.group_id: max(1, g.output_files) for g in groups}
+    size = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
+    total = sum(wanted.values())
+    if cores <= 1 or total % cores == 0 or total >= 4 * cores:  # full waves, or enough of them to even out
+        return wanted
+    for _ in range(cores - total % cores):
+        gid = max(wanted, key=lambda g: (size[g] / (wanted[g] + 1), -g))
+        if size[gid] / (wanted[gid] + 1) < target / 2:
+            break
+        wanted[gid] += 1
+    return wanted
+
+
+def file_counts(groups, parts, wanted: dict[int, int]) -> dict[tuple[int, str], int]:
+    """Output files per (group, partition): its share of the group's files by rows (at least one)."""
     group_rows: dict[int, int] = {}
-    for (gid, _), (_, rows, _) in parts.items():
+    for (gid, _), (_, rows) in parts.items():
         group_rows[gid] = group_rows.get(gid, 0) + rows
     return {(gid, part): max(1, round(wanted[gid] * rows / (group_rows[gid] or 1)))
-            for (gid, part), (_, rows, _) in sorted(parts.items())}
+            for (gid, part), (_, rows) in sorted(parts.items())}
 
 
 def _ordered(col, direction: str, nulls: str):
@@ -576,7 +645,12 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[i
     executors: a new scan of the files as written (not the job's cached rows), so a write that lost or
     changed rows shows here; file name -> (rows, hash sum). Keyed tables: the files of one partition
     directory must not share a key, and no key is null; both are counted here (`key_problems`)."""
-    files = _with_halves(_staged_rows(spark, plan, target).withColumn("__file", F.input_file_name()), columns)
+    # Each row's hash is salted with its group, as the input's: the group is the directory the write
+    # partitioned by, read as a partition column (a constant per file: a join or regex per row costs more).
+    schema = T.StructType([*spark_schema(plan).fields, T.StructField(GROUP, T.IntegerType()),
+                           T.StructField(PART, T.StringType())])
+    staged = spark.read.schema(schema).parquet(target)
+    files = _with_halves(staged.withColumn("__file", F.input_file_name()), columns, GROUP)
     figures = files.groupBy("__file").agg(F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"),
                                           F.sum("__low").alias("low")).collect()
     out: dict[str, tuple[int, int]] = {}
@@ -629,17 +703,19 @@ def list_outputs(directory: str, partition_key: str, checked: dict[str, tuple[in
     return out
 
 
-def write_manifest(spark, plan, staged, target: str, seconds: float, timings: dict[str, float] | None = None) -> None:
+def write_manifest(spark, plan, staged: Staged, target: str, seconds: float,
+                   timings: dict[str, float] | None = None) -> None:
 
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
                                                                                   "spark.executor", "spark.driver"))}
     manifest = StagedManifest(
-        run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged),
+        run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged.groups),
+        expected_hash_sum=str(staged.hash_sum),
         spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
         writer_options=plan.writer_options, seconds=seconds, timings=timings or {},
     )
     Path(target).write_text(manifest.to_json())
-    log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged), seconds)
+    log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged.groups), seconds)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The staged-output manifest: what the compaction job wrote, and what verify and commit check.
 
-The Spark job writes one per job (JSON): per group the input's rows and fingerprint (computed by Spark
-executors in the pass that read the input), and per staged file its size and footer row count and the
-rows and fingerprint Spark read back from storage after the write. The verify step compares them and
+The Spark job writes one per job (JSON): per group the input's rows, the input's fingerprint over all
+groups (computed by Spark executors in the pass that reads the input for the write), and per staged file
+its size and footer row count and the rows and fingerprint Spark read back from storage after the write.
+Every row's hash is salted with its group id (`layout.compaction.fingerprint.salted`), so one sum over
+all groups tells a row in its group from the same row in another; the commit takes all groups or none. The verify step compares them and
 proves the output against Iceberg's metadata; the commit checks that the verified files are unchanged.
 """
 
@@ -20,7 +22,7 @@ class StagedFile(Frozen):
     partition_key: str = "[]"  # its partition values under the plan's spec (`layout.compaction.partitions`)
     # What Spark read back from the file in storage after the write (None: a manifest without read-back).
     read_back_rows: int | None = None
-    read_back_hash_sum: str | None = None  # decimal string (exact)
+    read_back_hash_sum: str | None = None  # decimal string (exact), each row's hash salted with its group id
 
 
 class StagedGroup(Frozen):
@@ -29,7 +31,6 @@ class StagedGroup(Frozen):
     inputs: tuple[str, ...]
     input_rows: int  # rows read
     expected_rows: int  # rows the output must hold: input_rows, or the merged input's for keyed tables
-    expected_hash_sum: str  # the (merged) input's fingerprint sum, as a decimal string (exact)
     outputs: tuple[StagedFile, ...]
     seconds: float
     # Keyed tables: keys found twice in one partition, and null keys, in the staged files read back.
@@ -42,6 +43,8 @@ class StagedManifest(Frozen):
     table: str
     staging_dir: str
     groups: tuple[StagedGroup, ...]
+    # The (merged) input's fingerprint over all groups, rows salted with their group id: a decimal string.
+    expected_hash_sum: str
     spark_version: str
     spark_master: str
     spark_conf: dict[str, str]

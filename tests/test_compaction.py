@@ -657,6 +657,19 @@ def _tamper_delete(path: str) -> None:
     filesystem.delete_file(local)
 
 
+def _swap_first_rows(one: str, other: str) -> None:
+    """Swap the first rows of two staged files of different groups: every group keeps its row count and the
+    rows over all groups are the same; only the hash salted with each row's group can tell."""
+    tables = {}
+    for path in (one, other):
+        filesystem, local = resolve(path)
+        _drop_checksum(local)
+        tables[path] = (filesystem, local, pq.read_table(local, filesystem=filesystem))
+    (fs1, local1, a), (fs2, local2, b) = tables[one], tables[other]
+    pq.write_table(pa.concat_tables([b.slice(0, 1), a.slice(1)]), local1, filesystem=fs1)
+    pq.write_table(pa.concat_tables([a.slice(0, 1), b.slice(1)]), local2, filesystem=fs2)
+
+
 TAMPERING = [
     (_tamper_value, r"content fingerprint of the staged files .* differs"),
     (_tamper_rows, r"staged files hold \d+ rows, the input \d+"),
@@ -682,9 +695,9 @@ def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManife
 
 def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(demo_home, spark, job, capsys):
     """One real job run (not committed). A write that went wrong, each time on a fresh copy of its staged
-    files: a value changed (same row count: only the fingerprint tells), a row dropped, a file deleted, then
-    read back by the job's own read-back -> CommitRefused naming what differs, nothing committed, the staged
-    files removed. A file changed after it was verified: the commit refuses it by its size. Spark's read-back
+    files: a value changed (same row count: only the fingerprint tells), a row dropped, a file deleted, rows
+    swapped between groups (only the group salt tells), then read back by the job's own read-back ->
+    CommitRefused naming what differs, nothing committed, the staged files removed. A file changed after it was verified: the commit refuses it by its size. Spark's read-back
     figures wrong: the recheck outside Spark refuses. Finally the untouched staged files are left behind as a
     crashed run would, and `lakesort cleanup TABLE` removes them and nothing else."""
     table = load_table("demo.lineitem")
@@ -705,6 +718,13 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
         assert not run_dir.exists()
 
     shutil.copytree(saved, run_dir)
+    assert len(manifest.groups) == 2
+    _swap_first_rows(manifest.groups[0].outputs[0].path, manifest.groups[1].outputs[0].path)
+    with pytest.raises(CommitRefused, match=r"content fingerprint of the staged files .* differs"):
+        commit_rewrite(table, plan, _read_back_again(job, spark, plan, manifest))
+    assert_unchanged(table, before)
+
+    shutil.copytree(saved, run_dir)
     _tamper_rows(manifest.groups[0].outputs[0].path)
     with pytest.raises(CommitRefused, match=r"has \d+ bytes, \d+ when it was verified"):
         commit_rewrite(table, plan, manifest, verified=True)
@@ -713,10 +733,9 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
     shutil.copytree(saved, run_dir)
     first = manifest.groups[0].outputs[0]
     wrong = first.model_copy(update={"read_back_hash_sum": str(int(first.read_back_hash_sum) + 1)})
-    group = manifest.groups[0].model_copy(update={
-        "outputs": (wrong, *manifest.groups[0].outputs[1:]),
-        "expected_hash_sum": str(int(manifest.groups[0].expected_hash_sum) + 1)})
-    lied = manifest.model_copy(update={"groups": (group, *manifest.groups[1:])})
+    group = manifest.groups[0].model_copy(update={"outputs": (wrong, *manifest.groups[0].outputs[1:])})
+    lied = manifest.model_copy(update={"groups": (group, *manifest.groups[1:]),
+                                       "expected_hash_sum": str(int(manifest.expected_hash_sum) + 1)})
     with pytest.raises(CommitRefused, match="re-read outside Spark"):
         check_staged(lied, columns, recheck="all")
     check_staged(lied, columns, recheck="none")  # without the second reader, nothing else could tell
@@ -939,7 +958,7 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
     # No layout rules: this test's own checks below are the oracle, not `layout.verify.rules`'s.
     result = compact("demo.lineitem", spec=spec, partitions=[month], verify=lambda manifest: [])
     tracker = spark.sparkContext.statusTracker()
-    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup("lakesort: shuffle, sort, write")]
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup("lakesort: fingerprint, shuffle, sort, write")]
     # The last stage of the part is the write (after AQE's broadcasts and the shuffle): a task per file.
     write = tracker.getStageInfo(max(s for job in jobs if job is not None for s in job.stageIds))
     assert write is not None and write.numTasks == 2, write
@@ -1029,3 +1048,23 @@ def test_exact_keys_send_each_file_to_its_own_task(spark, job):
         placed = (spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "k int, i int").repartition(n, "k")
                   .select("i", F.spark_partition_id().alias("p")).collect())
         assert sorted((r.i, r.p) for r in placed) == [(i, i) for i in range(n)]
+
+
+def test_balanced_files_fill_the_last_wave_while_files_stay_large(job):
+    """Files per group: the plan's count, plus files for the largest groups until the write stage's last wave
+    is full, never below half the target size; many files, or full waves, stay as planned."""
+    def group(gid: int, size: int, files: int):
+        return types.SimpleNamespace(group_id=gid, output_files=files, inputs=[types.SimpleNamespace(size=size)])
+
+    mib = 1 << 20
+    # 3 files of ~58 MiB on 2 cores: a fourth (43.5 MiB >= 32 MiB) fills the second wave.
+    assert job.balanced_files([group(0, 174 * mib, 3)], 2, 64 * mib) == {0: 4}
+    # Full waves, and enough waves to even out, stay.
+    assert job.balanced_files([group(0, 174 * mib, 4)], 2, 64 * mib) == {0: 4}
+    assert job.balanced_files([group(g, 60 * mib, 1) for g in range(9)], 2, 64 * mib) == {g: 1 for g in range(9)}
+    # A file may not drop below half the target: one 60 MiB file stays one.
+    assert job.balanced_files([group(0, 60 * mib, 1)], 2, 64 * mib) == {0: 1}
+    # The extra files go to the groups whose files stay largest.
+    assert job.balanced_files([group(0, 100 * mib, 1), group(1, 300 * mib, 2), group(2, 40 * mib, 1)], 8,
+                              64 * mib) == {0: 2, 1: 5, 2: 1}
+    assert job.balanced_files([group(0, 10 * mib, 1)], 1, 64 * mib) == {0: 1}

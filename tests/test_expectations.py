@@ -132,9 +132,10 @@ def _manifest(paths, expected_rows: int, *, read_back: int | None = None, duplic
         outputs.append(StagedFile(path=str(p), size=p.stat().st_size, rows=rows,
                                   read_back_rows=rows if read_back is None else read_back, read_back_hash_sum="0"))
     group = StagedGroup(group_id=0, partition="p=1", inputs=("in.parquet",), input_rows=expected_rows,
-                        expected_rows=expected_rows, expected_hash_sum="0", outputs=tuple(outputs), seconds=0.0,
+                        expected_rows=expected_rows, outputs=tuple(outputs), seconds=0.0,
                         duplicate_keys=duplicate_keys, null_keys=null_keys)
     return StagedManifest(run_id="r", table="test.items", staging_dir=str(paths[0].parent), groups=(group,),
+                          expected_hash_sum="0",
                           spark_version="-", spark_master="-", spark_conf={}, writer_options={}, seconds=0.0)
 
 

@@ -26,6 +26,7 @@ from layout.compaction.fingerprint import (
     fingerprint_files,
     fingerprint_table,
     row_hashes,
+    salted,
     spark_fingerprint_expr,
     spark_row_hash_expr,
 )
@@ -646,6 +647,16 @@ def test_spark_agrees_row_by_row_on_every_type(spark, tmp_path):
 
     assert _spark_fingerprint(df, DATA_COLUMNS) == fingerprint_table(table, DATA_COLUMNS)
     assert _spark_fingerprint(df, DATA_COLUMNS) == fingerprint_files([path], columns=DATA_COLUMNS)
+
+    # Salted with a group id (an INT column, as the compaction job salts each row with its group).
+    for salt in (0, 7, -3, 2**31 - 1):
+        salted_sql = spark_row_hash_expr(DATA_COLUMNS, salt=f"CAST({salt} AS INT)")
+        got = [r["h"] for r in df.selectExpr("id", f"{salted_sql} AS h").orderBy("id").collect()]
+        assert got == salted(row_hashes(table, DATA_COLUMNS), salt).tolist(), salt
+        expected = Fingerprint(len(got), sum(got))
+        assert fingerprint_table(table, DATA_COLUMNS, salt=salt) == expected
+        assert fingerprint_files([path], columns=DATA_COLUMNS, salt=salt) == expected
+    assert fingerprint_table(table, DATA_COLUMNS, salt=1) != fingerprint_table(table, DATA_COLUMNS, salt=2)
 
 
 @pytest.fixture

@@ -464,10 +464,11 @@ def test_the_proof_names_the_column_of_a_tampered_staged_file(iceberg_catalog, s
     job = load_job()
     plan = plan_rewrite(table, spec_for("t.tamper"), force=True)
     staged = job.compact_groups(spark, plan, list(plan.groups))
-    manifest = StagedManifest(run_id=plan.run_id, table=plan.table, staging_dir="", groups=tuple(staged),
-                              spark_version="", spark_master="", spark_conf={}, writer_options={}, seconds=0)
+    manifest = StagedManifest(run_id=plan.run_id, table=plan.table, staging_dir="", groups=tuple(staged.groups),
+                              expected_hash_sum=str(staged.hash_sum), spark_version="", spark_master="",
+                              spark_conf={}, writer_options={}, seconds=0)
     prove_staged(table, plan, manifest)  # untouched: the proof passes
-    target = staged[0].outputs[0].path.removeprefix("file://")
+    target = staged.groups[0].outputs[0].path.removeprefix("file://")
     data = pq.read_table(target)
     i = data.column_names.index("id")  # (x holds +-inf already: any double is inside its bounds)
     tampered = pa.concat_arrays([pa.array([10**15], pa.int64()), data.column(i).combine_chunks().slice(1)])

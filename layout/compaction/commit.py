@@ -128,9 +128,10 @@ def confirm_unchanged(manifest: StagedManifest) -> None:
 
 def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Recheck | None = None,
                  sample_bytes: int | None = None) -> None:
-    """Each group's staged files hold its input's rows: sizes as written, and the rows and fingerprint Spark
-    read back from every file equal to the footer's rows and, summed, to the input's figures (keyed tables:
-    no duplicate or null key). Then `recheck` files ($LAKESORT_RECHECK: a seeded sample up to
+    """Each group's staged files hold its input's rows: sizes as written, the rows Spark read back from every
+    file equal to the footer's rows and, summed, to the group's input rows, and the fingerprints Spark read
+    back, summed over all groups, to the input's (each row's hash salted with its group id, so a row in the
+    wrong group shows; keyed tables: no duplicate or null key). Then `recheck` files ($LAKESORT_RECHECK: a seeded sample up to
     $LAKESORT_RECHECK_SAMPLE_BYTES, all, or none) are re-read with pyarrow and must give Spark's figures."""
 
     confirm_unchanged(manifest)
@@ -145,16 +146,17 @@ def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Reche
                 raise CommitRefused(f"{where}: {f.path} reads back {f.read_back_rows} rows, its footer says {f.rows}; "
                                     "nothing committed")
         rows = sum(f.read_back_rows or 0 for f in group.outputs)
-        hash_sum = sum(int(f.read_back_hash_sum or 0) for f in group.outputs)
         if rows != group.expected_rows:
             raise CommitRefused(f"{where}: staged files hold {rows} rows, the input {group.expected_rows}; "
                                 "nothing committed")
-        if str(hash_sum) != group.expected_hash_sum:
-            raise CommitRefused(f"{where}: content fingerprint of the staged files ({hash_sum}) differs from the "
-                                f"input's ({group.expected_hash_sum}); nothing committed")
         if group.duplicate_keys or group.null_keys:
             raise CommitRefused(f"{where}: the staged files hold {group.duplicate_keys} duplicate and "
                                 f"{group.null_keys} null key(s); nothing committed")
+    hash_sum = sum(int(f.read_back_hash_sum or 0) for g in manifest.groups for f in g.outputs)
+    if str(hash_sum) != manifest.expected_hash_sum:
+        raise CommitRefused(f"content fingerprint of the staged files of {len(manifest.groups)} group(s) ({hash_sum}) "
+                            f"differs from the input's ({manifest.expected_hash_sum}): a row was lost, changed, "
+                            "duplicated or written to another group's files; nothing committed")
     rechecked = _recheck(manifest, columns, recheck or settings().recheck,
                          sample_bytes if sample_bytes is not None else settings().recheck_sample_bytes)
     log.info("staged output checked: %d group(s), %d file(s): rows and fingerprints match (Spark read-back); "
@@ -165,6 +167,7 @@ def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Reche
 def _recheck(manifest: StagedManifest, columns: list[str], mode: Recheck, budget: int) -> int:
     """Re-read files with pyarrow (a reader other than Spark's); each must give Spark's read-back figures."""
 
+    group_of = {f.path: g.group_id for g in manifest.groups for f in g.outputs}
     files: list[StagedFile] = [f for g in manifest.groups for f in g.outputs]
     if mode == "none":
         return 0
@@ -178,7 +181,7 @@ def _recheck(manifest: StagedManifest, columns: list[str], mode: Recheck, budget
         files = chosen
     for f in files:
         filesystem, path = resolve(f.path)
-        got = fingerprint_files([path], filesystem=filesystem, columns=columns)
+        got = fingerprint_files([path], filesystem=filesystem, columns=columns, salt=group_of[f.path])
         if got != Fingerprint(f.read_back_rows or 0, int(f.read_back_hash_sum or 0)):
             raise CommitRefused(f"{f.path}: re-read outside Spark it holds {got.rows} rows (fingerprint "
                                 f"{got.hash_sum}), Spark read back {f.read_back_rows} ({f.read_back_hash_sum}); "

@@ -177,18 +177,27 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def spark_row_hash_expr(columns: list[str]) -> str:
-    """Spark SQL text of the per-row hash: xxhash64 over the columns, in this order."""
+def spark_row_hash_expr(columns: list[str], *, salt: str | None = None) -> str:
+    """Spark SQL text of the per-row hash: xxhash64 over the columns, in this order, then over `salt` (Spark
+    SQL text of a non-null INT, e.g. the row's rewrite group id) when given: `salted` of the row's hash."""
     if isinstance(columns, str) or not columns:
         raise UsageError("fingerprint: give a non-empty list of column names")
-    return "xxhash64(" + ", ".join(quote_identifier(c) for c in columns) + ")"
+    return "xxhash64(" + ", ".join([*(quote_identifier(c) for c in columns), *([salt] if salt else [])]) + ")"
 
 
-def spark_hash_halves(columns: list[str]) -> tuple[str, str]:
+def salted(hashes: np.ndarray, salt: int) -> np.ndarray:
+    """Row hashes (int64) chained with one more INT column holding `salt` in every row: Spark's
+    `xxhash64(c1, ..., cN, salt)` from `xxhash64(c1, ..., cN)`. Salting each row's hash with its group
+    makes one sum over all groups tell a row from the same row in another group."""
+    values = np.full(len(hashes), salt & 0xFFFFFFFF, dtype=_U64)
+    return hash_int(values, hashes.view(_U64)).view(np.int64)
+
+
+def spark_hash_halves(columns: list[str], *, salt: str | None = None) -> tuple[str, str]:
     """Spark SQL text of the row hash's signed high and unsigned low 32 bits. Summed as longs they give the
     exact hash sum (`exact_hash_sum`) without decimal arithmetic, which costs Spark several times more per
     row: each sum stays below 2**63 for fewer than 2**31 rows per aggregation group."""
-    return hash_halves(spark_row_hash_expr(columns))
+    return hash_halves(spark_row_hash_expr(columns, salt=salt))
 
 
 def hash_halves(hash_sql: str) -> tuple[str, str]:
@@ -495,9 +504,13 @@ def _exact_sum(hashes: np.ndarray) -> int:
     return total
 
 
-def fingerprint_table(data: pa.Table | pa.RecordBatch, columns: list[str] | None = None) -> Fingerprint:
-    """The fingerprint of a table or batch over `columns` (in that order; all columns when None)."""
+def fingerprint_table(data: pa.Table | pa.RecordBatch, columns: list[str] | None = None, *,
+                      salt: int | None = None) -> Fingerprint:
+    """The fingerprint of a table or batch over `columns` (in that order; all columns when None), each
+    row's hash `salted` when `salt` is given."""
     hashes = row_hashes(data, columns)
+    if salt is not None:
+        hashes = salted(hashes, salt)
     return Fingerprint(len(hashes), _exact_sum(hashes))
 
 
@@ -506,6 +519,8 @@ def fingerprint_files(
     filesystem: FileSystem | None = None,
     columns: list[str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    *,
+    salt: int | None = None,
 ) -> Fingerprint:
     """The fingerprint of the rows of Parquet files, streamed batch by batch.
 
@@ -544,7 +559,7 @@ def fingerprint_files(
                     )
         try:
             for batch in pf.iter_batches(batch_size=batch_size, columns=columns, use_threads=True):
-                total = total + fingerprint_table(batch, columns)
+                total = total + fingerprint_table(batch, columns, salt=salt)
         except UsageError as exc:
             raise UsageError(f"{where}: {exc}") from exc
         except (pa.ArrowException, OSError) as exc:
