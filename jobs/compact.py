@@ -7,7 +7,7 @@ the schema by name, field id and type; pyiceberg's reader in the executors for t
 apply the merge rule for keyed tables, and in a pass over the sort and partition columns count rows and
 sample the sort key. File boundaries are the sample's quantiles; each row goes to the task of its file
 (the pass that reads every column for that shuffle fingerprints the input), which sorts it (linear, or
-z-order on interleaved key bits) and writes Parquet with the spec's writer settings and
+a z-order or Hilbert curve over the keys' quantile ranks) and writes Parquet with the spec's writer settings and
 Iceberg field ids to a staging directory under the table's location. Then the staged files are read back
 from storage and fingerprinted file by file. The manifest records it all, with each output file's
 partition values; verify (outside Spark) compares the figures, proves the output against Iceberg's own
@@ -23,16 +23,19 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+import pyarrow as pa
 from pyiceberg import types as I
 from pyiceberg.schema import Schema
 from pyspark import StorageLevel
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
 from pyspark.sql.window import Window
 
+from layout import curves
 from layout.catalog import STAGING, stamped_dir
 from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
@@ -233,6 +236,7 @@ MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
 FILE = "__lakesort_file"
 SOURCE = "__lakesort_source"
+CURVE_SAMPLE = 200_000  # rows whose keys place a curve's quantile boundaries (2**bits cells per key)
 UNROLLED_BOUNDS = 32  # a partition's boundaries compared one by one in compiled code, up to this many
 
 
@@ -280,8 +284,9 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
         df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
-    if plan.strategy == "zorder":
-        df = df.withColumn("__lakesort_z", zorder_column(df, [k.column for k in plan.sort_keys]))
+    if plan.strategy != "linear":
+        rows = sum(f.rows for g in groups for f in g.inputs)
+        df = df.withColumn("__lakesort_z", curve_column(df, plan.strategy, [k.column for k in plan.sort_keys], rows))
         keys = [("__lakesort_z", "asc", "last")]
     else:
         keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
@@ -302,8 +307,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     expected: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
         expected[gid] = expected.get(gid, 0) + rows
-    wanted = balanced_files(groups, spark.sparkContext.defaultParallelism, plan.target_file_size)
-    files_of = file_counts(groups, parts, wanted)
+    files_of = file_counts(groups, parts)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
@@ -468,29 +472,9 @@ class _Clock:
         return time.perf_counter() - self.started
 
 
-def balanced_files(groups, cores: int, target: int) -> dict[int, int]:
-    """Files per group: the plan's count, plus files for the largest groups while the write stage would
-    leave cores idle in its last wave, as long as their files stay at least half the target size.
-
-    Every file is one task of the write stage, and a file cannot be split across tasks. With few files the
-    stage takes ceil(files / cores) waves of a file each: 3 files of 45 MiB on 2 cores ran 24 s where a
-    plain sort's 8 tasks ran 15 s; 4 files take 2 waves of 3/4 the work. The files are still disjoint,
-    ordered runs, and lakesort's own outputs never make a partition due again for their size."""
+def file_counts(groups, parts) -> dict[tuple[int, str], int]:
+    """Output files per (group, partition): its share of the group's planned files by rows (at least one)."""
     wanted = {g.group_id: max(1, g.output_files) for g in groups}
-    size = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
-    total = sum(wanted.values())
-    if cores <= 1 or total % cores == 0 or total >= 4 * cores:  # full waves, or enough of them to even out
-        return wanted
-    for _ in range(cores - total % cores):
-        gid = max(wanted, key=lambda g: (size[g] / (wanted[g] + 1), -g))
-        if size[gid] / (wanted[gid] + 1) < target / 2:
-            break
-        wanted[gid] += 1
-    return wanted
-
-
-def file_counts(groups, parts, wanted: dict[int, int]) -> dict[tuple[int, str], int]:
-    """Output files per (group, partition): its share of the group's files by rows (at least one)."""
     group_rows: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
         group_rows[gid] = group_rows.get(gid, 0) + rows
@@ -607,37 +591,22 @@ def _exact_keys(spark, n: int) -> list[int]:
     return [found[i] for i in range(n)]
 
 
-def zorder_column(df, keys: list[str]):
-    """Interleave the bits of each key scaled to [0, 2^bits): numbers and dates by min/max, strings by
-    their first bytes. Ties and nulls land together; it is a clustering, not a total order."""
+def curve_column(df, strategy: str, keys: list[str], rows: int):
+    """The curve index (`layout.curves`: z-order or Hilbert over quantile ranks) of each row, as a long.
 
-    bits = 62 // len(keys)
-    scaled = []
-    types = {f.name: f.dataType for f in df.schema.fields}
-    for name in keys:
-        t = types[name]
-        col = F.col(name)
-        if isinstance(t, StringType):
-            # The first 7 bytes as a non-negative 56-bit number keep byte order.
-            value = F.conv(F.hex(F.substring(F.rpad(col, 7, "\x00"), 1, 7)), 16, 10).cast("double")
-            lo, hi = 0.0, float(2**56)
-        else:
-            if isinstance(t, (DateType, TimestampType, TimestampNTZType)):
-                col = F.unix_micros(col.cast("timestamp"))
-            elif not isinstance(t, NumericType):
-                raise TypeError(f"z-order key {name!r} has type {t.simpleString()}: use numbers, dates or strings")
-            value = col.cast("double")
-            row = df.agg(F.min(value).alias("lo"), F.max(value).alias("hi")).first()
-            lo, hi = row["lo"] or 0.0, row["hi"] or 0.0
-        span = (hi - lo) or 1.0
-        scaled.append(F.least(F.lit(2**bits - 1), ((F.coalesce(value, F.lit(hi)) - lo) / span * (2**bits - 1))
-                              .cast("long")))
-    z = F.lit(0).cast("long")
-    for b in range(bits):
-        for i, s in enumerate(scaled):
-            bit = F.shiftright(s, b).bitwiseAND(1)
-            z = z.bitwiseOR(F.shiftleft(bit, b * len(keys) + i))
-    return z
+    Each key's quantile boundaries come from a seeded sample of at most CURVE_SAMPLE rows of the key
+    columns over the job's whole input (one boundary set for every group, as `lakesort advise` predicts
+    with); the index is computed in the executors by an Arrow UDF over the key columns only, with the same
+    code the advisor runs, so the layout written is the layout predicted."""
+    bits = curves.curve_bits(len(keys))
+    fraction = min(1.0, CURVE_SAMPLE / max(1, rows))
+    sample = df.select(*keys).sample(fraction=fraction, seed=SAMPLE_SEED).toArrow()
+    bounds = [curves.quantile_boundaries(sample.column(k), 1 << bits) for k in keys]
+
+    def index(*columns: pa.Array) -> pa.Array:
+        return pa.array(curves.curve_index(columns, bounds, strategy=strategy, bits=bits).view(np.int64))
+
+    return arrow_udf(index, T.LongType())(*[F.col(k) for k in keys])
 
 
 def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[int, int]]:

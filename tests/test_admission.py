@@ -368,6 +368,13 @@ def test_zorder_keys_must_be_numbers_dates_timestamps_or_strings(lineitem):
     assert table_problems(lineitem, linear) == []
 
 
+def test_hilbert_keys_are_checked_as_z_order_keys(lineitem):
+    spec = lineitem_spec(sort={"strategy": "hilbert", "keys": [{"column": "l_shipdate"}, {"column": "l_returnflag"}]})
+    problems = table_problems(lineitem, spec)
+    assert len(problems) == 1, problems
+    assert "sort.keys[1].column: `l_returnflag` has type boolean: Hilbert keys must be numbers" in problems[0]
+
+
 def test_sort_keys_from_the_tables_sort_order(make_table, lineitem):
     ids = _Ids()
     nested = struct(ids, x=LongType())

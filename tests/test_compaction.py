@@ -1049,22 +1049,3 @@ def test_exact_keys_send_each_file_to_its_own_task(spark, job):
                   .select("i", F.spark_partition_id().alias("p")).collect())
         assert sorted((r.i, r.p) for r in placed) == [(i, i) for i in range(n)]
 
-
-def test_balanced_files_fill_the_last_wave_while_files_stay_large(job):
-    """Files per group: the plan's count, plus files for the largest groups until the write stage's last wave
-    is full, never below half the target size; many files, or full waves, stay as planned."""
-    def group(gid: int, size: int, files: int):
-        return types.SimpleNamespace(group_id=gid, output_files=files, inputs=[types.SimpleNamespace(size=size)])
-
-    mib = 1 << 20
-    # 3 files of ~58 MiB on 2 cores: a fourth (43.5 MiB >= 32 MiB) fills the second wave.
-    assert job.balanced_files([group(0, 174 * mib, 3)], 2, 64 * mib) == {0: 4}
-    # Full waves, and enough waves to even out, stay.
-    assert job.balanced_files([group(0, 174 * mib, 4)], 2, 64 * mib) == {0: 4}
-    assert job.balanced_files([group(g, 60 * mib, 1) for g in range(9)], 2, 64 * mib) == {g: 1 for g in range(9)}
-    # A file may not drop below half the target: one 60 MiB file stays one.
-    assert job.balanced_files([group(0, 60 * mib, 1)], 2, 64 * mib) == {0: 1}
-    # The extra files go to the groups whose files stay largest.
-    assert job.balanced_files([group(0, 100 * mib, 1), group(1, 300 * mib, 2), group(2, 40 * mib, 1)], 8,
-                              64 * mib) == {0: 2, 1: 5, 2: 1}
-    assert job.balanced_files([group(0, 10 * mib, 1)], 1, 64 * mib) == {0: 1}

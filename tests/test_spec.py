@@ -129,10 +129,10 @@ def test_bad_enum_lists_valid_values(tmp_path):
 
 
 def test_several_errors_one_per_line(tmp_path):
-    message = error_of(tmp_path, MINIMAL + "sort: {strategy: hilbert}\nwriter: {compression: brotli}\n")
+    message = error_of(tmp_path, MINIMAL + "sort: {strategy: spiral}\nwriter: {compression: brotli}\n")
     lines = message.splitlines()
     assert len(lines) == 2
-    assert "sort.strategy: expected one of 'linear', 'zorder', got 'hilbert'" in lines[0]
+    assert "sort.strategy: expected one of 'linear', 'zorder', 'hilbert', got 'spiral'" in lines[0]
     assert "writer.compression: expected one of 'zstd', 'snappy', 'gzip', 'lz4_raw', 'uncompressed'" in lines[1]
 
 
@@ -186,6 +186,26 @@ def test_unparsable_probe_names_the_probe_and_the_parser_message(tmp_path):
 def test_zorder_needs_two_keys(tmp_path):
     message = error_of(tmp_path, MINIMAL + "sort: {strategy: zorder, keys: [{column: a}]}\n")
     assert "sort: zorder interleaves at least 2 columns, got 1" in message
+
+
+def test_hilbert_takes_two_to_four_keys(tmp_path):
+    message = error_of(tmp_path, MINIMAL + "sort: {strategy: hilbert, keys: [{column: a}]}\n")
+    assert "sort: hilbert interleaves at least 2 columns, got 1" in message
+    five = ", ".join(f"{{column: c{i}}}" for i in range(5))
+    message = error_of(tmp_path, MINIMAL + f"sort: {{strategy: hilbert, keys: [{five}]}}\n")
+    assert "sort: hilbert takes at most 4 columns, got 5 (c0, c1, c2, c3, c4); drop keys or use strategy: zorder" \
+        in message
+    spec = load_spec(write(tmp_path, MINIMAL + "sort: {strategy: hilbert, keys: [{column: a}, {column: b}]}\n"))
+    assert spec.sort.is_curve and spec.sort.strategy == "hilbert"
+    assert not load_spec(write(tmp_path, MINIMAL)).sort.is_curve
+
+
+def test_probe_weight_defaults_to_one_and_must_be_positive(tmp_path):
+    spec = load_spec(write(tmp_path, MINIMAL + "probes: [{name: a, where: 'x = 1'}, {name: b, where: 'x = 2', "
+                                               "weight: 2.5}]\n"))
+    assert [p.weight for p in spec.probes] == [1.0, 2.5]
+    message = error_of(tmp_path, MINIMAL + "probes: [{name: a, where: 'x = 1', weight: 0}]\n")
+    assert "probes[0].weight" in message and "greater than 0" in message
 
 
 def test_invalid_merge_mode(tmp_path):
@@ -347,5 +367,7 @@ def test_boundary_orders_derived_or_given(tmp_path):
     assert intended_boundary_orders(spec, keys) == {"a": "ASCENDING"}
     zorder = load_spec(write(tmp_path, MINIMAL + "sort: {strategy: zorder}\n"))
     assert intended_boundary_orders(zorder, keys) == {}
+    hilbert = load_spec(write(tmp_path, MINIMAL + "sort: {strategy: hilbert}\n"))
+    assert intended_boundary_orders(hilbert, keys) == {}
     given = load_spec(write(tmp_path, MINIMAL + "verify: {boundary_order: {b: UNORDERED}}\n"))
     assert intended_boundary_orders(given, keys) == {"b": "UNORDERED"}

@@ -72,8 +72,8 @@ _PRIMITIVES = {
     "TimestampType", "TimestamptzType", "StringType", "BinaryType",
 }
 _NESTED = {"StructType", "ListType", "MapType"}
-# The job's z-order scales numbers, dates and timestamps by their min/max and strings by their first
-# bytes (jobs/compact.py `zorder_column`); the merge orders versions by the sequence column.
+# The job's curves (zorder, hilbert) rank numbers, dates, timestamps and strings (layout.curves; the
+# job's min/max z-order took only those); the merge orders versions by the sequence column.
 _ORDERED = {
     "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType", "DateType", "TimestampType",
     "TimestamptzType", "StringType",
@@ -289,10 +289,10 @@ class _Checker:
 
     def sort_keys(self) -> None:
         spec = self.spec
-        zorder = spec.sort.strategy == "zorder"
-        role = "z-order keys" if zorder else "sort keys"
-        allowed = _ORDERED if zorder else None
-        text = f"{_ORDERED_TEXT} (the job's z-order scales only those)"
+        curve = spec.sort.is_curve
+        role = {"zorder": "z-order keys", "hilbert": "Hilbert keys"}.get(spec.sort.strategy, "sort keys")
+        allowed = _ORDERED if curve else None
+        text = f"{_ORDERED_TEXT} (the job's curves rank only those)"
         if spec.sort.keys:
             for index, key in enumerate(spec.sort.keys):
                 self.reference(f"sort.keys[{index}].column", key.column, role=role, top_level=True, allowed=allowed,

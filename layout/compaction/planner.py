@@ -45,7 +45,7 @@ from layout.durations import format_duration_short
 from layout.errors import UsageError
 from layout.models import Frozen
 from layout.read.overlap import overlap_depth
-from layout.spec import resolve_sort_keys
+from layout.spec import Strategy, resolve_sort_keys
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -127,7 +127,7 @@ class RewritePlan(Frozen):
     partition_spec_id: int = 0  # the current spec: outputs are partitioned by it
     snapshot_id: int | None  # the snapshot planned against: the commit refuses if inputs changed since
     spec_hash: str
-    strategy: Literal["linear", "zorder"]
+    strategy: Strategy  # linear, or a curve (zorder, hilbert: layout.curves) over the sort keys
     sort_keys: tuple[SortKeyModel, ...]
     target_file_size: int
     writer_options: dict[str, str]  # DataFrameWriter options for parquet-mr, from the spec
@@ -399,7 +399,7 @@ def _created(run: SortedRun, ours: dict[int, dict[str, str]]) -> float | None:
 
 
 def _keeps_runs(spec: TableSpec) -> bool:
-    return spec.max_sorted_runs > 1 and spec.keys is None and (spec.sort is None or spec.sort.strategy == "linear")
+    return spec.max_sorted_runs > 1 and spec.keys is None and (spec.sort is None or not spec.sort.is_curve)
 
 
 def _decide_runs(

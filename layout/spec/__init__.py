@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from layout.spec.loading import load_spec, load_specs, parse_spec
 from layout.spec.models import (
+    CURVES,
     BloomFilter,
     BoundaryOrder,
     Columns,
@@ -57,6 +58,7 @@ from layout.spec.schema import table_spec_schema, table_spec_schema_json
 from layout.spec.sorting import intended_boundary_orders, resolve_sort_keys
 
 __all__ = [
+    "CURVES",
     "BloomFilter",
     "BoundaryOrder",
     "Columns",

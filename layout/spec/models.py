@@ -34,6 +34,7 @@ from layout.models import Frozen
 from layout.sizes import GiB, MiB, parse_size
 
 __all__ = [
+    "CURVES",
     "BloomFilter",
     "BoundaryOrder",
     "Columns",
@@ -55,7 +56,12 @@ __all__ = [
     "WriterSpec",
 ]
 
-Strategy = Literal["linear", "zorder"]
+Strategy = Literal["linear", "zorder", "hilbert"]
+# Strategies that sort by a curve over the keys (`layout.curves`), not by the keys in order: no single key's
+# pages are ordered, so BoundaryOrder is not asserted and sorted runs are not kept.
+CURVES: tuple[Strategy, ...] = ("zorder", "hilbert")
+# Most keys a Hilbert curve takes: each keeps at least 15 of the index's 63 bits.
+MAX_HILBERT_KEYS = 4
 Direction = Literal["asc", "desc"]
 NullOrder = Literal["first", "last"]
 Compression = Literal["zstd", "snappy", "gzip", "lz4_raw", "uncompressed"]
@@ -197,11 +203,17 @@ class SortKey(Frozen):
         return data
 
 
-def _check_zorder(strategy: str, keys: Sequence[SortKey]) -> None:
-    if strategy == "zorder" and 0 < len(keys) < 2:
+def check_curve_keys(strategy: str, keys: Sequence[SortKey]) -> None:
+    """A curve needs at least 2 keys (Hilbert at most 4); empty keys are checked once resolved."""
+    if strategy in CURVES and 0 < len(keys) < 2:
         raise ValueError(
-            f"zorder interleaves at least 2 columns, got {len(keys)} key ({keys[0].column}); "
+            f"{strategy} interleaves at least 2 columns, got {len(keys)} key ({keys[0].column}); "
             "add a key or use strategy: linear"
+        )
+    if strategy == "hilbert" and len(keys) > MAX_HILBERT_KEYS:
+        raise ValueError(
+            f"hilbert takes at most {MAX_HILBERT_KEYS} columns, got {len(keys)} "
+            f"({', '.join(k.column for k in keys)}); drop keys or use strategy: zorder"
         )
 
 
@@ -210,8 +222,13 @@ class SortSpec(Frozen):
 
     strategy: Strategy = Field(
         "linear",
-        description="linear (default): rows are ordered by the keys, the first key most significant. zorder: "
-        "the keys' values are interleaved so that filters on any of them skip data; needs at least 2 keys.",
+        description="linear (default): rows are ordered by the keys, the first key most significant. zorder "
+        "and hilbert: rows are ordered along a curve over the keys, so that filters on any of them skip data; "
+        "each key is first scaled to its rank among sampled quantiles of its values (numbers, dates, "
+        "timestamps, strings), so skewed keys spread over the curve as evenly as uniform ones. zorder "
+        "interleaves the ranks' bits and needs at least 2 keys; hilbert follows the Hilbert curve (no "
+        "jumps across the key space) and takes 2 to 4 keys. Directions do not apply to a curve. "
+        "`lakesort advise` predicts which strategy and keys serve the probes best.",
     )
     keys: tuple[SortKey, ...] = Field(
         (),
@@ -226,8 +243,13 @@ class SortSpec(Frozen):
             if key.column in seen:
                 raise ValueError(f"column {key.column!r} appears twice in keys")
             seen.add(key.column)
-        _check_zorder(self.strategy, self.keys)
+        check_curve_keys(self.strategy, self.keys)
         return self
+
+    @property
+    def is_curve(self) -> bool:
+        """True for zorder and hilbert: rows follow a curve over the keys, no key is ordered."""
+        return self.strategy in CURVES
 
 
 class BloomFilter(Frozen):
@@ -359,7 +381,8 @@ class VerifySpec(Frozen):
         None,
         description="Column -> the boundary order (ASCENDING, DESCENDING or UNORDERED) every file's column "
         "index must show for it. Absent or null: derived from the sort: a linear sort's first key is ordered "
-        "by its direction; a zorder sort asserts nothing.",
+        "by its direction; a zorder or hilbert sort asserts nothing (verification reports each key's "
+        "overlap depth instead).",
     )
     bloom_filter_columns: Columns | None = Field(
         None,
@@ -395,6 +418,11 @@ class Probe(Frozen):
     )
     columns: Columns | None = Field(
         None, description="The columns the query reads. Absent or null: all columns."
+    )
+    weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        1.0,
+        description="How much the probe counts when `lakesort advise` ranks layouts by the bytes the probes "
+        "read (e.g. how often it runs a day); greater than 0. Default 1.",
     )
 
     @field_validator("where")

@@ -11,7 +11,7 @@ from pyiceberg.table.sorting import SortDirection
 from pyiceberg.transforms import IdentityTransform
 
 from layout.errors import ConfigError
-from layout.spec.models import BoundaryOrder, SortKey, TableSpec, _check_zorder
+from layout.spec.models import BoundaryOrder, SortKey, TableSpec, check_curve_keys
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -49,7 +49,7 @@ def resolve_sort_keys(spec: TableSpec, table: Table) -> tuple[SortKey, ...]:
         keys = tuple(converted)
         origin = f"the sort order of {name}"
         try:
-            _check_zorder(strategy, keys)
+            check_curve_keys(strategy, keys)
         except ValueError as error:
             raise ConfigError(f"{spec.source}: sort: {error} (keys from {origin})") from None
     columns = schema.column_names
@@ -68,12 +68,12 @@ def intended_boundary_orders(spec: TableSpec, sort_keys: Sequence[SortKey]) -> d
     """Column -> the BoundaryOrder each rewritten file's column index should show.
 
     `verify.boundary_order` wins when given. Otherwise a linear sort orders pages only by its first
-    key (later keys restart within each value of the first); z-order interleaves bits, so no single
-    column's pages are ordered and nothing is asserted.
+    key (later keys restart within each value of the first); a curve (zorder, hilbert) orders rows by
+    an index over every key, so no single column's pages are ordered and nothing is asserted.
     """
     if spec.verify.boundary_order is not None:
         return dict(spec.verify.boundary_order)
-    if spec.sort.strategy != "linear" or not sort_keys:
+    if spec.sort.is_curve or not sort_keys:
         return {}
     first = sort_keys[0]
     return {first.column: "DESCENDING" if first.direction == "desc" else "ASCENDING"}

@@ -4,6 +4,7 @@
     facts         one row per file x row group x column, read from the metadata only
     rules         the layout rules (column and offset indexes, BoundaryOrder, sizes, bloom filters,
                   overlap) with a diagnosis and the setting that fixes each finding
+    clustering    for curve layouts (zorder, hilbert): each key's overlap depth and point-lookup share
     expectations  the same facts as Great Expectations suites, with Data Docs
 
 May import: layout.read, layout.parquet, layout.registry, layout.spec and the ground floor; GX only

@@ -16,6 +16,8 @@ index, which reads that one column of that one row group. Rules, one small funct
                     (error); a table's partition holds at most max_sorted_runs overlapping runs (warning)
 ``row_group_size`` / ``file_size``  within the spec's verify bounds (error)
 ``pages``           pages per row group and rows per page (info)
+``clustering``      a curve layout (zorder, hilbert): per key, the files' and row groups' overlap depth and
+                    the share of row groups a point lookup touches (info; `layout.verify.clustering`)
 ``bloom_filter``    bloom filters where the spec asks for them (error)
 ``sorting_columns`` / ``sort_order_id``  recorded sort metadata agrees with the spec (warning)
 
@@ -41,6 +43,7 @@ from layout.errors import LakesortError
 from layout.parquet import ParquetFile, PhysicalType
 from layout.read.overlap import overlap_depth
 from layout.spec import intended_boundary_orders
+from layout.verify.clustering import curve_notes
 from layout.verify.facts import (
     FACTS_COLUMNS,
     OpenedFile,
@@ -135,6 +138,8 @@ class Intent:
     page_size: int | None = None
     page_row_limit: int | None = None
     max_sorted_runs: int | None = None  # a table's partition may hold this many overlapping runs
+    curve: str | None = None  # zorder or hilbert: the keys' clustering is reported, no order asserted
+    curve_keys: tuple[SortKey, ...] = ()
 
     @classmethod
     def of(cls, spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None) -> Intent:
@@ -142,7 +147,7 @@ class Intent:
             return cls()
 
         keys = tuple(sort_keys if sort_keys is not None else spec.sort.keys)
-        linear = spec.sort.strategy == "linear"
+        linear = not spec.sort.is_curve
         v, w = spec.verify, spec.writer
         return cls(
             index_columns=v.column_index_columns, boundary_orders=intended_boundary_orders(spec, keys),
@@ -153,6 +158,7 @@ class Intent:
             max_file_size=v.max_file_size, truncate_length=w.column_index_truncate_length,
             max_sorted_runs=spec.max_sorted_runs,
             page_size=w.page_size, page_row_limit=w.page_row_count_limit,
+            curve=None if linear else spec.sort.strategy, curve_keys=() if linear else keys,
         )
 
 
@@ -546,10 +552,20 @@ def check_sort_order_ids(table: Any, spec: TableSpec, paths: Sequence[str]) -> I
                       "the commit should set it (DataFile.sort_order_id) when the files are written in that order")
 
 
+# --- rule 7: clustering of a curve layout ------------------------------------------------------------
+
+
+def check_clustering(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Finding]:
+    """Per key of a curve, how narrow its ranges are (no BoundaryOrder to assert): for the record."""
+    if intent.curve is not None:
+        for note in curve_notes(files, intent.curve, [k.column for k in intent.curve_keys]):
+            yield Finding("clustering", "info", None, None, note.column, note.observed, note.intended, note.diagnosis)
+
+
 FILE_RULES: tuple[FileRule, ...] = (check_page_index, check_boundary_order, check_row_group_order, check_sizes,
                                     check_pages, check_bloom_filters)
 RULES = ("page_index", "boundary_order", "row_group_order", "overlap", "row_group_size", "file_size", "pages",
-         "bloom_filter", "sorting_columns", "sort_order_id")
+         "bloom_filter", "sorting_columns", "sort_order_id", "clustering")
 
 
 # --- entry points -----------------------------------------------------------------------------------
@@ -570,6 +586,7 @@ def verify_files(files: Iterable[Any], spec: TableSpec | None = None, *, sort_ke
             findings.extend(rule(f, intent))
     findings.extend(check_overlap(opened, intent))
     findings.extend(check_sorting_columns(opened, intent))
+    findings.extend(check_clustering(opened, intent))
     return _report(findings, opened)
 
 
