@@ -7,6 +7,7 @@ Results go to stdout; progress, timings and errors go to stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -14,6 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from layout.advise import advise
+from layout.advise.render import render_advice
+from layout.advise.sample import DEFAULT_SAMPLE_ROWS
 from layout.catalog import load_table
 from layout.compaction.cleanup import cleanup
 from layout.compaction.dates import DateRange, date_range, partitions_for_dates
@@ -25,7 +29,8 @@ from layout.compaction.runs import PlannedTable, TableRequest, prepare_table
 from layout.demo import build_demo
 from layout.errors import InputError, LakesortError, UsageError
 from layout.io import data_files
-from layout.metrics.measure import measure
+from layout.metrics.clustering import summarize
+from layout.metrics.measure import Measurement, measure_snapshot
 from layout.parquet import ParquetFile
 from layout.read.inspect import file_layout, render_pages, render_summary
 from layout.read.plan import plan
@@ -178,28 +183,77 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     spec = _spec(args)
-    rows = measure(spec.table, spec=spec, snapshot_id=args.snapshot, record=not args.no_record)
+    result = measure_snapshot(spec.table, spec=spec, snapshot_id=args.snapshot, record=not args.no_record,
+                              engine=False if args.no_engine else None)
+    rows = result.probes
     if args.json:
-        json.dump([{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in m.to_row().items()}
-                   for m in rows], sys.stdout, indent=1)
+        def plain(row: dict) -> dict:
+            return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
+
+        json.dump({"measurements": [plain(m.to_row()) for m in rows],
+                   "clustering": [plain(dataclasses.asdict(r)) for r in result.clustering]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return EXIT_OK
     if not rows:
         print(f"{spec.table}: no snapshot to measure")
         return EXIT_OK
-    print(f"{spec.table} snapshot {rows[0].snapshot_id}: {len(rows)} probe(s)"
-          + ("" if args.no_record else " (recorded in lakesort.pruning_metrics)"))
-    width = max(len(m.probe) for m in rows)
-    print(f"  {'probe':<{width}}  {'files':>11}  {'pages':>13}  {'bytes selected':>14}  {'ideal':>12}  eff.  plan ms")
+    print(f"{spec.table} snapshot {result.snapshot_id}: {len(rows)} probe(s)"
+          + ("" if args.no_record else " (recorded in lakesort.pruning_metrics and lakesort.clustering_metrics)"))
+    for line in _measure_table(rows):
+        print(line)
+    for line in _measure_notes(rows):
+        print(line)
+    for key in summarize(result.clustering):
+        deepest = ", ".join(f"{r.partition_path or '(unpartitioned)'} ({r.average_depth:.1f})"
+                            for r in key.deepest[:3] if r.average_depth > 1)
+        print(f"clustering by {key.sort_key}: {key.partitions} partition(s), {key.files} file(s), average depth "
+              f"{key.average_depth:.2f}, max {key.max_depth}, average overlaps {key.average_overlaps:.2f}"
+              + (f"; deepest: {deepest}" if deepest else ""))
+    return EXIT_OK
+
+
+def _measure_table(rows: Sequence[Measurement]) -> list[str]:
+    """The probes as aligned columns: selected, the two ideals, the efficiencies, DataFusion's check."""
+    def percent(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.0f}%"
+
+    def engine(m: Measurement) -> str:
+        if m.engine_status is None or m.engine_status == "off":
+            return "off"
+        if not m.engine_checked:
+            return "n/c"
+        found = m.engine_difference
+        sign = "-" if (m.engine_bytes or 0) < (m.engine_model_bytes or 0) else "+"
+        shown = "same" if not found else "inf" if found == float("inf") else f"{sign}{100 * found:.1f}%"
+        return f"{'!' if m.engine_differs else ''}{shown}{'' if m.engine_status == 'checked' else ' s'}"
+
+    header = ("probe", "files", "pages", "bytes selected", "in pages", "clustered", "eff.", "waste",
+              "DataFusion", "plan ms")
+    table = [header]
     for m in rows:
         pages_total = "?" if m.pages_total is None else m.pages_total  # unknown: planning opened only some files
-        estimated = "~" if m.ideal_method not in (None, "exact") else " "
-        print(f"  {m.probe:<{width}}  {m.files_selected:>5}/{m.files_total:<5}  {m.pages_selected:>6}/{pages_total:<6}"
-              f"  {m.bytes_selected:>14}  {m.bytes_ideal:>11}{estimated}  {m.efficiency:4.2f}  "
-              f"{m.plan_cold_ms:.0f}/{m.plan_warm_ms:.0f}")
+        estimated = "~" if m.ideal_method not in (None, "exact") else ""
+        table.append((m.probe, f"{m.files_selected}/{m.files_total}", f"{m.pages_selected}/{pages_total}",
+                      str(m.bytes_selected), f"{m.bytes_ideal}{estimated}", f"{m.bytes_clustered}{estimated}",
+                      percent(m.efficiency_clustered), percent(m.wasted_in_pages), engine(m),
+                      f"{m.plan_cold_ms:.0f}/{m.plan_warm_ms:.0f}"))
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
+    return ["  " + "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in
+                             enumerate(zip(r, widths, strict=True))) for r in table]
+
+
+def _measure_notes(rows: Sequence[Measurement]) -> list[str]:
+    """What the columns of `_measure_table` mean, and why a probe is not confirmed by DataFusion."""
+    notes = [("  in pages: bytes of the selected pages that hold a matching row (waste: the rest of the selected "
+              "bytes); clustered: bytes a table perfectly clustered for the probe would read; eff.: clustered / "
+              "selected"),
+             ("  DataFusion: its bytes scanned against lakesort's over the same files (! more than 20% apart, "
+              "s: on a sample of the files, n/c: not confirmed)")]
     if any(m.ideal_method not in (None, "exact") for m in rows):
-        print("  ~ ideal estimated from a sample of the selected row groups (lakesort.pruning_metrics.ideal_method)")
-    return EXIT_OK
+        notes.append("  ~ estimated from a sample of the selected row groups (lakesort.pruning_metrics.ideal_method)")
+    notes += [f"  {m.probe}: {m.engine_status}" for m in rows
+              if m.engine_status and not m.engine_checked and m.engine_status != "off"]
+    return notes
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -287,6 +341,18 @@ def cmd_expire(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    spec = _spec(args)  # a missing or broken spec, or one without probes: exit 2 before any data is read
+    result = advise(spec.table, spec=spec, sample_rows=args.sample, seed=args.seed, record=not args.no_record)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    for line in render_advice(result):
+        print(line)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     summary = build_demo(Path(args.home), scale=args.scale, batches=args.batches, replace=args.replace)
     verb = "created" if summary.created else "kept existing"
@@ -371,14 +437,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compact)
 
     p = sub.add_parser("measure", help="measure what readers skip for each probe, on a snapshot",
-                       description="Plan every probe of the table (the spec's and the standard ones per sort key) "
-                                   "and record files, row groups, pages, rows and bytes selected against the ideal "
-                                   "in lakesort.pruning_metrics.")
+                       description="Plan every probe of the table (the spec's and the standard ones per sort key), "
+                                   "record files, row groups, pages, rows and bytes selected against the page-level "
+                                   "and the perfectly clustered ideal, with DataFusion's bytes next to them, in "
+                                   "lakesort.pruning_metrics; and each sort key's overlap depth per partition in "
+                                   "lakesort.clustering_metrics.")
     p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
     p.add_argument("--spec", metavar="YAML", help="the table spec (default: found in dags/tables/ by table name)")
     p.add_argument("--snapshot", type=int, metavar="ID", help="snapshot id (default: the current snapshot)")
     p.add_argument("--no-record", action="store_true", help="print only; record nothing")
-    p.add_argument("--json", action="store_true", help="the measurements as JSON")
+    p.add_argument("--no-engine", action="store_true",
+                   help="skip running each probe with DataFusion (a real query over the selected files, up to "
+                        "$LAKESORT_ENGINE_CHECK_MAX_BYTES a probe; $LAKESORT_ENGINE_CHECK=false turns it off)")
+    p.add_argument("--json", action="store_true",
+                   help='{"measurements": [...], "clustering": [...]}: the rows as recorded')
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("report", help="write the HTML reports for data owners",
@@ -422,6 +494,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count what would be expired and deleted, list the files on stderr; change nothing")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(func=cmd_expire)
+
+    p = sub.add_parser("advise", help="predict which sort would serve the owners' probes best",
+                       description="Sample the table, lay the sample out as the compaction would for each candidate "
+                                   "layout (the current one, linear on the probes' columns and pairs of them, zorder "
+                                   "and hilbert on pairs and triples), plan every probe on it, and rank the layouts "
+                                   "by the bytes the probes would read. Recorded in lakesort.advice for the report.")
+    p.add_argument("table", metavar="TABLE", help="Iceberg table identifier `ns.table`")
+    p.add_argument("--spec", metavar="YAML", help="the table spec with the probes (default: found in dags/tables/)")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON document: {"table", "sample_rows", "candidates": [...], "recommendation": {...}}')
+    p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE_ROWS, metavar="ROWS",
+                   help="most rows sampled, stratified over partitions (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="the sample's seed (default: %(default)s)")
+    p.add_argument("--no-record", action="store_true", help="print only; record nothing in lakesort.advice")
+    p.set_defaults(func=cmd_advise)
 
     p = sub.add_parser("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
                        description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")

@@ -106,6 +106,13 @@ class Settings(Frozen):
                                                                 "(then exponential backoff).")
     spark_parallelism: Annotated[int, Field(gt=0)] = _setting(2, "Spark applications of one DAG run at a "
                                                               "time.")
+    # -- measuring (layout.metrics) -------------------------------------------------------------------
+    engine_check: Boolean = _setting(True, "Run each measured probe with DataFusion too and record what it "
+                                     "reads next to lakesort's model (true/false; `lakesort measure "
+                                     "--no-engine` for one run). A real query per probe and snapshot.")
+    engine_check_max_bytes: Bytes = _setting(64 << 20, "Compressed bytes the DataFusion check reads per probe, "
+                                             "at most: a probe selecting more is checked on a seeded sample of "
+                                             "its files.")
     # -- the metadata cache (layout.read.cache) -------------------------------------------------------
     cache_enabled: Boolean = _setting(True, "Cache Parquet footers, page indexes and manifests (true/false).")
     cache_max_bytes: Bytes = _setting(256 << 20, "Bytes the cache may hold (a number, or 256MiB, 1GiB).")

@@ -16,6 +16,7 @@ predicted bytes (from a quarter of the rows) are close to the brute force's.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import math
 from pathlib import Path
@@ -267,7 +268,7 @@ def test_spec_snippets_apply_as_table_specs():
         assert spec.sort.strategy == strategy and spec.sort.keys == keys
 
 
-def test_the_advice_is_recorded_and_the_last_one_read_back(iceberg_catalog, rng):
+def test_the_advice_is_recorded_and_the_last_one_read_back(iceberg_catalog, rng, tmp_path):
     data = pa.table({"x": rng.integers(0, 10**6, 4_000), "y": rng.integers(0, 10**6, 4_000)})
     build(iceberg_catalog, "hist", data, appends=2)
     spec = parse_spec(make_spec("hist", [{"name": "x_point", "where": "x = 5", "weight": 2},
@@ -283,6 +284,14 @@ def test_the_advice_is_recorded_and_the_last_one_read_back(iceberg_catalog, rng)
     rows = iceberg_catalog.load_table("lakesort.advice").scan().to_arrow()
     assert rows.num_rows == len(first.candidates) + len(second.candidates)
     assert sum(r["recommended"] for r in rows.to_pylist() if r["run_id"] == second.run_id) == 1
+
+    # The report's "What would help" shows the last advice: its candidates and the recommendation.
+    from layout.report.render import write_reports
+
+    index = write_reports(tmp_path / "reports", catalog=iceberg_catalog, specs=[spec])
+    page = (index.parent / "tables" / "t.hist.html").read_text()
+    assert "What would help" in page and html.escape(second.recommendation.label) in page
+    assert all(html.escape(c.label) in page for c in second.candidates[:8])
 
 
 def _spec_file(tmp_path: Path, name: str, probes: list[dict]) -> Path:

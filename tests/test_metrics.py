@@ -47,20 +47,11 @@ from layout.compaction.driver import compact
 from layout.demo import generate_lineitem
 from layout.errors import UsageError
 from layout.metrics import store as metrics_store
-from layout.metrics.measure import (
-    IDEAL_ROW_GROUPS,
-    SAMPLE_ROW_GROUPS,
-    Ideal,
-    Probe,
-    _probe_literal,
-    estimate,
-    ideal,
-    measure,
-    measure_probe,
-    read_metrics,
-    read_runs,
-    standard_probes,
-)
+from layout.metrics.clustered import ColumnRate, clustered_read
+from layout.metrics.clustering import ClusteringRecord, read_clustering, summarize
+from layout.metrics.ideal import IDEAL_ROW_GROUPS, Ideal, estimate, ideal
+from layout.metrics.measure import measure, measure_probe, read_metrics, read_runs
+from layout.metrics.probes import SAMPLE_ROW_GROUPS, Probe, _probe_literal, standard_probes
 from layout.read.plan import plan
 from layout.report.rows import Measurement, typed_rows
 
@@ -238,6 +229,21 @@ class BruteForce:
             assert first == len(values) == meta.num_rows, path
         return pages, nbytes, rows
 
+    def rates(self, units: Sequence[tuple[str, int]], predicate_columns: Sequence[str],
+              projection: Sequence[str] | None) -> list[ColumnRate]:
+        """Per counted column, over the (path, row group) units: rows, pages (a chunk without an offset
+        index is one) and compressed bytes."""
+        sums: dict[str, list[int]] = {}
+        for path, rg in units:
+            _, meta = self._file(path)
+            for col in self._needed(meta, predicate_columns, projection):
+                walked = self.chunk(path, rg, col)
+                total = sums.setdefault(meta.schema.column(col).path, [0, 0, 0])
+                total[0] += meta.row_group(rg).num_rows
+                total[1] += 1 if walked is None else len(walked[1])
+                total[2] += meta.row_group(rg).column(col).total_compressed_size
+        return [ColumnRate(name, *figures) for name, figures in sorted(sums.items())]
+
     def totals(self, paths: Sequence[str], predicate_columns: Sequence[str],
                projection: Sequence[str] | None) -> tuple[int, int]:
         """(pages, bytes) of the counted columns over whole files."""
@@ -364,6 +370,12 @@ def test_ideal_is_never_larger_than_selected_and_matches_brute_force(compacted, 
             row = exact
         pages, nbytes, matching = brute.ideal(paths, columns, match, projection)
         where = f"{row['phase']} {row['probe']} ({row['predicate']}) on snapshot {row['snapshot_id']}"
+        if row["engine_status"] != "off":  # recorded rows: DataFusion ran them over every selected file
+            assert row["engine_status"] == "checked", (where, row["engine_status"])
+            assert (row["engine_model_bytes"], row["engine_model_rows"]) == (row["bytes_selected"], row["rows_selected"])
+            assert row["engine_rows"] == row["rows_selected"] and row["engine_rows_matching"] == matching, where
+            # bytes: DataFusion also reads the bloom filters this spec writes, which lakesort's figures leave out
+            assert abs(row["engine_bytes"] - row["bytes_selected"]) <= 0.2 * row["bytes_selected"], where
         assert (row["pages_ideal"], row["bytes_ideal"], row["rows_matching"]) == (pages, nbytes, matching), where
         assert row["efficiency"] == pytest.approx(nbytes / row["bytes_selected"] if row["bytes_selected"] else 1.0)
         pages_total, bytes_total = brute.totals(paths, columns, projection)
@@ -376,6 +388,40 @@ def test_ideal_is_never_larger_than_selected_and_matches_brute_force(compacted, 
     assert sampled, "the unsorted snapshot's probes off the partition column select more than the budget"
     after = next(r for r in rows if r["probe"] == "off_key" and r["snapshot_id"] == result.snapshot_id)
     assert 0 < after["pages_ideal"] < after["pages_selected"], "the off-key probe must leave slack to measure"
+
+
+def test_clustering_is_recorded_before_and_after_from_the_bounds(compacted, catalog):
+    """Each measurement records the sort key's overlap depth per partition: before, the appends overlap in
+    every month they touched; after, each partition is one sorted run of disjoint files (depth 1). Per
+    partition of the snapshot before, the depths are the brute force's over bounds read by pyarrow from
+    the footers (the manifests' are what lakesort reads)."""
+    from test_clustering import brute_depths
+
+    _, _, _, prepared = compacted
+    rows = [ClusteringRecord(**r) for r in read_clustering(catalog, "demo.lineitem").to_pylist()
+            if r["run_id"] == prepared.run_id]
+    (before,) = summarize(r for r in rows if r.phase == "before")
+    (after,) = summarize(r for r in rows if r.phase == "after")
+    assert before.sort_key == after.sort_key == "l_shipdate" and before.partitions == after.partitions
+    assert after.max_depth == 1 and after.histogram == ((1, after.files),) and after.average_overlaps == 0
+    assert before.average_depth > 1 and before.files > after.files
+    snapshot = next(r.snapshot_id for r in rows if r.phase == "before")
+    table = load_table("demo.lineitem")
+    spans: dict[str, list] = {}
+    for task in table.scan(snapshot_id=snapshot).plan_files():
+        meta = pq.ParquetFile(task.file.file_path.removeprefix("file://")).metadata
+        col = meta.schema.names.index("l_shipdate")
+        stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
+        partition = table.specs()[task.file.spec_id].partition_to_path(task.file.partition, table.schema())
+        spans.setdefault(partition, []).append((min(s.min for s in stats), max(s.max for s in stats)))
+    recorded = {r.partition_path: r for r in rows if r.phase == "before"}
+    assert set(recorded) == set(spans)
+    for partition, bounds in spans.items():
+        depths = brute_depths(bounds) if len(bounds) <= 10 else None
+        got = recorded[partition]
+        assert got.files == len(bounds), partition
+        if depths is not None:
+            assert (got.max_depth, got.average_depth) == (max(depths), pytest.approx(sum(depths) / len(depths)))
 
 
 def test_metrics_rows_read_back_through_pyiceberg_and_duckdb(compacted, catalog):
@@ -447,6 +493,15 @@ def test_measure_cli_prints_and_refuses_an_unknown_snapshot(compacted, catalog, 
     assert main(["-q", "measure", "demo.lineitem", "--spec", str(spec_file), "--no-record"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "ship_week" in out and "std_l_shipdate_point" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("probe"))
+    assert header.split() == ["probe", "files", "pages", "bytes", "selected", "in", "pages", "clustered", "eff.",
+                              "waste", "DataFusion", "plan", "ms"]
+    assert re.search(r"clustering by l_shipdate: \d+ partition\(s\), \d+ file\(s\), average depth 1\.00, max 1", out)
+    assert main(["-q", "measure", "demo.lineitem", "--spec", str(spec_file), "--no-record", "--no-engine",
+                 "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert {m["engine_status"] for m in doc["measurements"]} == {"off"}
+    assert {c["sort_key"] for c in doc["clustering"]} == {"l_shipdate"}
     assert main(["-q", "measure", "demo.lineitem", "--spec", str(spec_file), "--snapshot", "12345"]) == EXIT_USAGE
     assert "no snapshot 12345" in capsys.readouterr().err
 
@@ -529,8 +584,14 @@ def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_f
     assert (m.bytes_ideal == 0) == (matching == 0)
     event("ideal < selected" if m.pages_ideal < m.pages_selected else "ideal = selected")
     target(m.pages_selected - m.pages_ideal)  # steer towards selected pages without a match
-    check_sampled(plan(str(directory), where, projection, cache=False), Ideal(pages, nbytes, matching, "exact"),
-                  budget)
+    planned = plan(str(directory), where, projection, cache=False)
+    check_sampled(planned, Ideal(pages, nbytes, matching, "exact"), budget)
+    # The clustered ideal scales the columns' rows, pages and bytes of the selected row groups (the oracle's,
+    # from the page headers) to the matching rows (its formula is checked in tests/test_clustered.py).
+    rates = brute.rates([(f.path, rg.index) for f in planned.files for rg in f.row_groups], columns, projection)
+    expected = clustered_read(matching, m.rows_total, rates)
+    assert (m.pages_clustered, m.bytes_clustered) == (expected.pages, expected.bytes), where
+    assert m.efficiency_clustered == (min(1.0, expected.bytes / m.bytes_selected) if m.bytes_selected else 1.0)
 
 
 def check_sampled(planned, exact: Ideal, budget: int) -> None:
@@ -591,31 +652,39 @@ def test_a_sampled_ideal_is_near_the_exact_one(tmp_path, sort, where):
 
 
 def test_a_metrics_table_from_before_ideal_method_stays_readable_and_grows_the_column(iceberg_catalog, tmp_path):
-    """A pruning_metrics table written without `ideal_method`, its totals required, reads back with nulls
-    in the new column (the report's typed rows too); the next write adds the column, nullable and last,
-    makes the totals nullable (planning an Iceberg table may leave them unknown) and keeps the old rows."""
+    """A pruning_metrics table written without `ideal_method` and the columns added after it (the clustered
+    ideal, the engine check), its totals required, reads back with nulls in the new columns (the report's
+    typed rows too); the next write adds them, nullable and last in their order, makes the totals
+    nullable (planning an Iceberg table may leave them unknown) and keeps the old rows."""
     directory = tmp_path / "data"
     directory.mkdir()
     row = measure_probe(str(_generated(directory, sort=False)), Probe("p", "k = 17"), run_id="old",
-                        phase="on-demand").to_row()
+                        phase="on-demand", engine=True).to_row()
     totals = ("row_groups_total", "pages_total")
-    old_fields = [(name, kind, required or name in totals) for name, kind, required in metrics_store.METRICS_FIELDS]
-    old_fields = old_fields[:-1]
-    assert metrics_store.METRICS_FIELDS[-1] == ("ideal_method", "string", False)
-    old_row = {k: v for k, v in row.items() if k != "ideal_method"}
+    names = [name for name, _, _ in metrics_store.METRICS_FIELDS]
+    added = names[names.index("ideal_method"):]
+    assert added[:4] == ["ideal_method", "pages_clustered", "bytes_clustered", "efficiency_clustered"]
+    old_fields = [(name, kind, required or name in totals) for name, kind, required in metrics_store.METRICS_FIELDS
+                  if name not in added]
+    old_row = {k: v for k, v in row.items() if k not in added}
     metrics_store.upsert(iceberg_catalog, metrics_store.PRUNING_METRICS, old_fields, metrics_store.METRICS_KEY,
                          [old_row])
     table = iceberg_catalog.load_table(metrics_store.PRUNING_METRICS)
-    assert "ideal_method" not in {f.name for f in table.schema().fields}
+    assert not set(added) & {f.name for f in table.schema().fields}
     got = read_metrics(iceberg_catalog)
-    assert got.column("ideal_method").to_pylist() == [None]
-    assert [m.ideal_method for m in typed_rows(got, Measurement, "pruning metrics")] == [None]
+    assert all(got.column(name).to_pylist() == [None] for name in added)
+    typed = typed_rows(got, Measurement, "pruning metrics")
+    assert [(m.ideal_method, m.bytes_clustered, m.engine_status, m.engine_difference) for m in typed] == [
+        (None, None, None, None)]
 
     new_row = {**row, "run_id": "new", "row_groups_total": None, "pages_total": None}
     metrics_store.upsert(iceberg_catalog, metrics_store.PRUNING_METRICS, metrics_store.METRICS_FIELDS,
                          metrics_store.METRICS_KEY, [new_row])
     schema = iceberg_catalog.load_table(metrics_store.PRUNING_METRICS).schema()
-    assert (schema.fields[-1].name, schema.fields[-1].required) == ("ideal_method", False)
+    assert [(f.name, f.required) for f in schema.fields[-len(added):]] == [(name, False) for name in added]
     assert not any(schema.find_field(name).required for name in totals)
-    got = {r["run_id"]: (r["ideal_method"], r["pages_total"]) for r in read_metrics(iceberg_catalog).to_pylist()}
-    assert got == {"old": (None, row["pages_total"]), "new": ("exact", None)} and row["ideal_method"] == "exact"
+    got = {r["run_id"]: (r["ideal_method"], r["pages_total"], r["engine_status"], r["bytes_clustered"])
+           for r in read_metrics(iceberg_catalog).to_pylist()}
+    assert got == {"old": (None, row["pages_total"], None, None),
+                   "new": ("exact", None, "checked", row["bytes_clustered"])}
+    assert row["ideal_method"] == "exact" and row["engine_bytes"] == row["bytes_selected"]

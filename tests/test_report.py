@@ -4,6 +4,7 @@ write_reports against a real pyiceberg SQL catalog."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import random
@@ -17,10 +18,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layout.errors import ConfigError, UsageError
 from layout.metrics.maintenance import MaintenanceRecord
 from layout.metrics.store import (
+    CLUSTERING_FIELDS,
     COMPACTION_RUNS,
     MAINTENANCE_FIELDS,
     METRICS_FIELDS,
@@ -31,11 +35,14 @@ from layout.metrics.store import (
     arrow_schema,
     upsert,
 )
-from layout.report.charts import nice_ticks
+from layout.report.axes import GAP, _box, time_ticks
+from layout.report.charts import Series, bar_chart, line_chart, nice_ticks
+from layout.report.findings import EXAMPLES, Verification, group_findings
 from layout.report.formats import format_duration, format_percent
 from layout.report.render import render_reports, table_page_name, write_reports
 from layout.report.rows import Measurement, Run
-from layout.report.views import LAST_RUNS
+from layout.report.svg import text_width
+from layout.report.views import LAST_RUNS, TableView
 from layout.sizes import byte_unit, format_size
 from layout.spec import parse_spec
 
@@ -53,6 +60,7 @@ def metric(table: str, probe: str, phase: str, run_id: str, at: datetime, select
            **extra) -> dict:
     """One pruning_metrics row; figures not given are plausible and consistent."""
     ideal = selected // 4 if ideal is None else ideal
+    clustered = extra.pop("bytes_clustered", ideal // 2)
     row = {
         "run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at, "probe": probe,
         "probe_kind": "owner", "predicate": "k = 1", "columns": "", "files_total": 40,
@@ -60,7 +68,8 @@ def metric(table: str, probe: str, phase: str, run_id: str, at: datetime, select
         "pages_total": 4000, "pages_selected": 310, "pages_ideal": 120, "rows_total": 1_000_000,
         "rows_selected": 100_000, "rows_matching": 5_000, "bytes_total": total, "bytes_selected": selected,
         "bytes_ideal": ideal, "efficiency": efficiency if efficiency is not None else ideal / selected,
-        "plan_cold_ms": 12.5, "plan_warm_ms": 1.25,
+        "plan_cold_ms": 12.5, "plan_warm_ms": 1.25, "ideal_method": "exact", "pages_clustered": 10,
+        "bytes_clustered": clustered, "efficiency_clustered": min(1.0, clustered / selected) if selected else 1.0,
     }
     return {**row, **extra}
 
@@ -91,8 +100,21 @@ def spec(table: str, probes: list[dict] | None = None, owner: str = "Sales Data"
                        "probes": probes, **extra})
 
 
-def render(tmp_path: Path, metrics: list[dict], runs: list[dict], specs=(), out: str = "out") -> Path:
-    return render_reports(tmp_path / out, *arrow(metrics, runs), specs, generated_at=GENERATED)
+def clustered(table: str, key: str, partition: str, run_id: str, phase: str, at: datetime, depths: list[int]) -> dict:
+    """One clustering_metrics row: a partition whose files have these overlap depths."""
+    histogram: dict[str, int] = {}
+    for d in depths:
+        histogram[str(d)] = histogram.get(str(d), 0) + 1
+    return {"run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at, "sort_key": key,
+            "partition_path": partition, "files": len(depths), "files_unbounded": 0, "constant_files": 0,
+            "average_overlaps": sum(d - 1 for d in depths) / len(depths), "average_depth": sum(depths) / len(depths),
+            "max_depth": max(depths), "depth_histogram": json.dumps(histogram), "rows": 1000, "bytes": 4 * MiB}
+
+
+def render(tmp_path: Path, metrics: list[dict], runs: list[dict], specs=(), out: str = "out",
+           clustering: list[dict] | None = None) -> Path:
+    table = pa.Table.from_pylist(clustering, schema=arrow_schema(CLUSTERING_FIELDS)) if clustering else None
+    return render_reports(tmp_path / out, *arrow(metrics, runs), specs, clustering=table, generated_at=GENERATED)
 
 
 def page(index: Path, table: str) -> str:
@@ -214,10 +236,11 @@ def test_index_lists_every_table_and_links_its_page(tmp_path, history):
     for link in links:
         assert (index.parent / link).is_file()
     rows = table_rows(html, "tables")
-    assert "p1 reads 88% fewer bytes" in row_of(rows, "sales.orders")[4]
-    assert row_of(rows, "b.never_measured")[2:5] == ["no runs yet", "\u2013", "never measured"]
-    assert "Team B" in row_of(rows, "b.never_measured")[1]
-    assert row_of(rows, "c.runs_only")[1] == "no table spec"
+    # Table, Efficiency, Trend, Last run, Verification, After the last compaction, Owner, files, size
+    assert "p1 reads 88% fewer bytes" in row_of(rows, "sales.orders")[5]
+    assert row_of(rows, "b.never_measured")[1:6] == ["\u2013", "\u2013", "no runs yet", "\u2013", "never measured"]
+    assert "Team B" in row_of(rows, "b.never_measured")[6]
+    assert row_of(rows, "c.runs_only")[6] == "no table spec"
 
 
 def test_probe_before_after_uses_latest_run_with_both_phases(tmp_path, history):
@@ -225,13 +248,16 @@ def test_probe_before_after_uses_latest_run_with_both_phases(tmp_path, history):
     rows = table_rows(html, "probes")
     p1 = row_of(rows, "p1")
     # n2 is the newest run with a before and an after for p1 (n3 has only a before; adhoc is on-demand)
-    assert p1[4:] == ["24.0 MiB", "3.00 MiB", "\u221288%", "25% \u2192 33%", "15 \u2192 2 of 40", "n2"]
+    # efficiency against a perfectly clustered table (the synthetic rows' clustered bytes are half the ideal):
+    # 3 of 24 MiB before (12.5%, rounded half to even), 0.5 of 3 MiB after; wasted in the pages read after: 1 - 1/3; no DataFusion check
+    assert p1[4:] == ["24.0 MiB", "3.00 MiB", "\u221288%", "12% \u2192 17%", "67%", "\u2013", "15 \u2192 2 of 40", "n2"]
     p2 = row_of(rows, "p2")
     assert p2[3] == "k, v" and p2[4:7] == ["8.00 MiB", "10.0 MiB", "+25%"]
-    assert p2[7] == "25% \u2192 20%"  # efficiency before -> after
+    assert p2[7] == "12% \u2192 12%" and p2[8] == "80%"  # efficiency before -> after; waste = 1 - 0.2
     headline = text(next(p for p in parse(html).iter("p") if p.get("class") == "headline"))
     assert "run n2" in headline and "probe p1 reads 88% fewer bytes (24.0 MiB \u2192 3.00 MiB)" in headline
     assert "Of 2 probes measured then, 1 read fewer bytes and 1 read more." in headline
+    assert "Against a table perfectly clustered for it, it is now 17% efficient (before: 12%)." in headline
     details = row_of(table_rows(html, "details"), "p1")
     assert details[1].startswith("before, 2025-03-04")  # latest measurement of p1: n3's before
     assert "<title>sales.orders" in html and "<h1>sales.orders</h1>" in html
@@ -263,10 +289,11 @@ def test_failed_verification_shows_findings_with_diagnosis(tmp_path, history):
     assert "Latest verification:" in section and 'class="badge bad">failed<' in section and "n3" in section
     rows = table_rows(html, "findings")
     assert [r[0] for r in rows] == ["error", "warning"]  # errors first
-    assert rows[0][1:] == ["column-index", "s3://lake/a.parquet, row group 0, column comment",
-                           "absent", "present",
-                           "column index dropped for comment; set column_index_truncate_length"]
-    assert rows[1][5] == "pages not sorted by k"
+    assert rows[0][1:] == ["column-index", "comment",
+                           "column index dropped for comment; set column_index_truncate_length", "1", "absent",
+                           "present", "s3://lake/a.parquet, row group 0, column comment"]
+    assert rows[1][3] == "pages not sorted by k"
+    assert "2 finding(s): 1 error, 1 warning in 2 group(s)." in text(ET.fromstring(f"<div>{section}</div>"))
 
 
 def test_text_is_escaped(tmp_path):
@@ -304,8 +331,8 @@ def test_pages_are_wellformed_offline_and_have_svg_plots(tmp_path, history):
         assert "<script" not in html
     html = page(index, "sales.orders")
     svgs = re.findall(r"<svg\b.*?</svg>", html, re.DOTALL)
-    # bar chart; a bytes chart per probe and the efficiency chart; files and file size
-    assert len(svgs) == 1 + 2 + 1 + 2
+    # bar chart; a bytes and an efficiency chart per probe (small multiples); files and file size
+    assert len(svgs) == 1 + 2 + 2 + 2
     for svg in svgs:
         element = ET.fromstring(svg)
         width, height = float(element.get("width")), float(element.get("height"))
@@ -496,7 +523,7 @@ def test_write_reports_without_table_specs(iceberg_catalog, tmp_path, monkeypatc
         index = write_reports(tmp_path / "r", catalog=iceberg_catalog)
     assert "no table specs in dags/tables" in caplog.text
     assert sorted(p.name for p in (index.parent / "tables").iterdir()) == ["sales.orders.html"]
-    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "sales.orders")[1] == "no table spec"
+    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "sales.orders")[6] == "no table spec"
 
 
 def test_write_reports_before_anything_was_recorded(iceberg_catalog, tmp_path):
@@ -509,5 +536,144 @@ def test_a_nothing_to_do_run_keeps_the_last_verification(tmp_path):
             run("t.a", "r2", T0 + timedelta(days=1), verification="passed"),
             run("t.a", "r3", T0 + timedelta(days=2), status="nothing-to-do", verification="skipped")]
     index = render(tmp_path, [], runs, [spec("t.a")])
-    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "t.a")[2:4] == [
+    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "t.a")[3:5] == [
         "nothing-to-do 2025-03-03 02:00 UTC", "passed"]
+
+
+# --- report v2: efficiency, engine check, clustering health, findings, axes -------------------------------
+
+
+def test_findings_are_grouped_errors_first_with_counts_and_examples():
+    """83 per-file infos of a run that wrote 83 files read as one line; a warning on 5 files shows 3 example
+    places and how many more; errors come first; different observed values are counted."""
+    infos = [{"rule": "pages", "severity": "info", "path": f"f{i}.parquet", "row_group": None, "column": None,
+              "observed": f"{500 + i} rows per page", "intended": "at most 2000", "diagnosis": "for the record"}
+             for i in range(83)]
+    warnings = [{"rule": "boundary-order", "severity": "warning", "path": f"f{i}.parquet", "row_group": 0,
+                 "column": "k", "observed": "UNORDERED", "intended": "ASCENDING", "diagnosis": "pages not sorted"}
+                for i in range(5)]
+    errors = [{"rule": "column-index", "severity": "error", "path": "f1.parquet", "row_group": 0, "column": "c",
+               "observed": "absent", "intended": "present", "diagnosis": "set truncation"}]
+    record = Run(**run("t.a", "r1", T0, files_added=83, findings=infos + warnings + errors))
+    verification = Verification.of(record)
+    groups = verification.groups
+    assert [(g.severity, g.rule, g.count, g.files) for g in groups] == [
+        ("error", "column-index", 1, 1), ("warning", "boundary-order", 5, 5), ("info", "pages", 83, 83)]
+    error, warning, info = groups
+    assert warning.examples == ("f0.parquet, row group 0, column k", "f1.parquet, row group 0, column k",
+                                "f2.parquet, row group 0, column k") and warning.more_places == 2
+    assert (warning.observed, warning.intended) == ("UNORDERED", "ASCENDING")
+    assert info.every_file == 83 and warning.every_file is None and error.every_file is None
+    assert info.observed == "83 different values, e.g. 500 rows per page"  # the first, in the findings' order
+    assert verification.counts == {"error": 1, "warning": 5, "info": 83}
+    # the infos of only some of the files written are not "every file"
+    partial = Verification.of(Run(**run("t.a", "r2", T0, files_added=90, findings=infos)))
+    assert partial.groups[0].every_file is None and len(partial.groups[0].examples) == EXAMPLES
+    assert group_findings((), 0) == ()
+
+
+def test_page_shows_engine_check_clustering_and_grouped_findings(tmp_path):
+    t = "sales.orders"
+    engine = {"engine_status": "checked", "engine_files": 3, "engine_rows": 100, "engine_model_rows": 100,
+              "engine_rows_matching": 7, "engine_ms": 40.0}
+    metrics = [
+        metric(t, "p1", "before", "n1", T0, 8 * MiB, engine_bytes=8 * MiB, engine_model_bytes=8 * MiB, **engine),
+        metric(t, "p1", "after", "n1", T0 + timedelta(minutes=5), 2 * MiB, engine_bytes=3 * MiB,
+               engine_model_bytes=2 * MiB, **engine),
+        metric(t, "p2", "before", "n1", T0, 8 * MiB, engine_status="not confirmed: f.parquet stores k as 'key'"),
+        metric(t, "p2", "after", "n1", T0 + timedelta(minutes=5), 4 * MiB, engine_status="off"),
+    ]
+    clustering = [clustered(t, key, f"m={month}", "n1", phase, T0 + timedelta(minutes=5 * (phase == "after")),
+                            [4, 4, 4, 4] if phase == "before" else [1, 2, 2] if month == 3 else [1])
+                  for key in ("k", "v") for month in range(1, 5) for phase in ("before", "after")]
+    findings = [{"rule": "pages", "severity": "info", "path": f"f{i}.parquet", "diagnosis": "for the record",
+                 "observed": "ok"} for i in range(4)]
+    runs = [run(t, "n1", T0, files_added=4, findings=findings)]
+    s = spec(t, [{"name": "p1", "where": "k = 1"}, {"name": "p2", "where": "k = 2"}],
+             sort={"keys": [{"column": "v"}, {"column": "k"}]})
+    html = page(render(tmp_path, metrics, runs, [s], clustering=clustering), t)
+    parse(html)
+    probes = table_rows(html, "probes")
+    assert row_of(probes, "p1")[9].startswith("differs +50%") and row_of(probes, "p2")[9] == "off"
+    assert 'class="flagged"' in html
+    engine_rows = table_rows(html, "engine")
+    assert [r[:2] for r in engine_rows] == [["p1", "before"], ["p1", "after"], ["p2", "before"], ["p2", "after"]]
+    assert engine_rows[1][3:9] == ["2.00 MiB", "3.00 MiB", "100", "100", "7", "differs +50%"]
+    assert engine_rows[2][2] == "not confirmed: f.parquet stores k as 'key'" and engine_rows[3][2] == "off"
+    # clustering: the spec's key order; the latest (after) summary; the overlapping partition listed
+    keys = re.findall(r"<h3>Sort key <code>(\w+)</code></h3>", html)
+    assert keys == ["v", "k"]
+    assert "Latest (after, 2025-03-01 02:05 UTC): 6 file(s) in 4 partition(s), average depth 1.33, max 2" in text(
+        ET.fromstring(f"<div>{html[html.index('<h2>Clustering health'):html.index('<h2>Files')]}</div>"))
+    deepest = [[[text(td) for td in tr] for tr in table.find("tbody")] for table in parse(html).iter("table")
+               if table.get("class") == "deepest"]
+    assert deepest == [[["m=3", "3", "1.67", "2", "0.67", "1 at depth 1, 2 at depth 2"]]] * 2  # keys v and k
+    svgs = re.findall(r"<svg\b.*?</svg>", html, re.DOTALL)
+    assert sum("overlap depth over time" in s for s in svgs) == 2 and sum("files per overlap depth" in s for s in svgs) == 2
+    # findings: one line for every file the run wrote
+    assert table_rows(html, "findings") == [["info", "pages", "\u2013", "for the record", "4", "ok", "\u2013",
+                                             "every file this run wrote (4)"]]
+    # cards and the index's efficiency and trend line
+    index = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    row = row_of(table_rows(index, "tables"), t)
+    # both probes' clustered bytes are an eighth of what they read after (12.5%, rounded half to even)
+    assert row[1] == "12%" and '<svg class="spark"' in index
+    assert "No layout advice yet" in html and TableView("a.t", None, (), ()).advice is None
+
+
+def test_time_axis_labels_never_overlap_and_stay_on_the_axis():
+    """Any span and number of points, any room: the labels fit side by side, GAP apart, inside the axis."""
+    for room in (60, 120, 200, 340, 900):
+        for span in (0, 60, 3600, 86_400, 2 * 86_400, 400 * 86_400):
+            labels = time_ticks(1_700_000_000, 1_700_000_000 + span, room)
+            assert labels, (room, span)
+            boxes = [_box(label) for label in labels]
+            assert all(b[0] - a[1] >= GAP for a, b in itertools.pairwise(boxes)), (room, span, labels)
+            assert len(labels) == 1 or (boxes[0][0] >= 0 and boxes[-1][1] <= room + 1e-9), (room, span, labels)
+    assert len(time_ticks(0, 86_400 * 365, 900)) > len(time_ticks(0, 86_400 * 365, 200)) >= 2
+
+
+def test_a_line_of_many_points_keeps_its_labels_apart():
+    """300 points over a year in a small multiple: a few labels, none overlapping, one dot (the last)."""
+    points = [(T0.timestamp() + i * 86_400 * 1.2, float(i % 17)) for i in range(300)]
+    svg = ET.fromstring(str(line_chart([Series("a series with a long name", points), Series("b", points[:3])],
+                                       title="t", y_format=lambda v: f"{v:g}")))
+    labels = [(float(e.get("x")), e.text, e.get("text-anchor") or "start") for e in svg.iter("text")
+              if e.get("fill") == "#555555"]
+    assert 2 <= len(labels) <= 12
+    assert len(list(svg.iter("circle"))) == 1 + 3
+
+
+def _text_boxes(svg: ET.Element) -> list[tuple[tuple[float, float, float, float], str]]:
+    """Each text's box as laid out with the widths the charts use (DejaVu Sans' advances) and its 11 px
+    line (ascent 0.93 em above the baseline, descent 0.24 em below)."""
+    boxes = []
+    for e in svg.iter("text"):
+        label = "".join(e.itertext()) if e.find("title") is None else (e.find("title").tail or "")
+        x, y, w = float(e.get("x")), float(e.get("y")), text_width(label)
+        left = {"start": x, "middle": x - w / 2, "end": x - w}[e.get("text-anchor") or "start"]
+        boxes.append(((left, y - 10.2, left + w, y + 2.6), label))
+    return boxes
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 400), days=st.floats(0, 800), width=st.integers(200, 700), height=st.integers(120, 300),
+       top=st.floats(0, 1e13), names=st.lists(st.text("abcdefghij_ ", min_size=1, max_size=40), min_size=1,
+                                               max_size=4))
+def test_no_two_chart_texts_overlap_for_any_data(n, days, width, height, top, names):
+    """Line and bar charts of any size, span, number of points and series: no two texts' boxes overlap and
+    every text lies within the chart (the browser checks the same with its own font, test_report_render)."""
+    start = T0.timestamp()
+    series = [Series(name, [(start + days * 86_400 * i / max(n - 1, 1), top * ((i * 7 + k) % 11) / 10)
+                            for i in range(n)]) for k, name in enumerate(names)]
+    charts = [line_chart(series, title="t", y_format=format_size, width=width, height=height),
+              bar_chart([f"{name} {i}" for i in range(min(n, 20)) for name in names[:1]],
+                        [(name, [top * ((i * 3 + k) % 5) / 4 for i in range(min(n, 20))]) for k, name in
+                         enumerate(names)], title="t", y_format=format_size, width=width)]
+    for chart in charts:
+        svg = ET.fromstring(str(chart))
+        boxes = _text_boxes(svg)
+        for (a, text_a), (b, text_b) in itertools.combinations(boxes, 2):
+            assert min(a[2], b[2]) <= max(a[0], b[0]) or min(a[3], b[3]) <= max(a[1], b[1]), (text_a, text_b)
+        w, h = float(svg.get("width")), float(svg.get("height"))
+        assert all(b[0] >= -0.5 and b[2] <= w + 0.5 and b[1] >= -0.5 and b[3] <= h + 0.5 for b, _ in boxes)

@@ -1,9 +1,17 @@
 """The HTML report as a browser shows it: headless Chromium (Debian's chromium + chromium-driver) loads
 every page from file://, logs no errors, fetches nothing, lays the SVG charts out with a size, and
-paints a screenshot that is not blank (decoded here with zlib and numpy: no imaging library)."""
+paints a screenshot that is not blank (decoded here with zlib and numpy: no imaging library).
+
+At two widths, 1280 and 400 CSS pixels (set through the DevTools protocol: headless Chromium's window is
+at least 500 px wide), nothing overflows the page horizontally: the document is no wider than the
+window, and no element's box reaches beyond it, except inside a box that scrolls or clips its own
+content (the tables' `overflow-x: auto` wrappers, the charts' SVG). Inside every chart, no two texts
+overlap and every text stays within the chart. Full-page screenshots of every page at both widths are
+kept as artifacts under the test's tmp_path (`screenshots/`)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import struct
@@ -13,13 +21,36 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_report import T0, MiB, metric, render, run, spec
+from test_report import T0, MiB, clustered, metric, render, run, spec
 
 from layout.report.charts import PALETTE
 from layout.report.render import table_page_name
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 WINDOW = (1000, 750)  # small enough to decode the screenshots quickly
+WIDTHS = (1280, 400)  # a laptop and a phone, in CSS pixels
+OVERLAP = 0.5  # pixels two text boxes may share (anti-aliasing, rounding) before they count as overlapping
+
+# Elements whose box reaches beyond the window, outside any box that scrolls or clips its content.
+_OVERFLOWING = """
+const width = window.innerWidth, out = [];
+const clips = el => { for (let p = el.parentElement; p; p = p.parentElement) {
+  if (['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(p).overflowX)) return true; } return false; };
+for (const el of document.body.querySelectorAll('*')) {
+  const r = el.getBoundingClientRect();
+  if ((r.width || r.height) && (r.left < -0.5 || r.right > width + 0.5) && !clips(el))
+    out.push(`${el.tagName.toLowerCase()}.${el.getAttribute('class') || ''} ${r.left.toFixed(1)}..${r.right.toFixed(1)}`);
+}
+return [document.documentElement.scrollWidth, width, out];
+"""
+# Per chart: its box and the box and text of each of its texts.
+_CHART_TEXTS = """
+return [...document.querySelectorAll('svg.chart')].map(svg => {
+  const box = r => [r.left, r.top, r.right, r.bottom];
+  return [svg.querySelector('title').textContent, box(svg.getBoundingClientRect()),
+          [...svg.querySelectorAll('text')].map(t => [box(t.getBoundingClientRect()), t.textContent])];
+});
+"""
 
 # Chromium is an optional system package: a developer's machine without it skips these tests. CI (env CI set)
 # installs it in .ci/run, which fails when it cannot, so under CI its absence fails the tests instead.
@@ -105,29 +136,55 @@ def browser():
 
 @pytest.fixture
 def report(tmp_path) -> Path:
-    """A report with a measured table (two probes, three runs, a failed verification) and an empty one."""
+    """A report with a measured table (three probes, one with a long name, measured over 40 nights, DataFusion
+    confirming two and differing on one; clustering health of two keys; a failed verification whose
+    findings hold long paths) and an empty one."""
     t = "sales.orders"
-    metrics = []
-    for day in range(4):
+    metrics, clustering = [], []
+    probes = (("p1", 1), ("p2", 2), ("a_probe_with_a_rather_long_name_for_its_own_good", 3))
+    for day in range(40):
         at = T0 + timedelta(days=day)
-        for probe, scale in (("p1", 1), ("p2", 2)):
-            metrics.append(metric(t, probe, "before", f"n{day}", at, (30 - 5 * day) * scale * MiB))
-            metrics.append(metric(t, probe, "after", f"n{day}", at + timedelta(minutes=20),
-                                  (12 - 3 * day) * scale * MiB, ideal=MiB))
-    findings = [{"rule": "column-index", "severity": "error", "path": "a.parquet", "row_group": 0,
+        for probe, scale in probes:
+            before, after = (30 - day % 5) * scale * MiB, (12 - day % 7) * scale * MiB
+            check = {"engine_status": "checked", "engine_files": 4, "engine_rows": 1000, "engine_model_rows": 1000,
+                     "engine_rows_matching": 17, "engine_ms": 25.0}
+            metrics.append(metric(t, probe, "before", f"n{day}", at, before, engine_bytes=before,
+                                  engine_model_bytes=before, **check))
+            metrics.append(metric(t, probe, "after", f"n{day}", at + timedelta(minutes=20), after, ideal=MiB,
+                                  engine_bytes=after * (2 if scale == 2 else 1), engine_model_bytes=after, **check))
+        for key in ("k", "a_sort_key_with_a_long_name"):
+            for month in range(1, 13):
+                clustering.append(clustered(t, key, f"month={month:02d}", f"n{day}", "before", at,
+                                            [1 + day % 4] * (1 + day % 4)))
+                clustering.append(clustered(t, key, f"month={month:02d}", f"n{day}", "after",
+                                            at + timedelta(minutes=20), [1, 2, 2] if month == 3 else [1]))
+    long_path = "s3://warehouse/" + "/".join(["deeply_nested_directory"] * 8) + "/part-00000-0123456789abcdef.parquet"
+    findings = [{"rule": "column-index", "severity": "error", "path": long_path, "row_group": 0,
                  "column": "c", "observed": "absent", "intended": "present", "diagnosis": "set truncation"}]
-    runs = [run(t, f"n{day}", T0 + timedelta(days=day), files_before=100 - 20 * day, files_after=10 + day)
-            for day in range(3)]
-    runs.append(run(t, "n3", T0 + timedelta(days=3), status="failed", verification="failed",
+    findings += [{"rule": "pages", "severity": "info", "path": f"{long_path}.{i}", "observed": f"{i} pages",
+                  "diagnosis": "for the record"} for i in range(12)]
+    runs = [run(t, f"n{day}", T0 + timedelta(days=day), files_before=100 - day, files_after=10 + day % 3,
+                files_added=12) for day in range(39)]
+    runs.append(run(t, "n39", T0 + timedelta(days=39), status="failed", verification="failed", files_added=12,
                     findings=findings, error="verification failed"))
-    specs = [spec(t, [{"name": "p1", "where": "k = 1"}, {"name": "p2", "where": "k < 'x'"}]),
-             spec("sales.never_measured")]
-    return render(tmp_path, metrics, runs, specs)
+    specs = [spec(t, [{"name": name, "where": "k = 1"} for name, _ in probes]), spec("sales.never_measured")]
+    return render(tmp_path, metrics, runs, specs, clustering=clustering)
 
 
-def _load(driver, path: Path) -> None:
+def _load(driver, path: Path, width: int = WINDOW[0], height: int = WINDOW[1]) -> None:
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
     driver.get(path.resolve().as_uri())
     assert driver.execute_script("return document.readyState") == "complete"
+
+
+def _overlapping(texts: list) -> list[tuple[str, str]]:
+    """Pairs of texts whose boxes share more than OVERLAP pixels each way."""
+    pairs = []
+    for (a, text_a), (b, text_b) in itertools.combinations(texts, 2):
+        if min(a[2], b[2]) - max(a[0], b[0]) > OVERLAP and min(a[3], b[3]) - max(a[1], b[1]) > OVERLAP:
+            pairs.append((text_a, text_b))
+    return pairs
 
 
 def test_report_renders_in_chromium(browser, report, tmp_path):
@@ -135,6 +192,8 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
 
     pages = [report, report.parent / "tables" / table_page_name("sales.orders"),
              report.parent / "tables" / table_page_name("sales.never_measured")]
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
     for number, path in enumerate(pages):
         browser.get_log("browser")  # drop what earlier pages logged
         _load(browser, path)
@@ -144,7 +203,8 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
         assert all(url.startswith(("file:", "data:")) for url in fetched), fetched
         assert "lakesort" in browser.title
         charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
-        assert len(charts) == path.read_text(encoding="utf-8").count("<svg ")
+        html = path.read_text(encoding="utf-8")
+        assert len(charts) == html.count("<svg ") - html.count('<svg class="spark"')
         for chart in charts:
             box = browser.execute_script("const r = arguments[0].getBoundingClientRect(); "
                                          "return [r.width, r.height];", chart)
@@ -153,17 +213,36 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
         assert browser.save_screenshot(str(shot))
         count, dominant, _ = colors(shot.read_bytes())
         assert count > 20 and dominant < 0.97, f"{shot.name} looks blank: {count} colors, {dominant:.0%} alike"
+        for width in WIDTHS:
+            _load(browser, path, width)
+            scroll_width, inner, overflowing = browser.execute_script(_OVERFLOWING)
+            assert inner == width and scroll_width <= width, f"{path.name} at {width} px: {scroll_width} px wide"
+            assert overflowing == [], f"{path.name} at {width} px: beyond the page: {overflowing[:10]}"
+            for title, svg, texts in browser.execute_script(_CHART_TEXTS):
+                assert _overlapping(texts) == [], f"{path.name} at {width} px, {title}: overlapping texts"
+                outside = [text for box, text in texts if box[0] < svg[0] - OVERLAP or box[2] > svg[2] + OVERLAP
+                           or box[1] < svg[1] - OVERLAP or box[3] > svg[3] + OVERLAP]
+                assert outside == [], f"{path.name} at {width} px, {title}: texts outside the chart: {outside}"
+            # the whole page, kept as an artifact (CI uploads tmp_path)
+            height = browser.execute_script("return document.documentElement.scrollHeight")
+            _load(browser, path, width, min(height, 20_000))
+            assert browser.save_screenshot(str(shots / f"{path.stem}-{width}.png"))
 
-    # The measured table draws charts (bar chart first: before and after in the first two palette colors).
+    # The measured table draws charts (bar chart first: before and after in the first two palette colors):
+    # per probe a bytes and an efficiency chart, per sort key a depth chart and a histogram, files, size.
     _load(browser, pages[1])
     charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
-    assert len(charts) == 1 + 2 + 1 + 2
+    assert len(charts) == 1 + 3 * 2 + 2 * 2 + 2
     bar = tmp_path / "bar-chart.png"
     bar.write_bytes(charts[0].screenshot_as_png)
     count, _, seen = colors(bar.read_bytes())
     assert count > 10 and {rgb(PALETTE[0]), rgb(PALETTE[1])} <= seen
-    assert "1 finding(s)" in browser.find_element(By.TAG_NAME, "main").text
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert "13 finding(s): 1 error, 12 info in 2 group(s)" in main and "every file this run wrote (12)" in main
+    assert len(browser.find_elements(By.CSS_SELECTOR, "tr.flagged")) >= 2  # p2 in the probes and engine tables
     # the index's links lead to the pages
     _load(browser, pages[0])
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.spark")
     browser.find_element(By.LINK_TEXT, "sales.orders").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == "sales.orders"
+    assert sorted(p.name for p in shots.iterdir()) == sorted(f"{p.stem}-{w}.png" for p in pages for w in WIDTHS)

@@ -1,8 +1,10 @@
 """Where measurements live: Iceberg tables in the table's own catalog, readable by any engine.
 
-`lakesort.pruning_metrics` holds one row per (run, table, probe, phase); `lakesort.compaction_runs`
-and `lakesort.maintenance_runs` one row per (run, table). Appends are idempotent: a rerun for the same key first deletes the rows it
-replaces, in the same transaction, so a retried Airflow task never duplicates a measurement.
+`lakesort.pruning_metrics` holds one row per (run, table, probe, phase); `lakesort.clustering_metrics`
+one per (run, table, phase, sort key, partition); `lakesort.compaction_runs` and
+`lakesort.maintenance_runs` one row per (run, table). Appends are idempotent: a rerun for the same key
+first deletes the rows it replaces, in the same transaction, so a retried Airflow task never duplicates
+a measurement (clustering rows are replaced per (run, table, phase): a measurement's rows as a whole).
 
 Schemas only grow or relax: a new column is appended to the fields below, nullable, and a required
 column may become nullable. Writing to a table created before first updates its schema (an Iceberg
@@ -19,7 +21,28 @@ bytes_ideal, efficiency (double: bytes_ideal / bytes_selected, 1.0 perfect), pla
 plan_warm_ms (double), ideal_method (nullable: "exact" or "sampled k of n row groups (s.e. of
 efficiency e)", see `layout.metrics.measure`; null in rows written before it existed). The two
 nullable totals are null when planning did not open every file of the table (only footers count row
-groups and pages; see `layout.read.plan`); they were required in tables written before.
+groups and pages; see `layout.read.plan`); they were required in tables written before. Added later
+(nullable; null in rows written before them):
+- the layout-independent ideal (`layout.metrics.clustered`): pages_clustered, bytes_clustered (what a
+  reader would fetch from a table perfectly clustered for the probe: the matching rows packed into the
+  fewest pages of the counted columns, at the table's measured bytes per row and rows per page of each
+  column; the matching rows are rows_matching, or DataFusion's exact engine_rows_matching when
+  rows_matching is a sample's estimate and the check read every selected file), efficiency_clustered
+  (double: bytes_clustered / bytes_selected, at most 1.0). `efficiency`
+  stays the page-level figure: 1 - efficiency is the share of the selected bytes wasted within selected
+  pages (pages without a matching row).
+- the engine check (`layout.metrics.engine`): engine_status ("checked", "checked k of n files", "off", or
+  "not confirmed: <reason>"), engine_files (files DataFusion read), engine_bytes (its bytes_scanned),
+  engine_rows (rows its scan kept after row-group and page pruning), engine_rows_matching (rows its
+  filter passed), engine_model_bytes and engine_model_rows (lakesort's bytes and rows selected over the
+  same files: bytes_selected and rows_selected when it read every selected file), engine_ms (double).
+
+clustering_metrics (`layout.metrics.clustering`): run_id, phase, table, snapshot_id, measured_at, sort_key,
+partition_path ("" unpartitioned), files, files_unbounded (no bounds: overlap every file), constant_files
+(one key value), average_overlaps, average_depth (doubles), max_depth, depth_histogram (JSON object:
+depth bucket -> files, buckets 1..16 then powers of two), rows, bytes (of the partition's files). The
+whole table's figures over partitions: average_depth and average_overlaps weighted by files, the largest
+max_depth, the histograms summed.
 
 compaction_runs: run_id, table, status (committed | nothing-to-do | failed | dry-run), trigger
 (nightly | backfill | manual), started_at (timestamptz), duration_s (double), snapshot_before,
@@ -80,6 +103,10 @@ METRICS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("efficiency", _DOUBLE, True), ("plan_cold_ms", _DOUBLE, True), ("plan_warm_ms", _DOUBLE, True),
     # Added later: nullable, appended (see the module docstring).
     ("ideal_method", _STRING, False),
+    ("pages_clustered", _LONG, False), ("bytes_clustered", _LONG, False), ("efficiency_clustered", _DOUBLE, False),
+    ("engine_status", _STRING, False), ("engine_files", _LONG, False), ("engine_bytes", _LONG, False),
+    ("engine_rows", _LONG, False), ("engine_rows_matching", _LONG, False), ("engine_model_bytes", _LONG, False),
+    ("engine_model_rows", _LONG, False), ("engine_ms", _DOUBLE, False),
 )
 METRICS_KEY = ("run_id", "table", "probe", "phase")
 
@@ -111,6 +138,17 @@ MAINTENANCE_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("error", _STRING, False),
 )
 MAINTENANCE_KEY = ("run_id", "table")
+
+CLUSTERING_METRICS = f"{NAMESPACE}.clustering_metrics"
+CLUSTERING_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("run_id", _STRING, True), ("phase", _STRING, True), ("table", _STRING, True),
+    ("snapshot_id", _LONG, False), ("measured_at", _TS, True), ("sort_key", _STRING, True),
+    ("partition_path", _STRING, True), ("files", _LONG, True), ("files_unbounded", _LONG, True),
+    ("constant_files", _LONG, True), ("average_overlaps", _DOUBLE, True), ("average_depth", _DOUBLE, True),
+    ("max_depth", _LONG, True), ("depth_histogram", _STRING, True), ("rows", _LONG, True), ("bytes", _LONG, True),
+)
+# A measurement's rows are replaced as a whole: its partitions may differ from a previous attempt's.
+CLUSTERING_KEY = ("run_id", "table", "phase")
 
 
 def arrow_schema(fields: Sequence[tuple[str, str, bool]]) -> pa.Schema:

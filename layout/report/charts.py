@@ -1,4 +1,4 @@
-"""The report's charts, hand-written SVG: a line chart over time and a horizontal grouped bar chart.
+"""The report's charts, hand-written SVG: a line chart over time, a horizontal grouped bar chart, a sparkline.
 
 No plotting library and nothing fetched: each chart is one `<svg>` element, well-formed XML (it parses
 with `xml.etree`), returned as `markupsafe.Markup` because every text in it (titles, legend, labels,
@@ -6,8 +6,15 @@ tooltips) is escaped here, so the templates inline it as it is. Colors come from
 series order, so the same input always gives the same bytes. Every point and bar carries a `<title>` (a
 hover tooltip in browsers) with its exact value.
 
+No two texts of a chart overlap, whatever the data: labels are laid out with measured widths
+(`layout.report.svg.text_width`), axes keep only the ticks that fit (`layout.report.axes`), legends wrap,
+and bar rows are taller than a line of text. Charts are at most 360 px wide, so that on a 400 px
+screen they show at their own size (text at 11 px) and side by side on a wide one; a line of more
+than MAX_CIRCLES points marks only its last.
+
     line_chart([Series("bytes read", [(t0, 1e6), (t1, 2e5)])], title="...", y_format=format_size)
     bar_chart(["probe_a"], [("before", [1e6]), ("after", [2e5])], title="...", y_format=format_size)
+    sparkline([0.2, 0.5, 0.9], title="...")
 """
 
 from __future__ import annotations
@@ -16,19 +23,32 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from html import escape
 
 from markupsafe import Markup
 
+from layout.report.axes import nice_ticks, time_ticks, value_ticks
 from layout.report.formats import format_moment
+from layout.report.svg import (
+    AXIS,
+    GRID,
+    PALETTE,
+    TEXT,
+    attr,
+    close,
+    coord,
+    legend,
+    legend_height,
+    open_svg,
+    text_width,
+    truncate,
+)
 
-__all__ = ["PALETTE", "Series", "bar_chart", "line_chart", "nice_ticks", "time_ticks"]
+__all__ = ["PALETTE", "Series", "bar_chart", "line_chart", "nice_ticks", "sparkline"]
 
-# Colorblind-safe (Okabe-Ito), in the order series get them.
-PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
-_AXIS, _GRID, _TEXT = "#555555", "#e3e3e3", "#222222"
-_CHAR_W = 6.6  # average glyph width of the 11px sans-serif labels, for layout estimates
-_FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+BAR = 11  # bar thickness; bars are BAR_ROW apart, more than a line of text, so their labels never touch
+BAR_ROW = 16
+MAX_LABEL = 150  # pixels a bar chart's category labels take at most (longer ones are cut with an ellipsis)
+MAX_CIRCLES = 60  # points a line marks with a dot (and a tooltip); beyond, only its last point
 
 
 @dataclass(frozen=True)
@@ -40,86 +60,6 @@ class Series:
     dashed: bool = False
 
 
-def _a(value: object) -> str:
-    """An attribute or text value, escaped for XML and HTML alike: what makes a chart `Markup`."""
-    return escape(str(value), quote=True)
-
-
-def _n(value: float) -> str:
-    """A coordinate with at most one decimal, without trailing zeros (short and deterministic)."""
-    return f"{value:.1f}".removesuffix(".0")
-
-
-def nice_ticks(high: float, *, count: int = 5, unit: float = 1.0) -> list[float]:
-    """Ticks from 0 to at least `high` at a 1/2/2.5/5 x 10^k step (in multiples of `unit`)."""
-    if not math.isfinite(high) or high <= 0:
-        return [0.0, unit]
-    raw = high / unit / max(count - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw) * unit
-    ticks = [0.0]
-    while ticks[-1] < high * (1 - 1e-9):
-        ticks.append(round(ticks[-1] + step, 9))
-    return ticks
-
-
-def time_ticks(low: float, high: float, *, count: int = 5) -> list[tuple[float, str]]:
-    """Evenly spaced ticks over [low, high] (epoch seconds) with UTC labels; one tick when the span is 0."""
-    if high <= low:
-        return [(low, _time_label(low, 0))]
-    span = high - low
-    ticks = [(low + span * i / (count - 1), "") for i in range(count)]
-    labels: list[tuple[float, str]] = []
-    for x, _ in ticks:
-        label = _time_label(x, span)
-        if not labels or labels[-1][1] != label:
-            labels.append((x, label))
-    return labels
-
-
-def _time_label(x: float, span: float) -> str:
-    moment = datetime.fromtimestamp(x, UTC)
-    if span >= 2 * 86400:
-        return moment.strftime("%Y-%m-%d")
-    return moment.strftime("%m-%d %H:%M")
-
-
-def _open(width: int, height: int, title: str, klass: str) -> list[str]:
-    return [
-        (f'<svg class="chart {klass}" role="img" width="{width}" height="{height}" '
-         f'viewBox="0 0 {width} {height}" {_FONT}>'),
-        f"<title>{_a(title)}</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-    ]
-
-
-def _legend(names: Sequence[tuple[str, bool]], x: float, y: float, width: float) -> list[str]:
-    """Swatches and names in rows from (x, y), wrapping at `width`."""
-    out: list[str] = []
-    cx, cy = x, y
-    for index, (name, dashed) in enumerate(names):
-        item = 22 + len(name) * _CHAR_W + 14
-        if cx > x and cx + item > x + width:
-            cx, cy = x, cy + 16
-        color = PALETTE[index % len(PALETTE)]
-        dash = ' stroke-dasharray="4 3"' if dashed else ""
-        out.append(f'<line x1="{_n(cx)}" y1="{_n(cy - 4)}" x2="{_n(cx + 16)}" y2="{_n(cy - 4)}" '
-                   f'stroke="{color}" stroke-width="2.5"{dash}/>')
-        out.append(f'<text x="{_n(cx + 21)}" y="{_n(cy)}" fill="{_TEXT}">{_a(name)}</text>')
-        cx += item
-    return out
-
-
-def _legend_rows(names: Sequence[str], width: float) -> int:
-    rows, cx = 1, 0.0
-    for name in names:
-        item = 22 + len(name) * _CHAR_W + 14
-        if cx > 0 and cx + item > width:
-            rows, cx = rows + 1, 0.0
-        cx += item
-    return rows
-
-
 def line_chart(
     series: Sequence[Series],
     *,
@@ -128,27 +68,28 @@ def line_chart(
     x_format: Callable[[float], str] | None = None,
     y_unit: float = 1.0,
     y_max: float | None = None,
-    width: int = 640,
-    height: int = 240,
+    width: int = 340,
+    height: int = 190,
     klass: str = "line-chart",
 ) -> Markup:
     """Lines over a time axis (x in epoch seconds); y from 0. Empty series are left out of the plot
-    but keep their color and legend entry, so a probe keeps its color across charts."""
+    but keep their color and legend entry, so a series keeps its color across charts."""
     points = [p for s in series for p in s.points if math.isfinite(p[1])]
     x_format = x_format or (lambda x: format_moment(datetime.fromtimestamp(x, UTC)))
-    legend_h = 16 * _legend_rows([s.name for s in series], width - 20) + 6
-    ticks = nice_ticks(max(max((p[1] for p in points), default=0.0), y_max or 0.0), unit=y_unit)
+    top = 10 + legend_height([s.name for s in series], width - 20) + 8
+    bottom = 26
+    ticks = value_ticks(max(max((p[1] for p in points), default=0.0), y_max or 0.0), height - top - bottom,
+                        unit=y_unit)
     y_hi = ticks[-1] or 1.0
-    label_w = max(len(y_format(t)) for t in ticks)
-    left, right, top, bottom = 14 + label_w * _CHAR_W, 18, 10 + legend_h, 26
+    left = 12 + max(text_width(y_format(t)) for t in ticks)
+    right = 14
     plot_w, plot_h = width - left - right, height - top - bottom
-    out = _open(width, height, title, klass)
-    out += _legend([(s.name, s.dashed) for s in series], 10, 16, width - 20)
+    out = open_svg(width, height, title, klass)
+    out += legend([(s.name, s.dashed) for s in series], 10, 10 + 12, width - 20)
     if not points:
-        out.append(f'<text x="{_n(width / 2)}" y="{_n(top + plot_h / 2)}" text-anchor="middle" '
-                   f'fill="{_AXIS}">no data yet</text>')
-        out.append("</svg>")
-        return Markup("\n".join(out))
+        out.append(f'<text x="{coord(width / 2)}" y="{coord(top + plot_h / 2)}" text-anchor="middle" '
+                   f'fill="{AXIS}">no data yet</text>')
+        return Markup(close(out))
     x_lo, x_hi = min(p[0] for p in points), max(p[0] for p in points)
 
     def sx(x: float) -> float:
@@ -159,25 +100,19 @@ def line_chart(
 
     for tick in ticks:
         y = sy(tick)
-        out.append(f'<line x1="{_n(left)}" y1="{_n(y)}" x2="{_n(left + plot_w)}" y2="{_n(y)}" '
-                   f'stroke="{_GRID}"/>')
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(y + 4)}" text-anchor="end" fill="{_AXIS}">'
-                   f"{_a(y_format(tick))}</text>")
-    out.append(f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(left + plot_w)}" '
-               f'y2="{_n(top + plot_h)}" stroke="{_AXIS}"/>')
-    out.append(f'<line x1="{_n(left)}" y1="{_n(top)}" x2="{_n(left)}" y2="{_n(top + plot_h)}" '
-               f'stroke="{_AXIS}"/>')
-    ticks_x = time_ticks(x_lo, x_hi)
-    for index, (x, label) in enumerate(ticks_x):
-        anchor = "middle"
-        if len(ticks_x) > 1 and index == 0:
-            anchor = "start"
-        elif len(ticks_x) > 1 and index == len(ticks_x) - 1:
-            anchor = "end"
-        out.append(f'<line x1="{_n(sx(x))}" y1="{_n(top + plot_h)}" x2="{_n(sx(x))}" '
-                   f'y2="{_n(top + plot_h + 4)}" stroke="{_AXIS}"/>')
-        out.append(f'<text x="{_n(sx(x))}" y="{_n(top + plot_h + 17)}" text-anchor="{anchor}" '
-                   f'fill="{_AXIS}">{_a(label)}</text>')
+        out.append(f'<line x1="{coord(left)}" y1="{coord(y)}" x2="{coord(left + plot_w)}" y2="{coord(y)}" '
+                   f'stroke="{GRID}"/>')
+        out.append(f'<text x="{coord(left - 6)}" y="{coord(y + 4)}" text-anchor="end" fill="{AXIS}">'
+                   f"{attr(y_format(tick))}</text>")
+    out.append(f'<line x1="{coord(left)}" y1="{coord(top + plot_h)}" x2="{coord(left + plot_w)}" '
+               f'y2="{coord(top + plot_h)}" stroke="{AXIS}"/>')
+    out.append(f'<line x1="{coord(left)}" y1="{coord(top)}" x2="{coord(left)}" y2="{coord(top + plot_h)}" '
+               f'stroke="{AXIS}"/>')
+    for x, label, anchor in time_ticks(x_lo, x_hi, plot_w):
+        out.append(f'<line x1="{coord(left + x)}" y1="{coord(top + plot_h)}" x2="{coord(left + x)}" '
+                   f'y2="{coord(top + plot_h + 4)}" stroke="{AXIS}"/>')
+        out.append(f'<text x="{coord(left + x)}" y="{coord(top + plot_h + 17)}" text-anchor="{anchor}" '
+                   f'fill="{AXIS}">{attr(label)}</text>')
     for index, line in enumerate(series):
         color = PALETTE[index % len(PALETTE)]
         pts = sorted(p for p in line.points if math.isfinite(p[1]))
@@ -185,14 +120,13 @@ def line_chart(
             continue
         dash = ' stroke-dasharray="5 4"' if line.dashed else ""
         if len(pts) > 1:
-            coords = " ".join(f"{_n(sx(x))},{_n(sy(y))}" for x, y in pts)
+            coords = " ".join(f"{coord(sx(x))},{coord(sy(y))}" for x, y in pts)
             out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"'
                        f'{dash} stroke-linejoin="round"/>')
-        for x, y in pts:
-            out.append(f'<circle cx="{_n(sx(x))}" cy="{_n(sy(y))}" r="3" fill="{color}">'
-                       f"<title>{_a(f'{line.name}: {y_format(y)} at {x_format(x)}')}</title></circle>")
-    out.append("</svg>")
-    return Markup("\n".join(out))
+        for x, y in pts if len(pts) <= MAX_CIRCLES else pts[-1:]:
+            out.append(f'<circle cx="{coord(sx(x))}" cy="{coord(sy(y))}" r="3" fill="{color}">'
+                       f"<title>{attr(f'{line.name}: {y_format(y)} at {x_format(x)}')}</title></circle>")
+    return Markup(close(out))
 
 
 def bar_chart(
@@ -202,52 +136,79 @@ def bar_chart(
     title: str,
     y_format: Callable[[float], str],
     y_unit: float = 1.0,
-    width: int = 640,
+    width: int = 360,
     klass: str = "bar-chart",
 ) -> Markup:
     """Horizontal grouped bars: one group per category (label on the left), one bar per series, the
     value printed at the bar's end; None is a missing bar ("not measured")."""
-    bar_h, gap = 12, 10
     names = [name for name, _ in series]
-    legend_h = 16 * _legend_rows(names, width - 20) + 6
-    label_chars = min(max((len(c) for c in categories), default=4), 28)
-    left, right, top = 14 + label_chars * _CHAR_W, 90, 10 + legend_h
-    group_h = bar_h * max(len(series), 1) + gap
-    height = int(top + group_h * max(len(categories), 1) + 24)
-    plot_w = width - left - right
     values = [v for _, vs in series for v in vs if v is not None and math.isfinite(v)]
-    ticks = nice_ticks(max(values, default=0.0), count=4, unit=y_unit)
-    x_hi = ticks[-1] or 1.0
-    out = _open(width, height, title, klass)
-    out += _legend([(n, False) for n in names], 10, 16, width - 20)
+    top = 10 + legend_height(names, width - 20) + 8
+    shown = [truncate(c, MAX_LABEL) for c in categories]
+    left = 12 + max((text_width(c) for c in shown), default=0.0)
+    # The value labels sit after their bars: the widest of them (or "not measured") fits on the right.
+    missing = [name for name, vs in series
+               if len(vs) < len(categories) or any(v is None or not math.isfinite(v) for v in vs)]
+    right = 10 + max([text_width(y_format(v)) for v in values] + [text_width(f"{n}: not measured") for n in missing]
+                     + [0.0])
+    group_h = BAR_ROW * max(len(series), 1) + 8
     bottom = top + group_h * max(len(categories), 1)
+    height = int(bottom + 26)
+    plot_w = max(width - left - right, 40.0)
+    ticks = value_ticks(max(values, default=0.0), plot_w, unit=y_unit, across=True, fmt=y_format)
+    x_hi = ticks[-1] or 1.0
+    out = open_svg(width, height, title, klass)
+    out += legend([(n, False) for n in names], 10, 10 + 12, width - 20)
     for tick in ticks:
         x = left + tick / x_hi * plot_w
-        out.append(f'<line x1="{_n(x)}" y1="{_n(top)}" x2="{_n(x)}" y2="{_n(bottom)}" stroke="{_GRID}"/>')
-        out.append(f'<text x="{_n(x)}" y="{_n(bottom + 15)}" text-anchor="middle" fill="{_AXIS}">'
-                   f"{_a(y_format(tick))}</text>")
-    out.append(f'<line x1="{_n(left)}" y1="{_n(top)}" x2="{_n(left)}" y2="{_n(bottom)}" stroke="{_AXIS}"/>')
+        out.append(f'<line x1="{coord(x)}" y1="{coord(top)}" x2="{coord(x)}" y2="{coord(bottom)}" stroke="{GRID}"/>')
+        out.append(f'<text x="{coord(x)}" y="{coord(bottom + 16)}" text-anchor="middle" fill="{AXIS}">'
+                   f"{attr(y_format(tick))}</text>")
+    out.append(f'<line x1="{coord(left)}" y1="{coord(top)}" x2="{coord(left)}" y2="{coord(bottom)}" stroke="{AXIS}"/>')
     if not categories:
-        out.append(f'<text x="{_n(width / 2)}" y="{_n(top + group_h / 2)}" text-anchor="middle" '
-                   f'fill="{_AXIS}">no data yet</text>')
+        out.append(f'<text x="{coord(width / 2)}" y="{coord(top + group_h / 2)}" text-anchor="middle" '
+                   f'fill="{AXIS}">no data yet</text>')
     for row, category in enumerate(categories):
-        y0 = top + row * group_h + gap / 2
-        shown = category if len(category) <= label_chars else category[: label_chars - 1] + "\u2026"
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(y0 + group_h / 2 - gap / 2 + 4)}" text-anchor="end" '
-                   f'fill="{_TEXT}"><title>{_a(category)}</title>{_a(shown)}</text>')
+        y0 = top + row * group_h + 4
+        middle = y0 + BAR_ROW * len(series) / 2
+        out.append(f'<text x="{coord(left - 6)}" y="{coord(middle + 4)}" text-anchor="end" '
+                   f'fill="{TEXT}"><title>{attr(category)}</title>{attr(shown[row])}</text>')
         for index, (name, vs) in enumerate(series):
             value = vs[row] if row < len(vs) else None
-            y = y0 + index * bar_h
+            y = y0 + index * BAR_ROW
             if value is None or not math.isfinite(value):
-                out.append(f'<text x="{_n(left + 4)}" y="{_n(y + bar_h - 2)}" fill="{_AXIS}">'
-                           f"{_a(name)}: not measured</text>")
+                out.append(f'<text x="{coord(left + 4)}" y="{coord(y + BAR - 1)}" fill="{AXIS}">'
+                           f"{attr(name)}: not measured</text>")
                 continue
             w = max(value / x_hi * plot_w, 1.0 if value > 0 else 0.0)
             color = PALETTE[index % len(PALETTE)]
-            tip = _a(f"{category}, {name}: {y_format(value)}")
-            out.append(f'<rect x="{_n(left)}" y="{_n(y)}" width="{_n(w)}" height="{bar_h - 2}" '
+            tip = attr(f"{category}, {name}: {y_format(value)}")
+            out.append(f'<rect x="{coord(left)}" y="{coord(y)}" width="{coord(w)}" height="{BAR}" '
                        f'fill="{color}"><title>{tip}</title></rect>')
-            out.append(f'<text x="{_n(left + w + 4)}" y="{_n(y + bar_h - 3)}" fill="{_TEXT}">'
-                       f"{_a(y_format(value))}</text>")
-    out.append("</svg>")
-    return Markup("\n".join(out))
+            out.append(f'<text x="{coord(left + w + 4)}" y="{coord(y + BAR - 1)}" fill="{TEXT}">'
+                       f"{attr(y_format(value))}</text>")
+    return Markup(close(out))
+
+
+def sparkline(values: Sequence[float], *, title: str, y_max: float = 1.0, width: int = 120,
+              height: int = 28) -> Markup:
+    """A trend line without axes or text (the tooltip says what it is): values evenly spaced, 0 to `y_max`
+    bottom to top, the last point marked."""
+    out = [f'<svg class="spark" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+           f"<title>{attr(title)}</title>"]
+    pts = [v for v in values if math.isfinite(v)]
+    if pts:
+        top = y_max or 1.0
+
+        def sx(i: int) -> float:
+            return 3 + (width - 6) * (i / (len(pts) - 1) if len(pts) > 1 else 0.5)
+
+        def sy(v: float) -> float:
+            return height - 3 - (height - 6) * min(max(v / top, 0.0), 1.0)
+
+        out.append(f'<line x1="0" y1="{height - 3}" x2="{width}" y2="{height - 3}" stroke="{GRID}"/>')
+        if len(pts) > 1:
+            coords = " ".join(f"{coord(sx(i))},{coord(sy(v))}" for i, v in enumerate(pts))
+            out.append(f'<polyline points="{coords}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5"/>')
+        out.append(f'<circle cx="{coord(sx(len(pts) - 1))}" cy="{coord(sy(pts[-1]))}" r="2.5" fill="{PALETTE[0]}"/>')
+    return Markup(close(out))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-__all__ = ["DASH", "format_count", "format_duration", "format_moment", "format_percent"]
+__all__ = ["DASH", "format_count", "format_duration", "format_moment", "format_percent", "format_signed"]
 
 DASH = "\u2013"  # shown for a missing value, as layout.sizes shows a missing size
 
@@ -44,3 +44,14 @@ def format_percent(fraction: float | None) -> str:
         return DASH
     value = fraction * 100
     return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
+
+
+def format_signed(fraction: float | None) -> str:
+    """A relative difference with its sign (``+4.6%``, ``−1.2%``, ``±0%``); infinite: ``+∞``."""
+    if fraction is None or math.isnan(fraction):
+        return DASH
+    if math.isinf(fraction):
+        return "+∞" if fraction > 0 else "−∞"
+    if fraction == 0:
+        return "±0%"
+    return ("+" if fraction > 0 else "−") + format_percent(abs(fraction))

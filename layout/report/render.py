@@ -1,21 +1,28 @@
 """Static HTML reports for data owners: one page per table and an index across tables.
 
-    render_reports(out_dir, metrics, runs, specs, maintenance=...)   # pure rendering from the metrics tables
+    render_reports(out_dir, metrics, runs, specs, maintenance=..., clustering=...)   # pure rendering
     write_reports()                                 # load them from the catalog, render, return index.html
 
 Input is exactly `layout.metrics.store`'s tables (`pruning_metrics`, `compaction_runs` and, optionally,
-`maintenance_runs`) as pyarrow tables, plus the table specs (owner, probes). Output goes to `<out_dir>/index.html` and
+`maintenance_runs` and `clustering_metrics`) as pyarrow tables, plus the table specs (owner, probes).
+Output goes to `<out_dir>/index.html` and
 `<out_dir>/tables/<namespace.name>.html`: UTF-8 HTML5 that is also well-formed XML, with inline CSS and
 inline SVG charts (`layout.report.charts`), no scripts and nothing fetched, so the pages read the same
 offline, from a file share or attached to a mail. Output is deterministic for the same input and
 `generated_at`.
 
 The pages are jinja2 templates (`templates/`, autoescaped, an undefined name an error) over the values of
-`layout.report.views`. A table page: a headline (the newest run with `before` and `after` rows; its probe
-whose bytes read changed most); per probe, before vs after (bytes read, change, efficiency =
-bytes_ideal / bytes_selected); bytes read and efficiency over time; files and average file size; storage
-over time (bytes under the table location vs live data) and the last maintenance runs; the latest
-verification with its findings; the last runs, newest first; the latest measurement per probe.
+`layout.report.views`. The index: every table with its owner, last run, verification, headline, its
+owners' probes' efficiency now and a sparkline of it over time. A table page: a headline (the newest run
+with `before` and `after` rows; its probe whose bytes read changed most); an empty place for what would
+help (the layout advisor, issue #18); per probe, before vs after (bytes read, change, efficiency against
+a perfectly clustered table, bytes wasted within the pages read, DataFusion's check); per probe, bytes
+read and efficiency over time (small multiples); DataFusion's bytes and rows next to lakesort's, probes
+more than 20% apart flagged; clustering health per sort key (overlap depth over time, the depth
+histogram, the deepest partitions); files and average file size; storage over time (bytes under the table
+location vs live data) and the last maintenance runs; the latest verification with its findings grouped
+(`layout.report.findings`); the last runs, newest first; the latest measurement per probe. Tables scroll
+in their own box and charts scale down, so a page reads at 400 px as at 1280 px.
 
 GX Data Docs are linked when `<out_dir>/gx/index.html` (or GX's own site folder under it,
 `gx/gx-data-docs/index.html`, where `layout.verify.expectations` builds it) exists.
@@ -23,6 +30,7 @@ GX Data Docs are linked when `<out_dir>/gx/index.html` (or GX's own site folder 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -35,14 +43,25 @@ from typing import TYPE_CHECKING
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from layout.advise import Advice, last_advice
 from layout.catalog import load_catalog
 from layout.errors import ConfigError
+from layout.metrics.engine import TOLERANCE
 from layout.report import figures
-from layout.report.formats import DASH, format_count, format_duration, format_moment, format_percent
+from layout.report.formats import (
+    DASH,
+    format_count,
+    format_duration,
+    format_moment,
+    format_percent,
+    format_signed,
+)
 from layout.report.rows import (
+    ClusteringRow,
     MaintenanceRun,
     Measurement,
     Run,
+    read_clustering_rows,
     read_maintenance_rows,
     read_rows,
     typed_rows,
@@ -64,8 +83,9 @@ __all__ = ["environment", "render_reports", "table_page_name", "write_reports"]
 log = logging.getLogger(__name__)
 
 _GX_PAGES = ("gx/index.html", "gx/gx-data-docs/index.html")  # ours, then layout.verify.expectations' site
+# The badge of a status (and of a finding's severity); others are "warn".
 _STATUS_CLASS = {"committed": "ok", "passed": "ok", "done": "ok", "failed": "bad", "nothing-to-do": "muted",
-                 "dry-run": "muted", "skipped": "muted"}  # the badge of a status; others are "warn"
+                 "dry-run": "muted", "skipped": "muted", "error": "bad", "info": "muted"}
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -84,8 +104,8 @@ def environment() -> Environment:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
     env.filters.update(count=format_count, duration=format_duration, moment=format_moment,
-                       percent=format_percent, size=format_size, page_name=table_page_name)
-    env.globals.update(DASH=DASH, STATUS_CLASS=_STATUS_CLASS, figures=figures)
+                       percent=format_percent, size=format_size, page_name=table_page_name, signed=format_signed)
+    env.globals.update(DASH=DASH, STATUS_CLASS=_STATUS_CLASS, figures=figures, TOLERANCE=TOLERANCE)
     return env
 
 
@@ -118,15 +138,23 @@ def _render(out_dir: Path, views: Sequence[TableView], generated: datetime) -> P
 
 
 def render_reports(out_dir: Path, metrics: pa.Table, runs: pa.Table, specs: Sequence[TableSpec] = (), *,
-                   maintenance: pa.Table | None = None, generated_at: datetime | None = None) -> Path:
+                   maintenance: pa.Table | None = None, clustering: pa.Table | None = None,
+                   generated_at: datetime | None = None) -> Path:
     """Write <out_dir>/index.html and one <out_dir>/tables/<namespace.name>.html per table (tables from
-    specs ∪ metrics ∪ runs ∪ maintenance runs); return the index path. Pages of tables no longer known
-    are removed."""
+    specs ∪ metrics ∪ runs ∪ maintenance runs ∪ clustering rows); return the index path. Pages of tables
+    no longer known are removed."""
     generated = utc(generated_at) or datetime.now(UTC)
     views = table_views(typed_rows(metrics, Measurement, "pruning metrics"),
                         typed_rows(runs, Run, "compaction runs"), specs,
-                        typed_rows(maintenance, MaintenanceRun, "maintenance runs"))
+                        typed_rows(maintenance, MaintenanceRun, "maintenance runs"),
+                        typed_rows(clustering, ClusteringRow, "clustering metrics"))
     return _render(Path(out_dir), views, generated)
+
+
+def _last_advice(catalogs: Sequence[Catalog], table: str) -> Advice | None:
+    """The newest advice recorded for `table` in any of the catalogs (`lakesort advise`)."""
+    found = [a for a in (last_advice(catalog, table) for catalog in catalogs) if a is not None]
+    return max(found, key=lambda a: a.advised_at) if found else None
 
 
 def _default_specs() -> list[TableSpec]:
@@ -156,7 +184,8 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
         names = sorted({spec.catalog for spec in specs}, key=lambda n: (n is not None, n or ""))
         catalogs = [load_catalog(name) for name in names or [None]]
     measurements, runs = read_rows(catalogs)
-    views = table_views(measurements, runs, specs, read_maintenance_rows(catalogs))
+    views = table_views(measurements, runs, specs, read_maintenance_rows(catalogs), read_clustering_rows(catalogs))
+    views = [dataclasses.replace(view, advice=_last_advice(catalogs, view.table)) for view in views]
     index = _render(out_dir, views, datetime.now(UTC))
     log.info("wrote the lakesort report: %s", index)
     return index

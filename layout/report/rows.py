@@ -2,6 +2,7 @@
 
     measurements, runs = read_rows(catalogs)                 # both run tables from each catalog
     maintenance = read_maintenance_rows(catalogs)            # lakesort.maintenance_runs from each catalog
+    clustering = read_clustering_rows(catalogs)              # lakesort.clustering_metrics from each catalog
     typed_rows(arrow_table, Measurement, "pruning metrics")  # or from a pyarrow table of the store's schema
 
 Timestamps are in UTC. A table without a column the rows need is a UsageError naming the columns.
@@ -18,19 +19,22 @@ from layout.errors import UsageError
 from layout.metrics import store
 
 # The rows are the values the metrics module records: one definition of each table's columns.
+from layout.metrics.clustering import ClusteringRecord as ClusteringRow
 from layout.metrics.maintenance import MaintenanceRecord as MaintenanceRun
 from layout.metrics.measure import Measurement
-from layout.metrics.measure import RunRecord as Run
+from layout.metrics.runs import RunRecord as Run
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-__all__ = ["MaintenanceRun", "Measurement", "Run", "read_maintenance_rows", "read_rows", "typed_rows", "utc"]
+__all__ = ["ClusteringRow", "MaintenanceRun", "Measurement", "Run", "read_clustering_rows", "read_maintenance_rows",
+           "read_rows", "typed_rows", "utc"]
 
 
-_FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS, MaintenanceRun: store.MAINTENANCE_FIELDS}
-Row = TypeVar("Row", Measurement, Run, MaintenanceRun)
+_FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS, MaintenanceRun: store.MAINTENANCE_FIELDS,
+           ClusteringRow: store.CLUSTERING_FIELDS}
+Row = TypeVar("Row", Measurement, Run, MaintenanceRun, ClusteringRow)
 
 
 def utc(value: Any) -> datetime | None:
@@ -73,3 +77,10 @@ def read_maintenance_rows(catalogs: Iterable[Catalog]) -> list[MaintenanceRun]:
     return [row for catalog in catalogs for row in typed_rows(
         store.read(catalog, store.MAINTENANCE_RUNS, store.MAINTENANCE_FIELDS), MaintenanceRun,
         store.MAINTENANCE_RUNS)]
+
+
+def read_clustering_rows(catalogs: Iterable[Catalog]) -> list[ClusteringRow]:
+    """`lakesort.clustering_metrics` from each catalog (nothing from a catalog that recorded none yet)."""
+    return [row for catalog in catalogs for row in typed_rows(
+        store.read(catalog, store.CLUSTERING_METRICS, store.CLUSTERING_FIELDS), ClusteringRow,
+        store.CLUSTERING_METRICS)]

@@ -1,5 +1,6 @@
-"""What a report shows, per table: its probes (before vs after, history, latest measurement), its runs
-and its latest verification, as frozen values made from the rows of `layout.report.rows`.
+"""What a report shows, per table: its probes (before vs after, history, latest measurement), its runs,
+its latest verification (`layout.report.findings`) and its clustering health
+(`layout.report.health`), as frozen values made from the rows of `layout.report.rows`.
 
     views = table_views(measurements, runs, specs)   # one TableView per table, sorted by name
 
@@ -7,7 +8,8 @@ A probe's before vs after comes from the latest run with both phases for it; its
 `before` measurement, then every `after` and `on-demand` one by measured_at. Files and average file size
 are files_before/bytes_before of the first run, then files_after/bytes_after of each committed run.
 Storage is what each maintenance run found under the table location when it started (and, a real run,
-left when it ended) next to the live data, the bytes the current snapshot reads.
+left when it ended) next to the live data, the bytes the current snapshot reads. A table's trend (the
+index's sparkline) is `layout.report.trend`'s.
 
 Values only, no HTML: the templates (`templates/`) lay them out and `layout.report.figures` draws them.
 """
@@ -15,86 +17,25 @@ Values only, no HTML: the templates (`templates/`) lay them out and `layout.repo
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from layout.report.rows import MaintenanceRun, Measurement, Run
+from layout.advise import Advice
+from layout.report.findings import Verification
+from layout.report.health import KeyHealth, key_health
+from layout.report.rows import ClusteringRow, MaintenanceRun, Measurement, Run
+from layout.report.trend import TrendPoint, efficiency_trend
 
 if TYPE_CHECKING:
     from layout.spec import TableSpec
 
-__all__ = ["LAST_RUNS", "FilePoint", "Finding", "Pair", "ProbeView", "StoragePoint", "TableView", "Verification",
-           "table_views"]
+__all__ = ["LAST_RUNS", "FilePoint", "Pair", "ProbeView", "StoragePoint", "TableView", "table_views"]
 
 LAST_RUNS = 20  # runs a table page lists; earlier failed verifications are shown among these only
 _VERIFIED = ("passed", "failed")  # a nothing-to-do or dry run verifies nothing
-_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-# --- verification --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One finding of `layout.verify.rules` as a run recorded it; a text field absent there is ""."""
-
-    severity: str
-    rule: str
-    path: str
-    row_group: int | str | None
-    column: str
-    observed: str
-    intended: str
-    diagnosis: str
-
-    @classmethod
-    def of(cls, item: dict[str, Any]) -> Finding:
-        def text(key: str) -> str:
-            value = item.get(key)
-            return str(value) if value else ""
-
-        group = item.get("row_group")
-        return cls(text("severity"), text("rule"), text("path"),
-                   group if group is None or isinstance(group, int) else str(group), text("column"),
-                   text("observed"), text("intended"), text("diagnosis"))
-
-    @property
-    def where(self) -> str:
-        """``path, row group 0, column k``, of what is known; "" when nothing is."""
-        parts = (self.path, "" if self.row_group is None else f"row group {self.row_group}",
-                 f"column {self.column}" if self.column else "")
-        return ", ".join(part for part in parts if part)
-
-    def sort_key(self) -> tuple:
-        """By severity (errors first), rule, path, row group, column and diagnosis."""
-        group = self.row_group if isinstance(self.row_group, int) else -1
-        return _SEVERITY_ORDER.get(self.severity, 3), [self.rule, self.path], group, [self.column, self.diagnosis]
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """A run that verified the files it wrote, with its findings sorted by `Finding.sort_key`."""
-
-    run: Run
-    findings: tuple[Finding, ...]
-    unreadable: str | None  # the recorded findings when they are not a JSON list of objects
-
-    @classmethod
-    def of(cls, run: Run) -> Verification:
-        text = run.findings
-        if not text or not text.strip():
-            return cls(run, (), None)
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return cls(run, (), text)
-        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-            return cls(run, (), text)
-        return cls(run, tuple(sorted(map(Finding.of, data), key=Finding.sort_key)), None)
 
 
 # --- per probe and per table ---------------------------------------------------------------------------
@@ -112,6 +53,7 @@ class ProbeView:
     after: Measurement | None = None  # and its after (both set or neither)
     history: tuple[Measurement, ...] = ()  # the first before, then every after and on-demand, by time
     latest: Measurement | None = None  # the newest measurement of any phase
+    all: tuple[Measurement, ...] = ()  # every measurement, by time
 
     @property
     def change(self) -> float | None:
@@ -119,6 +61,18 @@ class ProbeView:
         if self.before is None or self.after is None or self.before.bytes_selected <= 0:
             return None
         return (self.after.bytes_selected - self.before.bytes_selected) / self.before.bytes_selected
+
+    @property
+    def engine_rows(self) -> tuple[Measurement, ...]:
+        """The measurements whose DataFusion check the page lists: the pair's before and after, else the
+        latest."""
+        pair = tuple(m for m in (self.before, self.after) if m is not None)
+        return pair or ((self.latest,) if self.latest is not None else ())
+
+    @property
+    def flagged(self) -> bool:
+        """DataFusion read more than 20% more or less than lakesort's model says, in one of `engine_rows`."""
+        return any(m.engine_differs for m in self.engine_rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +129,30 @@ class TableView:
     probes: tuple[ProbeView, ...]  # the spec's in its order, then the others (owner kind first, by name)
     runs: tuple[Run, ...]  # by started_at, oldest first
     maintenance: tuple[MaintenanceRun, ...] = ()  # by started_at, oldest first
+    clustering: tuple[ClusteringRow, ...] = ()  # lakesort.clustering_metrics rows of the table
+    # "What would help": the last `lakesort advise` of the table (None: never advised; the page says how).
+    advice: Advice | None = None
+
+    @property
+    def health(self) -> tuple[KeyHealth, ...]:
+        """Clustering health per sort key over time, the spec's keys first in its order."""
+        keys = [k.column for k in self.spec.sort.keys] if self.spec is not None else []
+        return key_health(self.clustering, keys)
+
+    @property
+    def flagged(self) -> tuple[ProbeView, ...]:
+        """Probes where DataFusion and lakesort's model differ by more than 20%."""
+        return tuple(p for p in self.probes if p.flagged)
+
+    @property
+    def engine_checked(self) -> bool:
+        """Any probe's measurement carries an engine check (rows from before it existed have none)."""
+        return any(m.engine_status is not None for p in self.probes for m in p.engine_rows)
+
+    @property
+    def trend(self) -> tuple[TrendPoint, ...]:
+        """The headline efficiency at each measurement (`layout.report.trend`)."""
+        return efficiency_trend(m for p in self.probes for m in p.all)
 
     @property
     def storage_points(self) -> tuple[StoragePoint, ...]:
@@ -294,7 +272,8 @@ def _probe_views(spec: TableSpec | None, rows: Sequence[Measurement]) -> tuple[P
                          else (None, None))
         befores = [r for r in measured if r.phase == "before"]
         history = (*befores[:1], *(r for r in measured if r.phase in ("after", "on-demand")))
-        view = dataclasses.replace(view, before=before, after=after, history=history, latest=latest)
+        view = dataclasses.replace(view, before=before, after=after, history=history, latest=latest,
+                                   all=tuple(measured))
         if name in from_spec:
             views[name] = view
         else:
@@ -304,9 +283,10 @@ def _probe_views(spec: TableSpec | None, rows: Sequence[Measurement]) -> tuple[P
 
 
 def table_views(measurements: Iterable[Measurement], runs: Iterable[Run], specs: Sequence[TableSpec] = (),
-                maintenance: Iterable[MaintenanceRun] = ()) -> list[TableView]:
-    """One view per table of the specs, the measurements, the runs and the maintenance runs, sorted by
-    table name."""
+                maintenance: Iterable[MaintenanceRun] = (), clustering: Iterable[ClusteringRow] = ()
+                ) -> list[TableView]:
+    """One view per table of the specs, the measurements, the runs, the maintenance runs and the
+    clustering rows, sorted by table name."""
     by_spec = {spec.table: spec for spec in specs}
     measured: defaultdict[str, list[Measurement]] = defaultdict(list)
     for row in measurements:
@@ -317,6 +297,12 @@ def table_views(measurements: Iterable[Measurement], runs: Iterable[Run], specs:
     maintained: defaultdict[str, list[MaintenanceRun]] = defaultdict(list)
     for done in sorted(maintenance, key=lambda r: (r.started_at, r.run_id)):
         maintained[done.table].append(done)
-    names = sorted(set(by_spec) | set(measured) | set(ran) | set(maintained))
+    clustered: defaultdict[str, list[ClusteringRow]] = defaultdict(list)
+    for row in clustering:
+        clustered[row.table].append(row)
+    names = sorted(set(by_spec) | set(measured) | set(ran) | set(maintained) | set(clustered))
     return [TableView(name, by_spec.get(name), _probe_views(by_spec.get(name), measured.get(name, ())),
-                      tuple(ran.get(name, ())), tuple(maintained.get(name, ()))) for name in names]
+                      tuple(ran.get(name, ())), tuple(maintained.get(name, ())),
+                      tuple(sorted(clustered.get(name, ()), key=lambda r: (r.measured_at, r.run_id, r.phase,
+                                                                           r.sort_key, r.partition_path))))
+            for name in names]
