@@ -252,7 +252,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     3. a second read (or the persisted rows, when some files go through pyiceberg: reading them is the
        costly part), every row's file id (its partition's first id plus the number of boundaries at or
        below its key, so equal keys share a file and a partition's files hold disjoint, ordered key ranges),
-       the input's fingerprint (`input_fingerprint`: observed in this pass, the one that reads every
+       the input's fingerprint (`InputFingerprint`: observed in this pass, the one that reads every
        column), one shuffle that gives each file id a task of its own, a sort within each task, and the write;
     4. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
 
@@ -262,7 +262,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     """
     if not groups:
         return Staged([], 0)
-    clock = _Clock(timings if timings is not None else {}, spark, "read, fingerprint, sample")
+    clock = _Clock(timings if timings is not None else {}, spark, "read, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     df, columns, native = read_inputs(spark, plan, groups)
@@ -312,7 +312,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
     df = with_file_ids(spark, df, summary, files_of, keys).drop(PART_KEY, SOURCE)
-    fingerprint = input_fingerprint(df, columns)
+    fingerprint = InputFingerprint(df, columns)
     clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
     # A task holds one file, so one (group, partition): sorted by the key alone (its first column is the
     # sort's prefix), written as sorted (SESSION_CONF).
@@ -324,7 +324,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
     target = write_dir(plan)
     df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
-    rows, hash_sum = fingerprint.result(sum(expected.values()))
+    _, hash_sum = fingerprint.result(sum(expected.values()))
     for frame in cached:
         frame.unpersist()
     add_nested_field_ids(spark, plan, target)
@@ -369,9 +369,7 @@ class InputFingerprint:
     first pass's count mean a re-run, and the fingerprint is then computed again in a pass of its own."""
 
     def __init__(self, df, columns: list[str]) -> None:
-        high, low = hash_halves("`__hash`")
-        self.hashed = (df.withColumn("__hash", F.expr(spark_row_hash_expr(columns, salt=f"`{GROUP}`")))
-                       .withColumn("__high", F.expr(high)).withColumn("__low", F.expr(low)))
+        self.hashed = _with_halves(df, columns, GROUP)
         self.observation = Observation("lakesort input fingerprint")
         self.observed = (self.hashed.observe(self.observation, *self._sums())
                          .drop("__hash", "__high", "__low"))
@@ -391,10 +389,6 @@ class InputFingerprint:
                 raise InputError(f"Spark read {got['rows']} input rows in one pass and {rows} in another: the "
                                  "input files changed during the run or a reader is broken; nothing is committed")
         return int(got["rows"]), exact_hash_sum(got["high"], got["low"])
-
-
-def input_fingerprint(df, columns: list[str]) -> InputFingerprint:
-    return InputFingerprint(df, columns)
 
 
 def check_native_rows(native: dict[str, tuple[str, int]], counted) -> None:
