@@ -6,8 +6,9 @@ the schema by name, field id and type; pyiceberg's reader in the executors for t
 `layout.compaction.inputs`), tag each row with its group and the partition of the table's current spec,
 apply the merge rule for keyed tables, and in a pass over the sort and partition columns count rows and
 sample the sort key. File boundaries are the sample's quantiles; each row goes to the task of its file
-(the pass that reads every column for that shuffle fingerprints the input), which sorts it (linear, or
-a z-order or Hilbert curve over the keys' quantile ranks) and writes Parquet with the spec's writer settings and
+(the pass that reads every column for that shuffle fingerprints the input), which sorts it (linear: by one
+long prefix of several keys where their types allow, `layout.compaction.sort_prefix`; or a z-order or Hilbert
+curve over the keys' quantile ranks) and writes Parquet with the spec's writer settings and
 Iceberg field ids to a staging directory under the table's location. Then the staged files are read back
 from storage and fingerprinted file by file. The manifest records it all, with each output file's
 partition values; verify (outside Spark) compares the figures, proves the output against Iceberg's own
@@ -39,9 +40,10 @@ from layout import curves
 from layout.catalog import STAGING, stamped_dir
 from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
-from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_row_hash_expr
+from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
+from layout.compaction.sort_prefix import key_ordinals, sort_prefix
 from layout.compaction.staging import nested_field_ids, patch_staged_file
 from layout.errors import InputError
 from layout.expr.predicate import sql_literal
@@ -236,6 +238,7 @@ MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
 FILE = "__lakesort_file"
 SOURCE = "__lakesort_source"
+PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.sort_prefix`)
 CURVE_SAMPLE = 200_000  # rows whose keys place a curve's quantile boundaries (2**bits cells per key)
 UNROLLED_BOUNDS = 32  # a partition's boundaries compared one by one in compiled code, up to this many
 
@@ -290,9 +293,11 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         keys = [("__lakesort_z", "asc", "last")]
     else:
         keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
-    summary = summarize(spark, df, groups, keys).cache()  # small: a row per partition and file
+    ordinals = key_ordinals(plan.table_schema_json, [name for name, _, _ in keys])
+    summary = summarize(spark, df, groups, keys, ordinals).cache()  # small: a row per partition and file
     cached.append(summary)
-    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows").collect()
+    ranges = [(f"__low{i}", f"__high{i}") for i, o in enumerate(ordinals) if o is not None]
+    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", *[c for pair in ranges for c in pair]).collect()
     parts: dict[tuple[int, str], tuple[str, int]] = {}
     for r in figures:
         pair = (r[GROUP], r[PART])
@@ -312,12 +317,18 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
     df = with_file_ids(spark, df, summary, files_of, keys).drop(PART_KEY, SOURCE)
+    prefix = sort_prefix([(d, n) for _, d, n in keys], ordinals, figures)
+    if prefix is not None:
+        df = df.withColumn(PREFIX, F.expr(prefix.sql()))
+        order = [F.col(PREFIX)] if prefix.exact else [F.col(PREFIX), *order]
+        log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys), sum(k.bits for k in prefix.keys),
+                 " (exact: the prefix alone)" if prefix.exact else ", then the keys")
     fingerprint = InputFingerprint(df, columns)
     clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
     # A task holds one file, so one (group, partition): sorted by the key alone (its first column is the
     # sort's prefix), written as sorted (SESSION_CONF).
     df = (fingerprint.observed.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(*order)
-          .drop(FILE, "__lakesort_z"))
+          .drop(FILE, "__lakesort_z", PREFIX))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     schema = spark_schema(plan)
@@ -369,14 +380,17 @@ class InputFingerprint:
     first pass's count mean a re-run, and the fingerprint is then computed again in a pass of its own."""
 
     def __init__(self, df, columns: list[str]) -> None:
-        self.hashed = _with_halves(df, columns, GROUP)
+        self.df = df
+        self.halves = spark_hash_halves(columns, salt=f"`{GROUP}`")
         self.observation = Observation("lakesort input fingerprint")
-        self.observed = (self.hashed.observe(self.observation, *self._sums())
-                         .drop("__hash", "__high", "__low"))
+        # The hash is taken inside the observed aggregate, not as columns of the rows: columns added for it
+        # would have to be projected away again before the shuffle, a copy of every row (2 s of a 27 s write
+        # at TPC-H SF1, one run; the aggregate's two halves cost less than that copy).
+        self.observed = df.observe(self.observation, *self._sums())
 
-    @staticmethod
-    def _sums():
-        return (F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low"))
+    def _sums(self):
+        high, low = self.halves
+        return (F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"), F.sum(F.expr(low)).alias("low"))
 
     def result(self, rows: int) -> tuple[int, int]:
         """(rows, hash sum) after the write ran; `rows`: what the first pass counted."""
@@ -384,7 +398,7 @@ class InputFingerprint:
         if got.get("rows") != rows:
             log.warning("the write's observed fingerprint counts %s rows, the first pass %d: a stage ran twice; "
                         "fingerprinting the input in a pass of its own", got.get("rows"), rows)
-            got = self.hashed.agg(*self._sums()).first().asDict()
+            got = self.df.agg(*self._sums()).first().asDict()
             if got["rows"] != rows:
                 raise InputError(f"Spark read {got['rows']} input rows in one pass and {rows} in another: the "
                                  "input files changed during the run or a reader is broken; nothing is committed")
@@ -420,10 +434,11 @@ def _as_declared(field):
     return F.coalesce(col, F.lit(placeholder).cast(field.dataType))
 
 
-def summarize(spark, df, groups, keys):
+def summarize(spark, df, groups, keys, ordinals: list[str | None]):
     """One aggregation over the input's sort and partition columns: per (group, partition, natively read
-    file) the first partition key, rows, and `__sample`, a Bernoulli sample of the sort key (structs k0..kn)
-    at a rate that draws about SAMPLES_PER_FILE rows per planned output file of the group."""
+    file) the first partition key, rows, each key's smallest and largest ordinal (`__low<i>`, `__high<i>`, for
+    the sort prefix), and `__sample`, a Bernoulli sample of the sort key (structs k0..kn) at a rate that draws
+    about SAMPLES_PER_FILE rows per planned output file of the group."""
     rates = []
     for g in groups:
         rows = sum(f.rows for f in g.inputs) or 1
@@ -434,7 +449,9 @@ def summarize(spark, df, groups, keys):
              .withColumn("__drawn", F.rand(SAMPLE_SEED) < F.col("__rate")))
     return (drawn.groupBy(GROUP, PART, SOURCE)
             .agg(F.first(PART_KEY).alias(PART_KEY), F.count(F.lit(1)).alias("rows"),
-                 F.collect_list(F.when(F.col("__drawn"), key)).alias("__sample")))
+                 F.collect_list(F.when(F.col("__drawn"), key)).alias("__sample"),
+                 *[agg(F.expr(o)).alias(f"__{name}{i}") for i, o in enumerate(ordinals) if o is not None
+                   for name, agg in (("low", F.min), ("high", F.max))]))
 
 
 def _with_halves(df, columns, salt: str):

@@ -968,14 +968,15 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
     table = table.refresh()
     outputs = [f for f in live_files(table) if partition_of(table, f) == month]
     assert result.files_added == len(outputs) >= 1
-    # Each task's own sort (by the key alone) is the write's only sort: Spark's planned write would sort by
-    # the partition columns instead, keeping the key order only while nothing spills.
+    # Each task's own sort (by the key alone: here its exact prefix, `layout.compaction.sort_prefix`) is the
+    # write's only sort: Spark's planned write would sort by the partition columns instead, keeping the key
+    # order only while nothing spills.
     executions = spark._jsparkSession.sharedState().statusStore().executionsList()  # a Scala Seq
     plans = [p for p in (executions.apply(i).physicalPlanDescription() for i in range(executions.size()))
              if "lakesort-staging" in p and "InsertIntoHadoopFsRelationCommand" in p]
     sorts = [line for line in plans[-1].splitlines() if line.startswith("Arguments: [") and " ASC " in line]
     # (the description lists the adaptive plan's initial and final forms: the same sort)
-    assert sorts and all(s.startswith("Arguments: [l_shipdate#") and "lakesort_group" not in s for s in sorts), sorts
+    assert sorts and all(s.startswith("Arguments: [__lakesort_prefix#") and "lakesort_group" not in s for s in sorts), sorts
 
     keys = ["l_shipdate", "l_orderkey"]
     spans, parts = [], []
