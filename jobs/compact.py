@@ -5,11 +5,13 @@ the planned input files as Iceberg defines their rows (Spark's own reader for fi
 the schema by name, field id and type; pyiceberg's reader in the executors for the others:
 `layout.compaction.inputs`), tag each row with its group and the partition of the table's current spec,
 apply the merge rule for keyed tables, and in a pass over the sort and partition columns count rows and
-sample the sort key. File boundaries are the sample's quantiles; each row goes to the task of its file
-(the pass that reads every column for that shuffle fingerprints the input), which sorts it (linear: by one
-long prefix of several keys where their types allow, `layout.compaction.sort_prefix`; or a z-order or Hilbert
-curve over the keys' quantile ranks) and writes Parquet with the spec's writer settings and
-Iceberg field ids to a staging directory under the table's location. Then the staged files are read back
+sample the sort key. File boundaries are the sample's quantiles; a file is cut into slots (a large file
+into several pieces, `layout.compaction.slots`) and each row goes to the task of its slot (the pass that
+reads every column for that shuffle fingerprints the input; small files' slots share a task), which sorts it
+(linear: by one long prefix of several keys where their types allow, `layout.compaction.sort_prefix`; or a
+z-order or Hilbert curve over the keys' quantile ranks) and writes Parquet with the spec's writer settings
+and Iceberg field ids to a staging directory under the table's location; a file written in pieces is then
+stitched from their row groups (`layout.parquet.stitch`). Then the staged files are read back
 from storage and fingerprinted file by file. The manifest records it all, with each output file's
 partition values; verify (outside Spark) compares the figures, proves the output against Iceberg's own
 metadata and checks the layout before anything is committed.
@@ -43,8 +45,9 @@ from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
-from layout.compaction.sort_prefix import key_ordinals, sort_prefix
-from layout.compaction.staging import nested_field_ids, patch_staged_file
+from layout.compaction.slots import PIECE_BYTES, SlotPlan, plan_slots, stitch_lists
+from layout.compaction.sort_prefix import PREFIX_BITS, PrefixPlan, key_ordinals, sort_prefix
+from layout.compaction.staging import finish_staged_file, nested_field_ids
 from layout.errors import InputError
 from layout.expr.predicate import sql_literal
 from layout.io import find_parquet_files
@@ -87,6 +90,11 @@ SESSION_CONF = {
     # partition once it holds this many writers: with 1 that is at the first row; a second partition value
     # in a task would be a bug, and its files fail verification's order checks.)
     "spark.sql.optimizer.plannedWrite.enabled": "false",
+    # Without the planned write, Spark's writer sorts a task's rows by partition directory unless it may keep
+    # a writer per directory open: with this many, the rows go to the writers as they come (a task holds at
+    # most `SlotPlan.most_per_task` directories, each once: `layout.compaction.slots`; the job raises it to
+    # that). Past it, the writer would sort the rest of the task's rows by directory alone, and the key order
+    # would be lost: the files would then fail verification's order checks.
     "spark.sql.maxConcurrentOutputFileWriters": "2",
     # Let adaptive execution coalesce the shuffle partitions of a cached plan (the per-file summary): by
     # default it keeps spark.sql.shuffle.partitions of them, 400 tasks of nothing at TPC-H SF1 (4 s).
@@ -143,19 +151,25 @@ def _spark_type(t):
     raise TypeError(f"Iceberg type {t} has no Spark type lakesort writes; the planner should have refused it")
 
 
-def add_nested_field_ids(spark, plan, target: str) -> None:
-    """Give list elements and map keys/values their Iceberg field ids in every written footer
-    (`layout.parquet.field_ids`), in the executors: a footer splice, the file rewritten once."""
+def finish_files(spark, plan, target: str, slots: SlotPlan) -> None:
+    """After the write, in the executors: each output file written in pieces is stitched from them
+    (`layout.parquet.stitch`: row groups copied byte for byte, the pieces deleted), and list elements and
+    map keys/values get their Iceberg field ids in every footer (`layout.parquet.field_ids`)."""
 
     ids = nested_field_ids(plan.table_schema_json)
-    if not ids:
-        return
     scheme = target.split("://", 1)[0] + "://" if "://" in target else ""
     paths = [scheme + p if scheme and not p.startswith(scheme) else p for _, p in find_parquet_files(target)]
+    work = stitch_lists(slots, paths, GROUP, PART) if slots.most_pieces > 1 else [[p] for p in paths]
+    if not ids:
+        work = [w for w in work if len(w) > 1]
+    if not work:
+        return
     t0 = time.perf_counter()
-    slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 2))
-    changed = sum(spark.sparkContext.parallelize(paths, slices).map(lambda p: patch_staged_file(p, ids)).collect())
-    log.info("added list/map field ids to %d of %d file(s) in %.1fs", changed, len(paths), time.perf_counter() - t0)
+    tasks = max(1, min(len(work), spark.sparkContext.defaultParallelism * 2))
+    done = spark.sparkContext.parallelize(work, tasks).map(lambda w: finish_staged_file(w, ids)).collect()
+    stitched = [w for w in work if len(w) > 1]
+    log.info("stitched %d file(s) from %d piece(s), %d footer(s) given list/map field ids, in %.1fs", len(stitched),
+             sum(len(w) for w in stitched), sum(done), time.perf_counter() - t0)
 
 
 def read_inputs(spark, plan, groups):
@@ -236,7 +250,8 @@ def _source_name(path: str) -> str:
 SAMPLES_PER_FILE = 1000
 MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
-FILE = "__lakesort_file"
+FILE = "__lakesort_file"  # the hash key that sends a row to its write task (`_exact_keys`)
+SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.slots`)
 SOURCE = "__lakesort_source"
 PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.sort_prefix`)
 CURVE_SAMPLE = 200_000  # rows whose keys place a curve's quantile boundaries (2**bits cells per key)
@@ -250,14 +265,16 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
        per (group, partition, natively read file) the rows and a Bernoulli sample of the sort key; keyed
        tables first keep one row per key (a window partitioned by the keys: parallel); natively read
        files' row counts are checked;
-    2. how many files each (group, partition) gets (its share of the group's planned output files), and for
-       those that get several, the file boundaries: quantiles of the sample, sorted in Spark (`boundaries`);
+    2. how many files each (group, partition) gets (its share of the group's planned output files), their
+       slots and write tasks (`_plan_write`), and where a partition has several slots, their boundaries:
+       quantiles of the sample, sorted in Spark (`boundaries`);
     3. a second read (or the persisted rows, when some files go through pyiceberg: reading them is the
-       costly part), every row's file id (its partition's first id plus the number of boundaries at or
-       below its key, so equal keys share a file and a partition's files hold disjoint, ordered key ranges),
+       costly part), every row's slot (its partition's first slot plus the number of boundaries at or
+       below its key, so equal keys share a slot and a partition's slots hold disjoint, ordered key ranges),
        the input's fingerprint (`InputFingerprint`: observed in this pass, the one that reads every
-       column), one shuffle that gives each file id a task of its own, a sort within each task, and the write;
-    4. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
+       column), one shuffle that sends each slot to its task, a sort within each task, and the write;
+    4. files written in pieces stitched, list and map field ids added (`finish_files`, in the executors);
+    5. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
 
     Every row's hash is salted with its group id: the fingerprint is one sum over all groups (observed
     metrics are global), and a row in another group's files still changes it. `timings` gets each part's
@@ -313,21 +330,29 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     for (gid, _), (_, rows) in parts.items():
         expected[gid] = expected.get(gid, 0) + rows
     files_of = file_counts(groups, parts)
+    slots, prefix = _plan_write(spark, groups, parts, files_of, keys, ordinals, figures)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
-    df = with_file_ids(spark, df, summary, files_of, keys).drop(PART_KEY, SOURCE)
-    prefix = sort_prefix([(d, n) for _, d, n in keys], ordinals, figures)
     if prefix is not None:
         df = df.withColumn(PREFIX, F.expr(prefix.sql()))
+    df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix).drop(PART_KEY, SOURCE)
+    task_keys = _exact_keys(spark, max(1, slots.tasks))
+    df = df.withColumn(FILE, F.element_at(_sql_array([task_keys[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1))
+    if prefix is not None:
+        if slots.most_per_task > 1:  # the slot's position in its task above the keys' bits (`layout.compaction.slots`)
+            position = F.element_at(_sql_array([s.position for s in slots.slots]), F.col(SLOT) + 1).cast("long")
+            df = df.withColumn(PREFIX, F.shiftleft(position, sum(k.bits for k in prefix.keys)) + F.col(PREFIX))
         order = [F.col(PREFIX)] if prefix.exact else [F.col(PREFIX), *order]
         log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys), sum(k.bits for k in prefix.keys),
                  " (exact: the prefix alone)" if prefix.exact else ", then the keys")
+    df = df.drop(SLOT)
     fingerprint = InputFingerprint(df, columns)
     clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
-    # A task holds one file, so one (group, partition): sorted by the key alone (its first column is the
-    # sort's prefix), written as sorted (SESSION_CONF).
-    df = (fingerprint.observed.repartition(max(1, sum(files_of.values())), FILE).sortWithinPartitions(*order)
+    # A task holds slots of distinct (group, partition)s: sorted by slot and key (by the prefix that holds
+    # both, where the key types allow it), written as sorted (SESSION_CONF), a file per slot.
+    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(max(2, slots.most_per_task + 1)))
+    df = (fingerprint.observed.repartition(max(1, slots.tasks), FILE).sortWithinPartitions(*order)
           .drop(FILE, "__lakesort_z", PREFIX))
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
@@ -338,8 +363,9 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     _, hash_sum = fingerprint.result(sum(expected.values()))
     for frame in cached:
         frame.unpersist()
-    add_nested_field_ids(spark, plan, target)
-    clock.lap("fingerprint, shuffle, sort, write", "read back")
+    clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
+    finish_files(spark, plan, target, slots)
+    clock.lap("stitch, field ids", "read back")
     checked = read_back(spark, plan, target, columns)
     problems = key_problems(spark, plan, target) if plan.keys is not None else {}
     clock.lap("read back")
@@ -348,7 +374,8 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         outputs = []
         for (gid, part), (key, _) in sorted(parts.items()):
             if gid == g.group_id:
-                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key, checked)
+                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key,
+                                        {name: v for (g, p, name), v in checked.items() if (g, p) == (gid, part)})
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
             input_rows=int(read.get(g.group_id, 0)), expected_rows=int(expected.get(g.group_id, 0)),
@@ -516,10 +543,12 @@ def _before(row_values, bound, keys):
     return result
 
 
-def boundaries(spark, summary, files_of, keys):
-    """Per (group, partition) that gets n > 1 files: n - 1 boundary keys, the n-quantiles of its sample,
-    sorted in Spark with the sort order's own comparison (no value goes through Python, so every type
-    compares exactly as Spark sorts it). A small DataFrame (GROUP, PART, __bounds: structs k0..kn, ordered)."""
+def boundaries(spark, summary, files_of, keys, prefix: PrefixPlan | None = None):
+    """Per (group, partition) that gets n > 1 slots: n - 1 boundaries, the n-quantiles of its sample. A small
+    DataFrame (GROUP, PART, __bounds: ordered). With a sort prefix the boundaries are sampled prefixes (longs,
+    sorted by value: a row's slot is then the number of boundaries at or below its prefix, one comparison of
+    longs each); without one, sort keys (structs k0..kn) sorted in Spark with the sort order's own
+    comparison (no value goes through Python, so every type compares exactly as Spark sorts it)."""
     wanted = _literal_frame(spark, [(g, p, n) for (g, p), n in sorted(files_of.items()) if n > 1], [GROUP, PART, "__files"])
     n = len(keys)
 
@@ -527,9 +556,16 @@ def boundaries(spark, summary, files_of, keys):
         lv, rv = [left[f"k{i}"] for i in range(n)], [right[f"k{i}"] for i in range(n)]
         return F.when(_before(lv, right, keys), -1).when(_before(rv, left, keys), 1).otherwise(0)
 
-    samples = (summary.groupBy(GROUP, PART).agg(F.flatten(F.collect_list("__sample")).alias("__sample"))
-               .join(F.broadcast(wanted), [GROUP, PART])
-               .withColumn("__sample", F.array_sort("__sample", compare)))
+    if prefix is not None:
+        drawn = (summary.select(GROUP, PART, F.explode("__sample").alias("__s"))
+                 .select(GROUP, PART, *[F.col("__s")[f"k{i}"].alias(name) for i, (name, _, _) in enumerate(keys)])
+                 .select(GROUP, PART, F.expr(prefix.sql()).alias("__p")))
+        samples = (drawn.groupBy(GROUP, PART).agg(F.sort_array(F.collect_list("__p")).alias("__sample"))
+                   .join(F.broadcast(wanted), [GROUP, PART]))
+    else:
+        samples = (summary.groupBy(GROUP, PART).agg(F.flatten(F.collect_list("__sample")).alias("__sample"))
+                   .join(F.broadcast(wanted), [GROUP, PART])
+                   .withColumn("__sample", F.array_sort("__sample", compare)))
     size = F.size("__sample")
     # The j-th boundary (j = 1 .. n-1) is the first sampled key of the j-th quantile.
     positions = F.filter(F.sequence(F.lit(1), F.col("__files")), lambda j: (j < F.col("__files")) & (size > 0))
@@ -557,33 +593,72 @@ def _sql_value(value) -> str:
     return sql_literal(value)
 
 
-def with_file_ids(spark, df, summary, files_of, keys):
-    """`df` with FILE: the hash key that sends each row to the task writing its file (`_exact_keys`)."""
+def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None):
+    """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.slots`): its (group,
+    partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
+    equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
+    prefix (column PREFIX, without the slot's position) the boundaries and the comparisons are the prefix's:
+    it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
+    into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each)."""
     starts, offset = {}, 0
-    for pair in sorted(files_of):
-        starts[pair], offset = offset, offset + files_of[pair]
-    exact = _exact_keys(spark, max(1, offset))
+    for pair in sorted(counts):
+        starts[pair], offset = offset, offset + counts[pair]
     if not starts:  # no rows were read: nothing to place
-        return df.withColumn(FILE, F.lit(0))
+        return df.withColumn(SLOT, F.lit(0))
     info = _literal_frame(spark, [(g, p, s) for (g, p), s in sorted(starts.items())], [GROUP, PART, "__start"])
     df = df.join(F.broadcast(info), [GROUP, PART], "left")
-    if any(n > 1 for n in files_of.values()):
-        bounds = boundaries(spark, summary, files_of, keys)
+    if any(n > 1 for n in counts.values()):
+        bounds = boundaries(spark, summary, counts, keys, prefix)
         df = df.join(F.broadcast(bounds), [GROUP, PART], "left")
         values = [F.col(name) for name, _, _ in keys]
-        most = max(files_of.values()) - 1
+
+        def at_or_after(bound):
+            return F.col(PREFIX) >= bound if prefix is not None else ~_before(values, bound, keys)
+
+        most = max(counts.values()) - 1
         if most <= UNROLLED_BOUNDS:
             # One comparison per boundary, written out: Spark compiles it with the rest of the projection
             # (a lambda over the array is interpreted row by row, about 3x slower at TPC-H SF1).
-            at_or_after = [F.when((F.size("__bounds") >= j)
-                                  & ~_before(values, F.try_element_at("__bounds", F.lit(j)), keys), 1).otherwise(0)
-                           for j in range(1, most + 1)]
-            bucket = sum(at_or_after[1:], at_or_after[0])
+            past = [F.when((F.size("__bounds") >= j) & at_or_after(F.try_element_at("__bounds", F.lit(j))), 1)
+                    .otherwise(0) for j in range(1, most + 1)]
+            bucket = sum(past[1:], past[0])
         else:
-            bucket = F.coalesce(F.size(F.filter("__bounds", lambda b: ~_before(values, b, keys))), F.lit(0))
+            bucket = F.coalesce(F.size(F.filter("__bounds", at_or_after)), F.lit(0))
         df = df.withColumn("__start", F.col("__start") + F.greatest(bucket, F.lit(0))).drop("__bounds")
-    key_of = F.array(*[F.lit(k) for k in exact])
-    return df.withColumn(FILE, F.element_at(key_of, F.col("__start") + 1)).drop("__start")
+    return df.withColumnRenamed("__start", SLOT)
+
+
+def _sql_array(values: list[int]):
+    """A literal array column from one SQL text (as Column literals, a Py4J call per value)."""
+    return F.expr(f"array({', '.join(str(int(v)) for v in values)})")
+
+
+def _plan_write(spark, groups, parts, files_of, keys, ordinals, figures):
+    """The write's slots and tasks (`layout.compaction.slots`), from each (group, partition)'s files and bytes
+    (its group's input bytes by its share of the rows), and the sort prefix: with slots sharing tasks it
+    leaves the high bits for the slot's position and holds even a single key; when the keys allow no prefix,
+    no slots share a task (a task sorted by slot and then the keys would compare whole rows on every tie)."""
+    group_bytes = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
+    group_rows: dict[int, int] = {}
+    for (gid, _), (_, rows) in parts.items():
+        group_rows[gid] = group_rows.get(gid, 0) + rows
+    sizes = {pair: (files_of[pair], group_bytes[pair[0]] * rows / max(1, group_rows[pair[0]]))
+             for pair, (_, rows) in parts.items()}
+    piece_bytes = int(spark.conf.get("spark.lakesort.compact.pieceBytes", str(PIECE_BYTES)))
+    parallelism = spark.sparkContext.defaultParallelism
+    directions = [(d, n) for _, d, n in keys]
+    slots = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism)
+    prefix = None
+    if slots.most_per_task > 1:
+        room = PREFIX_BITS - (slots.most_per_task - 1).bit_length()
+        prefix = sort_prefix(directions, ordinals, figures, bits=room, min_keys=1)
+        if prefix is None:
+            slots = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism)
+    if slots.most_per_task == 1:
+        prefix = sort_prefix(directions, ordinals, figures)
+    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file)",
+             sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces)
+    return slots, prefix
 
 
 def _exact_keys(spark, n: int) -> list[int]:
@@ -620,10 +695,11 @@ def curve_column(df, strategy: str, keys: list[str], rows: int):
     return arrow_udf(index, T.LongType())(*[F.col(k) for k in keys])
 
 
-def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[int, int]]:
+def read_back(spark, plan, target: str, columns: list[str]) -> dict[tuple[int, str, str], tuple[int, int]]:
     """Each staged file's rows and fingerprint, read back from storage by Spark's own Parquet reader in the
     executors: a new scan of the files as written (not the job's cached rows), so a write that lost or
-    changed rows shows here; file name -> (rows, hash sum). Keyed tables: the files of one partition
+    changed rows shows here; (group, partition directory, file name) -> (rows, hash sum): a task that wrote
+    files of several partitions gave them one name. Keyed tables: the files of one partition
     directory must not share a key, and no key is null; both are counted here (`key_problems`)."""
     # Each row's hash is salted with its group, as the input's: the group is the directory the write
     # partitioned by, read as a partition column (a constant per file: a join or regex per row costs more).
@@ -631,14 +707,14 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[str, tuple[i
                            T.StructField(PART, T.StringType())])
     staged = spark.read.schema(schema).parquet(target)
     files = _with_halves(staged.withColumn("__file", F.input_file_name()), columns, GROUP)
-    figures = files.groupBy("__file").agg(F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"),
-                                          F.sum("__low").alias("low")).collect()
-    out: dict[str, tuple[int, int]] = {}
+    figures = files.groupBy(GROUP, PART, "__file").agg(
+        F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low")).collect()
+    out: dict[tuple[int, str, str], tuple[int, int]] = {}
     for r in figures:
-        name = _file_name(r["__file"])
-        if name in out:
-            raise RuntimeError(f"two staged files are named {name}: cannot tell their figures apart")
-        out[name] = (int(r["rows"]), exact_hash_sum(r["high"], r["low"]))
+        key = (r[GROUP], r[PART], _file_name(r["__file"]))
+        if key in out:
+            raise RuntimeError(f"two staged files are named {key}: cannot tell their figures apart")
+        out[key] = (int(r["rows"]), exact_hash_sum(r["high"], r["low"]))
     return out
 
 

@@ -684,7 +684,8 @@ def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManife
 
     def now(f):
         filesystem, local = resolve(f.path)
-        rows, hash_sum = checked[Path(local).name]
+        part_dir, group_dir = Path(local).parent.name, Path(local).parent.parent.name
+        rows, hash_sum = checked[int(group_dir.split("=", 1)[1]), part_dir.split("=", 1)[1], Path(local).name]
         return f.model_copy(update={"size": filesystem.get_file_info(local).size, "rows": pq.read_metadata(local).num_rows,
                                     "read_back_rows": rows, "read_back_hash_sum": str(hash_sum)})
 
@@ -998,6 +999,75 @@ def test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files(demo_
     assert first_lo <= first_hi < second_lo <= second_hi, f"the files' key ranges overlap: {sorted(spans)}"
     # Neither file is a sliver: the rows are split about evenly (ranks, not bytes: within a factor of two).
     assert min(p.num_rows for p in parts) * 2 >= max(p.num_rows for p in parts)
+
+
+def _write_stage_tasks(spark) -> int:
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup("lakesort: fingerprint, shuffle, sort, write")]
+    write = tracker.getStageInfo(max(s for job in jobs if job is not None for s in job.stageIds))
+    return write.numTasks
+
+
+def test_files_written_in_pieces_are_stitched_with_their_indexes(demo_home, spark, in_process_job):
+    """A month into two files, each written by three tasks (spark.lakesort.compact.pieceBytes at a sixth of the
+    input) and stitched from their row groups (`layout.parquet.stitch`). Oracles that do not trust the
+    stitcher: pyiceberg reads the month's rows back unchanged after the commit; pyarrow reads each file sorted
+    with disjoint key ranges; the full verification (column and offset indexes, bloom filters, order) passes;
+    every row group's bloom filter knows the row group's keys."""
+    table = load_table("demo.lineitem")
+    month = MONTHS[1]
+    inputs = [f for f in live_files(table) if partition_of(table, f) == month]
+    size = sum(f.file_size_in_bytes for f in inputs)
+    expected = by_every_column(canonical(readable(table).scan(row_filter=month_filter(month)).to_arrow()))
+    spec = demo_spec(target_file_size=math.ceil(size / 2),
+                     writer={"row_group_size": "8KiB", "page_size": "1KiB", "page_row_count_limit": 20,
+                             "bloom_filters": {"l_orderkey": {"ndv": 1000, "fpp": 0.05}}})
+    spark.conf.set("spark.lakesort.compact.pieceBytes", str(math.ceil(size / 6)))
+    try:
+        result = compact("demo.lineitem", spec=spec, partitions=[month])
+    finally:
+        spark.conf.unset("spark.lakesort.compact.pieceBytes")
+    assert _write_stage_tasks(spark) == 6
+    table = table.refresh()
+    outputs = [f for f in live_files(table) if partition_of(table, f) == month]
+    assert result.files_added == len(outputs) == 2
+    after = by_every_column(canonical(readable(table).scan(row_filter=month_filter(month)).to_arrow()))
+    assert after.equals(expected), "pyiceberg reads the same rows back after the commit"
+    keys = ["l_shipdate", "l_orderkey"]
+    spans = []
+    for f in outputs:
+        filesystem, path = resolve(f.file_path)
+        assert path.rsplit("/", 1)[1].startswith("stitched-part-"), path
+        pf = ParquetFile.open(path, filesystem=filesystem)
+        assert pf.num_row_groups >= 3, "three pieces, each at least a row group"
+        data = pq.read_table(path, filesystem=filesystem)
+        tuples = list(zip(*(data.column(k).to_pylist() for k in keys), strict=True))
+        assert tuples == sorted(tuples), f"{path}: rows not sorted by {keys}"
+        spans.append((tuples[0], tuples[-1]))
+        first = 0
+        for rg in range(pf.num_row_groups):
+            bloom = pf.bloom_filter(rg, "l_orderkey")
+            assert bloom is not None and bloom.might_contain(data.column("l_orderkey")[first].as_py())
+            assert pf.offset_index(rg, "l_orderkey") is not None and pf.column_index(rg, "l_orderkey") is not None
+            first += pf.metadata.row_groups[rg].num_rows
+    (a_lo, a_hi), (b_lo, b_hi) = sorted(spans)
+    assert a_lo <= a_hi < b_lo <= b_hi
+
+
+def test_small_files_share_write_tasks(demo_home, spark, in_process_job):
+    """Six months of ~3 small files each: their slots share tasks (never two of one month; at least four tasks on
+    two cores), so the write runs fewer tasks than it writes files, and every file is still one partition's,
+    sorted, verified."""
+    table = load_table("demo.lineitem")
+    months = sorted({partition_of(table, f) for f in live_files(table)})[:6]
+    expected = {m: by_every_column(canonical(readable(table).scan(row_filter=month_filter(m)).to_arrow()))
+                for m in months}
+    result = compact("demo.lineitem", spec=demo_spec(), partitions=months)
+    assert 4 <= _write_stage_tasks(spark) < result.files_added
+    table = table.refresh()
+    for m in months:
+        after = by_every_column(canonical(readable(table).scan(row_filter=month_filter(m)).to_arrow()))
+        assert after.equals(expected[m])
 
 
 @pytest.mark.parametrize("directions", [("asc", "first", "asc", "first"), ("asc", "last", "desc", "first"),
