@@ -46,7 +46,7 @@ from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_has
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
 from layout.compaction.slots import PIECE_BYTES, SlotPlan, plan_slots, stitch_lists
-from layout.compaction.sort_prefix import PREFIX_BITS, PrefixPlan, key_ordinals, sort_prefix
+from layout.compaction.sort_prefix import PrefixPlan, key_ordinals, sort_prefix
 from layout.compaction.staging import finish_staged_file, nested_field_ids
 from layout.errors import InputError
 from layout.expr.predicate import sql_literal
@@ -82,19 +82,15 @@ def main(argv: list[str] | None = None) -> int:
 SESSION_CONF = {
     # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    # The write keeps the rows in the order each task sorted them (by the sort key alone: a task holds one
-    # file, so one group and partition). By default Spark plans a partitioned write under a sort by the
-    # partition columns, which replaces the task's own sort (the key order then survives only while the
-    # sort does not spill); without the planned write, and with a writer per partition value kept open,
-    # the rows go to the writer as they come. (Spark's concurrent writer sorts the rest of a task's rows by
-    # partition once it holds this many writers: with 1 that is at the first row; a second partition value
-    # in a task would be a bug, and its files fail verification's order checks.)
+    # The write keeps the rows in the order each task sorted them (by the sort key alone: a task holds at most
+    # one slot, so one file, of each group and partition: `layout.compaction.slots`). By default Spark plans a
+    # partitioned write under a sort by the partition columns, which replaces the task's own sort (the key
+    # order then survives only while the sort does not spill). Without the planned write, and with a writer
+    # per partition directory kept open, each row goes to its directory's writer as it comes. Past this many
+    # writers Spark's concurrent writer sorts the rest of the task's rows by directory alone, and the key
+    # order would be lost (the files would fail verification's order checks): the job raises it to one more
+    # than the most slots a task holds.
     "spark.sql.optimizer.plannedWrite.enabled": "false",
-    # Without the planned write, Spark's writer sorts a task's rows by partition directory unless it may keep
-    # a writer per directory open: with this many, the rows go to the writers as they come (a task holds at
-    # most `SlotPlan.most_per_task` directories, each once: `layout.compaction.slots`; the job raises it to
-    # that). Past it, the writer would sort the rest of the task's rows by directory alone, and the key order
-    # would be lost: the files would then fail verification's order checks.
     "spark.sql.maxConcurrentOutputFileWriters": "2",
     # Let adaptive execution coalesce the shuffle partitions of a cached plan (the per-file summary): by
     # default it keeps spark.sql.shuffle.partitions of them, 400 tasks of nothing at TPC-H SF1 (4 s).
@@ -339,17 +335,14 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     task_keys = _exact_keys(spark, max(1, slots.tasks))
     df = df.withColumn(FILE, F.element_at(_sql_array([task_keys[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1))
     if prefix is not None:
-        if slots.most_per_task > 1:  # the slot's position in its task above the keys' bits (`layout.compaction.slots`)
-            position = F.element_at(_sql_array([s.position for s in slots.slots]), F.col(SLOT) + 1).cast("long")
-            df = df.withColumn(PREFIX, F.shiftleft(position, sum(k.bits for k in prefix.keys)) + F.col(PREFIX))
         order = [F.col(PREFIX)] if prefix.exact else [F.col(PREFIX), *order]
         log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys), sum(k.bits for k in prefix.keys),
                  " (exact: the prefix alone)" if prefix.exact else ", then the keys")
     df = df.drop(SLOT)
     fingerprint = InputFingerprint(df, columns)
     clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
-    # A task holds slots of distinct (group, partition)s: sorted by slot and key (by the prefix that holds
-    # both, where the key types allow it), written as sorted (SESSION_CONF), a file per slot.
+    # A task holds slots of distinct (group, partition)s: sorted by the key (its prefix, where the key types
+    # allow it), written as sorted by a writer per slot's directory (SESSION_CONF), a file per slot.
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(max(2, slots.most_per_task + 1)))
     df = (fingerprint.observed.repartition(max(1, slots.tasks), FILE).sortWithinPartitions(*order)
           .drop(FILE, "__lakesort_z", PREFIX))
@@ -596,7 +589,7 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
     """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.slots`): its (group,
     partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
     equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
-    prefix (column PREFIX, without the slot's position) the boundaries and the comparisons are the prefix's:
+    prefix (column PREFIX) the boundaries and the comparisons are the prefix's:
     it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
     into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each)."""
     starts, offset = {}, 0
@@ -640,9 +633,7 @@ def _sql_array(values: list[int]):
 
 def _plan_write(spark, groups, parts, files_of, keys, ordinals, figures):
     """The write's slots and tasks (`layout.compaction.slots`), from each (group, partition)'s files and bytes
-    (its group's input bytes by its share of the rows), and the sort prefix: with slots sharing tasks it
-    leaves the high bits for the slot's position and holds even a single key; when the keys allow no prefix,
-    no slots share a task (a task sorted by slot and then the keys would compare whole rows on every tie)."""
+    (its group's input bytes by its share of the rows), and the sort prefix (`layout.compaction.sort_prefix`)."""
     group_bytes = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
     group_rows: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
@@ -650,20 +641,10 @@ def _plan_write(spark, groups, parts, files_of, keys, ordinals, figures):
     sizes = {pair: (files_of[pair], group_bytes[pair[0]] * rows / max(1, group_rows[pair[0]]))
              for pair, (_, rows) in parts.items()}
     piece_bytes = int(spark.conf.get("spark.lakesort.compact.pieceBytes", str(PIECE_BYTES)))
-    parallelism = spark.sparkContext.defaultParallelism
-    directions = [(d, n) for _, d, n in keys]
-    slots = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism)
-    prefix = None
-    if slots.most_per_task > 1:
-        room = PREFIX_BITS - (slots.most_per_task - 1).bit_length()
-        prefix = sort_prefix(directions, ordinals, figures, bits=room, min_keys=1)
-        if prefix is None:
-            slots = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism)
-    if slots.most_per_task == 1:
-        prefix = sort_prefix(directions, ordinals, figures)
+    slots = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=spark.sparkContext.defaultParallelism)
     log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file)",
              sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces)
-    return slots, prefix
+    return slots, sort_prefix([(d, n) for _, d, n in keys], ordinals, figures)
 
 
 def _exact_keys(spark, n: int) -> list[int]:

@@ -12,9 +12,9 @@ sort key. Tying a task to a file made the task count the file count, which fits 
   buffers its row group), so the budget is kept small: packed into 7 tasks of 32 MiB the driver peaked at
   2.8 GiB against 1.6 GiB.
 
-A task's rows are sorted by their slot's `position` in the task first, and Spark's writer starts a new file
-at each change of partition directory: so a task never holds two slots of one (group, partition), whose rows
-would land in one file. Pure: the job computes the sizes and applies the plan.
+A task's rows are sorted by the key, and Spark's writer keeps a file open per partition directory of the task
+(`most_per_task` of them): so a task never holds two slots of one (group, partition), whose rows would land
+in one file. Pure: the job computes the sizes and applies the plan.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PACK_BYTES = 8 << 20  # input bytes the slots sharing a task stay within (their 
 
 
 class Slot(Frozen):
-    """Piece `piece` of output file `file` of (group_id, part), written by task `task` at `position`."""
+    """Piece `piece` of output file `file` of (group_id, part), written by task `task`, its `position`-th slot."""
 
     group_id: int
     part: str

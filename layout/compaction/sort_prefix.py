@@ -123,7 +123,7 @@ def key_ordinals(schema_json: str, names: Sequence[str]) -> list[str | None]:
 
 
 def sort_prefix(keys: Sequence[tuple[Direction, Nulls]], ordinals: Sequence[str | None],
-                figures: Sequence[Mapping[str, Any]], *, bits: int = PREFIX_BITS, min_keys: int = 2) -> PrefixPlan | None:
+                figures: Sequence[Mapping[str, Any]]) -> PrefixPlan | None:
     """The prefix over keys (direction, nulls) with these ordinals, their ranges the smallest `__low<i>` and
     largest `__high<i>` over the first pass's figures (rows of the job's summary; null where no value)."""
     described = []
@@ -131,36 +131,35 @@ def sort_prefix(keys: Sequence[tuple[Direction, Nulls]], ordinals: Sequence[str 
         lows = [r[f"__low{i}"] for r in figures if ordinal is not None and r[f"__low{i}"] is not None]
         highs = [r[f"__high{i}"] for r in figures if ordinal is not None and r[f"__high{i}"] is not None]
         described.append((ordinal, direction, nulls, min(lows, default=None), max(highs, default=None)))
-    return plan_prefix(described, bits=bits, min_keys=min_keys)
+    return plan_prefix(described)
 
 
-def plan_prefix(keys: Sequence[tuple[str | None, Direction, Nulls, int | None, int | None]], *,
-                bits: int = PREFIX_BITS, min_keys: int = 2) -> PrefixPlan | None:
+def plan_prefix(keys: Sequence[tuple[str | None, Direction, Nulls, int | None, int | None]]) -> PrefixPlan | None:
     """The prefix for sort keys given as (ordinal SQL or None, direction, nulls, low, high), low/high the
-    smallest and largest ordinal in the input (None: no non-null value), in at most `bits` bits (the job
-    keeps the high bits for the slot a row has in its write task: `layout.compaction.slots`). None when
-    the prefix would hold fewer than `min_keys` keys (by default two: with one key it is no better than
-    Spark's own prefix of the first key)."""
+    smallest and largest ordinal in the input (None: no non-null value). None when the prefix would hold no
+    more than Spark's own prefix of the first key (fewer than two keys in it)."""
     parts: list[PrefixKey] = []
     used = 0
     exact = True
     for ordinal, direction, nulls, low, high in keys:
-        # Two bits at least: a range across zero, shifted all the way, still takes two (-1 and 0, and null).
-        if ordinal is None or bits - used < 2:
+        if ordinal is None or used >= PREFIX_BITS:
             exact = False
             break
         low, high = (0, 0) if low is None or high is None else (low, high)
         shift = 0
-        while _bits((high >> shift) - (low >> shift) + 2) > bits - used:
+        while _bits((high >> shift) - (low >> shift) + 2) > PREFIX_BITS - used and shift <= 64:
             shift += 1
-        width = _bits((high >> shift) - (low >> shift) + 2)
+        if shift > 64:  # one bit left and a range across zero: shifted all the way it is still -1 and 0
+            exact = False
+            break
+        bits = _bits((high >> shift) - (low >> shift) + 2)
         parts.append(PrefixKey(ordinal=ordinal, direction=direction, nulls=nulls, low=low, high=high, shift=shift,
-                               bits=width))
-        used += width
+                               bits=bits))
+        used += bits
         if shift:
             exact = False
             break
-    if len(parts) < max(1, min_keys):
+    if len(parts) < 2:
         return None
     return PrefixPlan(keys=tuple(parts), exact=exact and len(parts) == len(keys))
 
