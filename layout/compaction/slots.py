@@ -10,7 +10,7 @@ sort key. Tying a task to a file made the task count the file count, which fits 
   2 MiB: the write stage took 16.7 s as 84 tasks, 15.4 s as 7; one run each, two cores). Slots (a piece of
   a file) now share a task up to `pack_bytes` together. Spark keeps a task's files open until it ends (each
   buffers its row group), so the budget is kept small: packed into 7 tasks of 32 MiB the driver peaked at
-  2.8 GiB against 1.6 GiB.
+  2.8 GiB against 1.6 GiB; into 27 tasks of 8 MiB, 14.7 s and 2.5 GiB.
 
 A task's rows are sorted by the key, and Spark's writer keeps a file open per partition directory of the task
 (`most_per_task` of them): so a task never holds two slots of one (group, partition), whose rows would land
