@@ -193,18 +193,30 @@ EVERY_TYPE = Schema(
 )
 
 
-def test_every_type_is_lossless(iceberg_catalog, job_here):
+@pytest.mark.parametrize("pieces", [False, True], ids=["whole", "in-pieces"])
+def test_every_type_is_lossless(iceberg_catalog, job_here, spark, pieces):
+    """With `pieces`, the output file is written by several tasks (spark.lakesort.compact.pieceBytes at 2 KiB)
+    and stitched from their row groups, its footer given the list and map field ids in the same pass."""
     cat = iceberg_catalog
     cat.create_namespace("t")
     table = cat.create_table("t.types", EVERY_TYPE)
     for start in (0, 60, 120):
         table.append(rows_for(table, start, 60))
     before = by_field_id(table)
-    run("t.types")
+    if pieces:
+        spark.conf.set("spark.lakesort.compact.pieceBytes", "2048")
+    try:
+        run("t.types")
+    finally:
+        spark.conf.unset("spark.lakesort.compact.pieceBytes")
     table = table.refresh()
     assert committed(table)
     assert_same(before, by_field_id(table))
     outputs_have_all_ids(table)
+    if pieces:
+        (task,) = table.scan().plan_files()
+        path = task.file.file_path.removeprefix("file://")
+        assert path.rsplit("/", 1)[1].startswith("stitched-") and pq.ParquetFile(path).num_row_groups > 2, path
     # Timestamps as INT64 microseconds with the UTC flag Iceberg's types ask for (never INT96).
     for task in table.scan().plan_files():
         schema = pq.ParquetFile(task.file.file_path.removeprefix("file://")).schema
