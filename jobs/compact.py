@@ -693,13 +693,18 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[tuple[int, s
                            T.StructField(PART, T.StringType())])
     # Splits of a few row groups, at least two per core: Spark's default (the input over the cores, at most
     # 128 MiB) leaves whole files to tasks, and three files on two cores ran as two tasks and then one.
+    # (Set for this read only: the session's later reads keep their own splits.)
     total = sum(info.size for _, info in list_parquet_files(target))
     parallelism = spark.sparkContext.defaultParallelism
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(4 << 20, min(128 << 20, total // (2 * parallelism)))))
-    staged = spark.read.schema(schema).parquet(target)
-    files = _with_halves(staged.withColumn("__file", F.input_file_name()), columns, GROUP)
-    figures = files.groupBy(GROUP, PART, "__file").agg(
-        F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low")).collect()
+    try:
+        staged = spark.read.schema(schema).parquet(target)
+        files = _with_halves(staged.withColumn("__file", F.input_file_name()), columns, GROUP)
+        figures = files.groupBy(GROUP, PART, "__file").agg(
+            F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low")).collect()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
     out: dict[tuple[int, str, str], tuple[int, int]] = {}
     for r in figures:
         key = (r[GROUP], r[PART], _file_name(r["__file"]))

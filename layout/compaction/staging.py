@@ -62,20 +62,20 @@ def finish_staged_file(pieces: list[str], ids: dict[tuple[str, ...], int]) -> in
     staging directory: the read-back then counts rows twice, and nothing is committed."""
     if len(pieces) == 1:
         return int(patch_staged_file(pieces[0], ids))
-    filesystem, first = resolve(pieces[0])
-    directory, name = first.rsplit("/", 1)
+    filesystem, _ = resolve(pieces[0])  # the pieces share a directory
+    locals_ = [resolve(location)[1] for location in pieces]
+    directory, name = locals_[0].rsplit("/", 1)
     target = f"{directory}/{STITCHED}{name}"
-    sources = [(location, filesystem.open_input_file(resolve(location)[1])) for location in pieces]
+    sources = [(location, filesystem.open_input_file(local)) for location, local in zip(pieces, locals_, strict=True)]
     try:
         with filesystem.open_output_stream(target) as out:
             stitch(sources, out, footer_patch=(lambda footer: with_field_ids(footer, ids)) if ids else None)
     finally:
         for _, source in sources:
             source.close()
-    for location in pieces:
-        fs_, local = resolve(location)
-        fs_.delete_file(local)
-        _drop_checksum(fs_, local)
+    for local in locals_:
+        filesystem.delete_file(local)
+        _drop_checksum(filesystem, local)
     return int(bool(ids))
 
 
