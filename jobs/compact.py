@@ -45,7 +45,7 @@ from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
-from layout.compaction.slots import PIECE_BYTES, SlotPlan, plan_slots, stitch_lists
+from layout.compaction.slots import PIECE_BYTES, SlotPlan, plan_slots, stitch_lists, task_keys
 from layout.compaction.sort_prefix import PrefixPlan, key_ordinals, sort_prefix
 from layout.compaction.staging import finish_staged_file, nested_field_ids
 from layout.errors import InputError
@@ -184,6 +184,7 @@ def read_inputs(spark, plan, groups):
     others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native), key=lambda x: -x[1].size)
     parts = []
     sources: dict[str, tuple[str, int]] = {}
+    native_scan = None
     if native:
         if all(_is_local(f.path) for _, f in native):
             # Spark lists more than 32 paths with a Spark job (a task per path: 2.7 s for 252 files on two
@@ -202,10 +203,10 @@ def read_inputs(spark, plan, groups):
             sources[name] = (f.path, f.rows)
         if planned:
             raise InputError(f"{min(planned)}: Spark does not list this planned file; nothing was rewritten")
+        single = listing[0][1:] if len({row[1:] for row in listing}) == 1 else None
         listing = _literal_frame(spark, listing, [SOURCE, GROUP, PART, PART_KEY])
-        rows = (rows.withColumn(SOURCE, F.input_file_name()).join(F.broadcast(listing), SOURCE, "left")
-                .select(*columns, GROUP, PART, PART_KEY, SOURCE))
-        parts.append(rows)
+        native_scan = NativeScan(rows, listing, single)
+        parts.append(native_scan.tagged(rows).select(*columns, GROUP, PART, PART_KEY, SOURCE))
     if others:
         target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
         tasks = max(1, min(len(others), spark.sparkContext.defaultParallelism * 4))
@@ -227,7 +228,36 @@ def read_inputs(spark, plan, groups):
         parts.append(listing.mapInArrow(read, out_schema).withColumn(SOURCE, F.lit(None).cast("string")))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     log.info("reading %d file(s) with Spark's reader, %d through pyiceberg", len(native), len(others))
-    return df, columns, sources
+    return Inputs(df, columns, sources, native_scan if not others else None)
+
+
+class NativeScan(NamedTuple):
+    """Spark's scan of the natively read files and their listing (SOURCE -> GROUP, PART, PART_KEY)."""
+
+    rows: object
+    listing: object
+    single: tuple[int, str, str] | None  # (GROUP, PART, PART_KEY) when every file has the same
+
+    def tagged(self, rows, extra=None):
+        """`rows` of this scan with each file's group, partition and SOURCE: a broadcast join on the file name
+        (input_file_name() names a file as inputFiles() does), or literals when every file has the same.
+        `extra`: a small frame by (GROUP, PART) whose columns the same join brings (files of one partition)."""
+        rows = rows.withColumn(SOURCE, F.input_file_name())
+        if self.single is not None and extra is None:
+            return (rows.withColumn(GROUP, F.lit(self.single[0])).withColumn(PART, F.lit(self.single[1]))
+                    .withColumn(PART_KEY, F.lit(self.single[2])))
+        listing = self.listing if extra is None else self.listing.join(extra, [GROUP, PART], "left")
+        return rows.join(F.broadcast(listing), SOURCE, "left")
+
+
+class Inputs(NamedTuple):
+    """`read_inputs`: the rows, the table's column names, the natively read files by SOURCE -> (path, rows the
+    manifest records), and the native scan when Spark's reader reads every file (else None)."""
+
+    rows: object
+    columns: list[str]
+    native: dict[str, tuple[str, int]]
+    scan: NativeScan | None
 
 
 def _is_local(path: str) -> bool:
@@ -246,7 +276,7 @@ def _source_name(path: str) -> str:
 SAMPLES_PER_FILE = 1000
 MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
-FILE = "__lakesort_file"  # the hash key that sends a row to its write task (`_exact_keys`)
+FILE = "__lakesort_file"  # the hash key that sends a row to its write task (`slots.task_keys`)
 SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.slots`)
 SOURCE = "__lakesort_source"
 PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.sort_prefix`)
@@ -259,7 +289,10 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     1. one pass over the planned files' sort and partition columns (`read_inputs`; Parquet reads only those):
        per (group, partition, natively read file) the rows and a Bernoulli sample of the sort key; keyed
        tables first keep one row per key (a window partitioned by the keys: parallel); natively read
-       files' row counts are checked;
+       files' row counts are checked. When Spark reads every file natively (no merge rule, a linear order)
+       there is no such pass: rows and the sort prefix's key ranges come from the manifests
+       (`manifest_figures`), the write checks both, and only partitions cut into several slots draw a sample
+       (`sample_keys`: the drawn rows alone are tagged); a value outside the bounds writes it all again;
     2. how many files each (group, partition) gets (its share of the group's planned output files), their
        slots and write tasks (`_plan_write`), and where a partition has several slots, their boundaries:
        quantiles of the sample, sorted in Spark (`boundaries`);
@@ -277,10 +310,26 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     """
     if not groups:
         return Staged([], 0)
-    clock = _Clock(timings if timings is not None else {}, spark, "read, sample")
+    timings = timings if timings is not None else {}
+    try:
+        return _compact(spark, plan, groups, timings, trust_manifests=True)
+    except ManifestRangeMiss as miss:
+        log.warning("%s; writing again with ranges from a pass over the input", miss)
+        timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
+        return _compact(spark, plan, groups, timings, trust_manifests=False)
+
+
+class ManifestRangeMiss(Exception):
+    """The write saw a sort key value outside the range its manifests' bounds give: the prefix it sorted by
+    may misorder rows, so the staged files are written again (with ranges from the input itself)."""
+
+
+def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests: bool) -> Staged:
+    clock = _Clock(timings, spark, "read, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
-    df, columns, native = read_inputs(spark, plan, groups)
+    df, columns, native, scan = read_inputs(spark, plan, groups)
+    df_read = df
     cached = []  # unpersisted after the write
     if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -306,16 +355,23 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     else:
         keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
     ordinals = key_ordinals(plan.table_schema_json, [name for name, _, _ in keys])
-    summary = summarize(spark, df, groups, keys, ordinals).cache()  # small: a row per partition and file
-    cached.append(summary)
-    ranges = [(f"__low{i}", f"__high{i}") for i, o in enumerate(ordinals) if o is not None]
-    figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows", *[c for pair in ranges for c in pair]).collect()
-    parts: dict[tuple[int, str], tuple[str, int]] = {}
-    for r in figures:
-        pair = (r[GROUP], r[PART])
-        parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
-    if plan.keys is None:
-        check_native_rows(native, figures)
+    known = (manifest_figures(groups, ordinals)
+             if trust_manifests and scan is not None and plan.keys is None and plan.strategy == "linear" else None)
+    if known is not None:  # no first pass: rows and key ranges from the manifests, checked by the write
+        parts, figures = known
+        summary = None
+    else:
+        summary = summarize(spark, df, groups, keys, ordinals).cache()  # small: a row per partition and file
+        cached.append(summary)
+        ranges = [(f"__low{i}", f"__high{i}") for i, o in enumerate(ordinals) if o is not None]
+        figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows",
+                                 *[c for pair in ranges for c in pair]).collect()
+        parts = {}
+        for r in figures:
+            pair = (r[GROUP], r[PART])
+            parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
+        if plan.keys is None:
+            check_native_rows(native, figures)
     clock.lap("read, sample", "file boundaries")
     if read is None:
         read = {}
@@ -329,17 +385,26 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
+    if summary is None and any(n > 1 for n in slots.slot_counts().values()):
+        summary = sample_keys(spark, scan, groups, keys)
+    if known is not None and scan.single is None and slots.slot_counts():
+        # Files of several partitions: the join that tags each row with its file's group and partition
+        # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
+        info = slot_frame(spark, summary, slots.slot_counts(), keys, prefix)
+        df = scan.tagged(scan.rows, info).select(*columns, GROUP, PART, PART_KEY, SOURCE,
+                                                 *[c for c in info.columns if c not in (GROUP, PART)])
     if prefix is not None:
         df = df.withColumn(PREFIX, F.expr(prefix.sql()))
     df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix).drop(PART_KEY, SOURCE)
-    task_keys = _exact_keys(spark, max(1, slots.tasks))
-    df = df.withColumn(FILE, F.element_at(_sql_array([task_keys[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1))
+    keys_of = task_keys(max(1, slots.tasks))
+    df = df.withColumn(FILE, F.element_at(_sql_array([keys_of[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1))
     if prefix is not None:
         order = [F.col(PREFIX)] if prefix.exact else [F.col(PREFIX), *order]
         log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys), sum(k.bits for k in prefix.keys),
                  " (exact: the prefix alone)" if prefix.exact else ", then the keys")
     df = df.drop(SLOT)
-    fingerprint = InputFingerprint(df, columns)
+    watched = [k.ordinal for k in prefix.keys] if known is not None and prefix is not None else []
+    fingerprint = InputFingerprint(df, columns, watched)
     clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
     # A task holds slots of distinct (group, partition)s: sorted by the key (its prefix, where the key types
     # allow it), written as sorted by a writer per slot's directory (SESSION_CONF), a file per slot.
@@ -351,10 +416,17 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     schema = spark_schema(plan)
     df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields], GROUP, PART)
     target = write_dir(plan)
-    df.write.mode("errorifexists").options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
-    _, hash_sum = fingerprint.result(sum(expected.values()))
+    mode = "errorifexists" if trust_manifests else "overwrite"  # written again: the first attempt's files go
+    df.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+
+    def diagnose():  # without a first pass, a count per file names the file that reads short
+        check_native_rows(native, df_read.groupBy(SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect())
+
+    _, hash_sum = fingerprint.result(sum(expected.values()), diagnose if known is not None else None)
     for frame in cached:
         frame.unpersist()
+    if watched:
+        check_ranges(prefix, fingerprint.ranges(), [name for name, _, _ in keys])
     clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
     finish_files(spark, plan, target, slots)
     clock.lap("stitch, field ids", "read back")
@@ -398,10 +470,12 @@ class InputFingerprint:
     executor's shuffle files) adds its rows again. Only adding is possible, so rows that differ from the
     first pass's count mean a re-run, and the fingerprint is then computed again in a pass of its own."""
 
-    def __init__(self, df, columns: list[str]) -> None:
+    def __init__(self, df, columns: list[str], watched: list[str] = ()) -> None:
         self.df = df
         self.halves = spark_hash_halves(columns, salt=f"`{GROUP}`")
+        self.watched = list(watched)  # SQL of longs whose smallest and largest values are observed too
         self.observation = Observation("lakesort input fingerprint")
+        self.got: dict = {}
         # The hash is taken inside the observed aggregate, not as columns of the rows: columns added for it
         # would have to be projected away again before the shuffle, a copy of every row (2 s of a 27 s write
         # at TPC-H SF1, one run; the aggregate's two halves cost less than that copy).
@@ -409,19 +483,29 @@ class InputFingerprint:
 
     def _sums(self):
         high, low = self.halves
-        return (F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"), F.sum(F.expr(low)).alias("low"))
+        return (F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"), F.sum(F.expr(low)).alias("low"),
+                *[agg(F.expr(sql)).alias(f"__{name}{i}") for i, sql in enumerate(self.watched)
+                  for name, agg in (("min", F.min), ("max", F.max))])
 
-    def result(self, rows: int) -> tuple[int, int]:
-        """(rows, hash sum) after the write ran; `rows`: what the first pass counted."""
+    def result(self, rows: int, diagnose=None) -> tuple[int, int]:
+        """(rows, hash sum) after the write ran; `rows`: what the first pass counted, or the manifests record.
+        `diagnose`, when the rows still differ in a pass of its own, raises the error that names the file."""
         got = self.observation.get
         if got.get("rows") != rows:
-            log.warning("the write's observed fingerprint counts %s rows, the first pass %d: a stage ran twice; "
-                        "fingerprinting the input in a pass of its own", got.get("rows"), rows)
+            log.warning("the write's observed fingerprint counts %s rows, against %d: a stage ran twice, or a file "
+                        "reads differently; fingerprinting the input in a pass of its own", got.get("rows"), rows)
             got = self.df.agg(*self._sums()).first().asDict()
             if got["rows"] != rows:
+                if diagnose is not None:
+                    diagnose()
                 raise InputError(f"Spark read {got['rows']} input rows in one pass and {rows} in another: the "
                                  "input files changed during the run or a reader is broken; nothing is committed")
+        self.got = got
         return int(got["rows"]), exact_hash_sum(got["high"], got["low"])
+
+    def ranges(self) -> list[tuple[int | None, int | None]]:
+        """Each watched expression's smallest and largest value over the input (None: no non-null value)."""
+        return [(self.got.get(f"__min{i}"), self.got.get(f"__max{i}")) for i in range(len(self.watched))]
 
 
 def check_native_rows(native: dict[str, tuple[str, int]], counted) -> None:
@@ -435,6 +519,64 @@ def check_native_rows(native: dict[str, tuple[str, int]], counted) -> None:
         if rows.get(source, 0) != expected:
             raise InputError(f"{path}: Spark read {rows.get(source, 0)} rows of it, the manifest says {expected}: the "
                              "file does not hold the rows Iceberg recorded for it; nothing is committed")
+
+
+def manifest_figures(groups, ordinals: list[str | None]):
+    """Without a first pass, for a job whose every file Spark reads natively (no merge rule, a linear order):
+    per (group, partition) its partition key and rows (`parts`), and the sort prefix's key ranges
+    (`figures`, as `sort_prefix.sort_prefix` takes them), from the manifests (`InputFile.rows`, `.ranges`).
+    None when a key of the prefix has no bounds in some file's manifest entry (metrics off, a column added
+    since, a type promoted since): the first pass then measures them. The write checks both: its observed rows
+    against these, its observed key ranges against the bounds (`check_ranges`)."""
+    prefix_keys = []
+    for i, ordinal in enumerate(ordinals):
+        if ordinal is None:
+            break
+        prefix_keys.append(i)
+    parts: dict[tuple[int, str], tuple[str, int]] = {}
+    low: dict[int, int] = {}
+    high: dict[int, int] = {}
+    for g in groups:
+        for f in g.inputs:
+            pair = (g.group_id, partitioning.key_dir(f.partition_key))
+            parts[pair] = (f.partition_key, parts.get(pair, ("", 0))[1] + f.rows)
+            if f.rows == 0:
+                continue
+            for i in prefix_keys:
+                bound = f.ranges[i] if i < len(f.ranges) else None
+                if bound is None:
+                    log.info("%s: no manifest bounds of sort key %d: measuring the key ranges in a first pass",
+                             f.path, i + 1)
+                    return None
+                low[i], high[i] = min(low.get(i, bound[0]), bound[0]), max(high.get(i, bound[1]), bound[1])
+    # Keys after the first one without an ordinal never enter the prefix: no range (None) is what they need.
+    figures = [{f"__{end}{i}": (low if end == "low" else high).get(i)
+                for i, o in enumerate(ordinals) if o is not None for end in ("low", "high")}]
+    return parts, figures
+
+
+def check_ranges(prefix: PrefixPlan, observed: list[tuple[int | None, int | None]], names: list[str]) -> None:
+    """The write's observed key ranges lie within the manifests' bounds the prefix was planned with (a value
+    outside would have been clamped onto the range's end, and could sort out of order): else ManifestRangeMiss."""
+    for key, name, (lo, hi) in zip(prefix.keys, names, observed, strict=False):
+        if lo is not None and (lo < key.low or hi > key.high):
+            raise ManifestRangeMiss(f"sort key {name}: the input holds ordinals {lo}..{hi}, outside the range "
+                                    f"{key.low}..{key.high} of its files' manifest bounds (the table's metrics "
+                                    "are wrong)")
+
+
+def sample_keys(spark, scan: NativeScan, groups, keys):
+    """The first pass's `__sample` alone, per (group, partition): about SAMPLES_PER_FILE keys per planned
+    output file, drawn from the native scan before any row is tagged (only the drawn rows join the listing)."""
+    rates = {g.group_id: min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / max(1, g.rows))
+             for g in groups}
+    top = max(rates.values())
+    names = [name for name, _, _ in keys]
+    drawn = scan.tagged(scan.rows.select(*names).where(F.rand(SAMPLE_SEED) < F.lit(top)))
+    share = _literal_frame(spark, [(gid, rate / top) for gid, rate in sorted(rates.items())], [GROUP, "__share"])
+    drawn = drawn.join(F.broadcast(share), GROUP).where(F.rand(SAMPLE_SEED + 1) < F.col("__share"))
+    key = F.struct(*[F.col(name).alias(f"k{i}") for i, name in enumerate(names)])
+    return drawn.groupBy(GROUP, PART).agg(F.collect_list(key).alias("__sample"))
 
 
 _PLACEHOLDER = {"date": "1970-01-01", "timestamp": "1970-01-01 00:00:00", "timestamp_ntz": "1970-01-01 00:00:00",
@@ -592,16 +734,24 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
     prefix (column PREFIX) the boundaries and the comparisons are the prefix's:
     it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
     into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each)."""
-    starts, offset = {}, 0
-    for pair in sorted(counts):
-        starts[pair], offset = offset, offset + counts[pair]
+    starts = _starts(counts)
     if not starts:  # no rows were read: nothing to place
         return df.withColumn(SLOT, F.lit(0))
-    info = _literal_frame(spark, [(g, p, s) for (g, p), s in sorted(starts.items())], [GROUP, PART, "__start"])
-    df = df.join(F.broadcast(info), [GROUP, PART], "left")
-    if any(n > 1 for n in counts.values()):
-        bounds = boundaries(spark, summary, counts, keys, prefix)
-        df = df.join(F.broadcast(bounds), [GROUP, PART], "left")
+    several = any(n > 1 for n in counts.values())
+    if "__start" in df.columns:
+        pass  # placed already: the file's listing brought its partition's first slot and boundaries (`slot_frame`)
+    elif len(starts) == 1 and (prefix is not None or not several):
+        # One (group, partition), as a flat table or a single partition: its first slot is 0 and its boundaries
+        # one literal array, with no join per row (a broadcast join on (group, partition) costs about 0.3 s
+        # per join at TPC-H SF1, one run).
+        df = df.withColumn("__start", F.lit(0))
+        if several:
+            (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
+            df = df.withColumn("__bounds", F.expr(f"CAST(array({', '.join(f'{int(b)}L' for b in row['__bounds'])}) "
+                                                  "AS ARRAY<BIGINT>)"))
+    else:
+        df = df.join(F.broadcast(slot_frame(spark, summary, counts, keys, prefix)), [GROUP, PART], "left")
+    if several:
         values = [F.col(name) for name, _, _ in keys]
 
         def at_or_after(bound):
@@ -626,6 +776,24 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
     return df.withColumnRenamed("__start", SLOT)
 
 
+def _starts(counts) -> dict[tuple[int, str], int]:
+    """Each (group, partition)'s first slot: the slots of all partitions in their sorted order."""
+    starts, offset = {}, 0
+    for pair in sorted(counts):
+        starts[pair], offset = offset, offset + counts[pair]
+    return starts
+
+
+def slot_frame(spark, summary, counts, keys, prefix: PrefixPlan | None = None):
+    """(GROUP, PART, __start[, __bounds]): each (group, partition)'s first slot and, where a partition has
+    several, its boundaries (`boundaries`), one small frame so that one join per row brings both."""
+    info = _literal_frame(spark, [(g, p, s) for (g, p), s in sorted(_starts(counts).items())],
+                          [GROUP, PART, "__start"])
+    if any(n > 1 for n in counts.values()):
+        info = info.join(boundaries(spark, summary, counts, keys, prefix), [GROUP, PART], "left")
+    return info
+
+
 def _sql_array(values: list[int]):
     """A literal array column from one SQL text (as Column literals, a Py4J call per value)."""
     return F.expr(f"array({', '.join(str(int(v)) for v in values)})")
@@ -645,22 +813,6 @@ def _plan_write(spark, groups, parts, files_of, keys, ordinals, figures):
     log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file)",
              sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces)
     return slots, sort_prefix([(d, n) for _, d, n in keys], ordinals, figures)
-
-
-def _exact_keys(spark, n: int) -> list[int]:
-    """For each task i < n, an int key that Spark's hash partitioning sends to task i: the smallest k with
-    pmod(hash(k), n) == i, found with Spark's own `hash` (the Murmur3 HashPartitioning uses). (A range
-    partitioning on the file ids would let its sampled bounds put two files in one task.)"""
-
-    span, found = 0, {}
-    while len(found) < n:  # about n ln n candidates; collected as they are (an aggregation is 200 tasks)
-        more = max(64, 16 * n)
-        hashed = (spark.range(span, span + more).select(F.col("id").cast("int").alias("k"))
-                  .select(F.expr(f"pmod(hash(k), {n})").alias("p"), "k").collect())
-        for p, k in hashed:
-            found.setdefault(p, k)
-        span += more
-    return [found[i] for i in range(n)]
 
 
 def curve_column(df, strategy: str, keys: list[str], rows: int):

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pyiceberg.catalog import load_catalog as _load
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.utils.config import Config
 
@@ -60,6 +59,10 @@ def load_catalog(name: str | None = None) -> Catalog:
             f"embedded SQLite catalog, or write {CONFIG_FILE} / PYICEBERG_CATALOG__{name.upper()}__URI "
             "as the README explains"
         )
+    # Imported here: Spark jobs and their executors import this module for its path helpers, and pyiceberg's
+    # catalogs cost about 0.2 s to import (one run).
+    from pyiceberg.catalog import load_catalog as _load
+
     # pyiceberg's own lookup uses the configuration it read once at import: pass the current one.
     return _load(name, **config.get_catalog_config(name))
 

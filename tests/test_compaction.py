@@ -1070,6 +1070,89 @@ def test_small_files_share_write_tasks(demo_home, spark, in_process_job):
         assert after.equals(expected[m])
 
 
+def _group_jobs(spark, part: str) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(f"lakesort: {part}"))
+
+
+@pytest.mark.parametrize("bounds", ["true", "too narrow"])
+def test_key_ranges_come_from_the_manifests_and_a_wrong_bound_writes_again(demo_home, spark, job, monkeypatch,
+                                                                           caplog, bounds):
+    """Every input read by Spark's own reader, no merge rule: the job runs no first pass (no Spark job in its
+    "read, sample" part); rows and the sort prefix's key ranges come from the manifests (`InputFile.ranges`).
+    With bounds narrower than the data (a writer's wrong metrics, simulated in the plan) the write sees values
+    outside them, says so, and writes everything again with ranges from the input. Either way the month is
+    split into two sorted files with disjoint key ranges, and pyiceberg reads the same rows back."""
+    table = load_table("demo.lineitem")
+    month = MONTHS[0]
+    inputs = [f for f in live_files(table) if partition_of(table, f) == month]
+    expected = by_every_column(canonical(readable(table).scan(row_filter=month_filter(month)).to_arrow()))
+    before = _group_jobs(spark, "read, sample")
+    plans: list[RewritePlan] = []
+
+    def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
+        plan = RewritePlan.from_json(Path(plan_path).read_text())
+        files = [f for g in plan.groups for f in g.inputs]
+        assert files and all(f.spark_native and len(f.ranges) == 2 and all(f.ranges) for f in files)
+        if bounds == "too narrow":  # every file claims l_shipdate's range is its upper bound alone
+            groups_ = [g.model_copy(update={"inputs": tuple(
+                f.model_copy(update={"ranges": ((f.ranges[0][1], f.ranges[0][1]), f.ranges[1])}) for f in g.inputs)})
+                for g in plan.groups]
+            plan = plan.model_copy(update={"groups": tuple(groups_)})
+        plans.append(plan)
+        job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)), str(manifest_path), 0.0)
+
+    monkeypatch.setattr(layout.compaction.driver, "submit", submit)
+    spec = demo_spec(target_file_size=math.ceil(sum(f.file_size_in_bytes for f in inputs) / 2), writer={})
+    with caplog.at_level("WARNING", logger="lakesort.compact"):
+        result = compact("demo.lineitem", spec=spec, partitions=[month])
+    first_pass = _group_jobs(spark, "read, sample") - before
+    assert plans and (first_pass > 0) == (bounds == "too narrow"), first_pass
+    missed = [r for r in caplog.records if "outside the range" in r.getMessage()]
+    assert bool(missed) == (bounds == "too narrow"), [r.getMessage() for r in caplog.records]
+    if missed:
+        assert "l_shipdate" in missed[0].getMessage() and "writing again" in missed[0].getMessage()
+    table = table.refresh()
+    outputs = [f for f in live_files(table) if partition_of(table, f) == month]
+    assert result.files_added == len(outputs) == 2
+    spans = []
+    for f in outputs:
+        filesystem, path = resolve(f.file_path)
+        data = pq.read_table(path, filesystem=filesystem)
+        tuples = list(zip(data.column("l_shipdate").to_pylist(), data.column("l_orderkey").to_pylist(), strict=True))
+        assert tuples == sorted(tuples), f"{path}: rows not sorted"
+        spans.append((tuples[0], tuples[-1]))
+    (a_lo, a_hi), (b_lo, b_hi) = sorted(spans)
+    assert a_lo <= a_hi < b_lo <= b_hi
+    after = by_every_column(canonical(readable(table).scan(row_filter=month_filter(month)).to_arrow()))
+    assert after.equals(expected), "pyiceberg reads the same rows back after the commit"
+
+
+def test_manifest_figures_cover_every_file_or_give_way_to_a_first_pass(job):
+    """Rows per (group, partition) and each prefix key's range over all files' manifest bounds; a file without
+    bounds of a prefix key means a first pass (None); an empty file has none and needs none; keys after one
+    without an ordinal get no range (they never enter the prefix)."""
+    from layout.compaction.planner import InputFile, RewriteGroup
+
+    def group(gid, *files):
+        return RewriteGroup(group_id=gid, partition="p", inputs=files, output_files=1, reasons=())
+
+    a = InputFile(path="a", size=1, rows=10, ranges=((5, 9), (100, 200), None), partition_key="[]")
+    b = InputFile(path="b", size=1, rows=4, ranges=((1, 6), (150, 400), None), partition_key="[]")
+    empty = InputFile(path="e", size=1, rows=0, ranges=(None, None, None), partition_key="[]")
+    ordinals = ["o0", "o1", None]
+    parts, figures = job.manifest_figures([group(0, a, empty), group(1, b)], ordinals)
+    from layout.compaction.partitions import key_dir
+
+    assert parts == {(0, key_dir("[]")): ("[]", 10), (1, key_dir("[]")): ("[]", 4)}
+    assert figures == [{"__low0": 1, "__high0": 9, "__low1": 100, "__high1": 400}]
+    # A string first key: no prefix, no ranges needed, even where the manifests have none.
+    parts, figures = job.manifest_figures([group(0, a)], [None, "o1", "o2"])
+    assert figures == [{"__low1": None, "__high1": None, "__low2": None, "__high2": None}]
+    unknown = a.model_copy(update={"ranges": ((5, 9), None, None)})
+    assert job.manifest_figures([group(0, unknown, b)], ordinals) is None
+    assert job.manifest_figures([group(0, a.model_copy(update={"ranges": ()}))], ordinals) is None  # an older plan
+
+
 @pytest.mark.parametrize("directions", [("asc", "first", "asc", "first"), ("asc", "last", "desc", "first"),
                                         ("desc", "last", "asc", "last"), ("desc", "first", "desc", "last")])
 def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directions):
@@ -1110,12 +1193,21 @@ def test_literal_frames_keep_every_value_and_type(spark, job):
     assert job._literal_frame(spark, [(1,)], ["g"]).schema.fields[0].dataType.simpleString() == "int"
 
 
-def test_exact_keys_send_each_file_to_its_own_task(spark, job):
-    """The key of file i lands in shuffle partition i under Spark's hash partitioning of that many tasks."""
+def test_task_keys_send_each_slot_to_its_own_task(spark):
+    """The key of task i lands in shuffle partition i under Spark's hash partitioning of that many tasks, and
+    `spark_hash_int` is Spark's own `hash()` of an int (edge values and a seeded spread of others)."""
+    import random
+
     from pyspark.sql import functions as F
 
+    from layout.compaction.slots import spark_hash_int, task_keys
+
+    rng = random.Random(7)
+    values = [0, 1, -1, 42, (1 << 31) - 1, -(1 << 31), *[rng.randint(-(1 << 31), (1 << 31) - 1) for _ in range(2000)]]
+    got = spark.createDataFrame([(v,) for v in values], "v int").select("v", F.hash("v").alias("h")).collect()
+    assert [(r.v, r.h) for r in got] == [(v, spark_hash_int(v)) for v in values]
     for n in (1, 3, 84, 1000):
-        keys = job._exact_keys(spark, n)
+        keys = task_keys(n)
         placed = (spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "k int, i int").repartition(n, "k")
                   .select("i", F.spark_partition_id().alias("p")).collect())
         assert sorted((r.i, r.p) for r in placed) == [(i, i) for i in range(n)]

@@ -420,12 +420,13 @@ def test_random_evolution_with_compactions(iceberg_catalog, job_here, steps):
 def _wrong_reader(monkeypatch, job, change):
     """Make the job's reader wrong in the driver (`change` rewrites the DataFrame it returns): the job's own
     fingerprint is then taken over the wrong rows and agrees with the output; only the proof can tell. (It
-    reports no natively read file, so the job's own per-file row check does not stand in for the proof.)"""
+    reports no natively read file and no native scan, so neither the job's own per-file row check nor its
+    count against the manifests stands in for the proof.)"""
     real = job.read_inputs
 
     def read_inputs(spark, plan, groups):
-        df, columns, _ = real(spark, plan, groups)
-        return change(df), columns, {}
+        df, columns, _, _ = real(spark, plan, groups)
+        return job.Inputs(change(df), columns, {}, None)
 
     monkeypatch.setattr(job, "read_inputs", read_inputs)
 
@@ -449,6 +450,41 @@ def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, mon
     snapshot = table.current_snapshot().snapshot_id
     with pytest.raises(layout.compaction.commit.CommitRefused, match=named):
         run("t.proof")
+    table = table.refresh()
+    assert table.current_snapshot().snapshot_id == snapshot
+    assert_same(before, by_field_id(table))
+
+
+def test_a_file_spark_reads_short_is_named_without_a_first_pass(iceberg_catalog, spark, monkeypatch):
+    """Every file read by Spark's own reader, so the job runs no first pass and takes each file's rows from the
+    manifests: a reader that loses some rows of one file makes the write's observed count differ from them,
+    and a count per file names that file; nothing is committed, the table reads as before."""
+    from layout.errors import InputError
+
+    job = load_job()
+    real = job.read_inputs
+
+    def read_inputs(spark, plan, groups):
+        got = real(spark, plan, groups)
+        assert got.scan is not None and got.native, "the table's files are read by Spark's own reader"
+        short = got.rows.where("id != 33")  # a row of the second file
+        scan = got.scan._replace(rows=got.scan.rows.where("id != 33"))
+        return job.Inputs(short, got.columns, got.native, scan)
+
+    monkeypatch.setattr(job, "read_inputs", read_inputs)
+    monkeypatch.setattr(layout.compaction.driver, "submit", in_process_submit(spark, job))
+    cat = iceberg_catalog
+    cat.create_namespace("t")
+    table = cat.create_table("t.short", Schema(NestedField(1, "id", LongType(), required=True),
+                                               NestedField(2, "a", StringType())))
+    table.append(rows_for(table, 0, 20))
+    table.append(rows_for(table, 30, 30))  # ids 30..59: the file that reads short
+    (second,) = [t.file.file_path for t in table.scan().plan_files() if t.file.record_count == 30]
+    before = by_field_id(table)
+    snapshot = table.current_snapshot().snapshot_id
+    with pytest.raises(InputError, match=r"Spark read 29 rows of it, the manifest says 30") as raised:
+        run("t.short")
+    assert str(raised.value).startswith(second), raised.value
     table = table.refresh()
     assert table.current_snapshot().snapshot_id == snapshot
     assert_same(before, by_field_id(table))

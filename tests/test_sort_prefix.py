@@ -171,3 +171,32 @@ def test_the_job_s_figures_give_each_key_its_range():
     plan = sort_prefix([("asc", "first"), ("desc", "last")], ["x", "y"], figures)
     assert [(k.low, k.high) for k in plan.keys] == [(1, 10), (-3, 4)] and plan.exact
     assert sort_prefix([("asc", "first"), ("asc", "first")], ["x", None], figures) is None
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_a_manifest_bound_s_ordinal_is_the_one_spark_computes(spark, name):
+    """`bound_ordinal` of a value serialized as Iceberg's single-value bound (pyiceberg's `to_bytes` then
+    `from_bytes`, as the planner reads manifests) equals the ordinal Spark computes from `ordinal_sql` over the
+    same value in a row: the job plans its prefix ranges from the former and sorts by the latter."""
+    from pyiceberg.conversions import from_bytes, to_bytes
+    from pyiceberg.utils.datetime import date_to_days, datetime_to_micros
+
+    from layout.compaction.sort_prefix import bound_ordinal
+
+    iceberg_type, spark_type, values = TYPES[name]
+    values = [v for v in values if v is not None]
+    rows = spark.createDataFrame([(v,) for v in values], f"{name} {spark_type}")
+    computed = [r[0] for r in rows.selectExpr(ordinal_sql(name, iceberg_type)).collect()]
+
+    def internal(v):  # the value as Iceberg stores it (what pyiceberg's writers put in the manifest)
+        if isinstance(v, dt.datetime):
+            return datetime_to_micros(v)
+        if isinstance(v, dt.date):
+            return date_to_days(v)
+        return v
+
+    from_manifest = [bound_ordinal(iceberg_type, from_bytes(iceberg_type, to_bytes(iceberg_type, internal(v))))
+                     for v in values]
+    assert from_manifest == computed
+    assert bound_ordinal(I.StringType(), "x") is None and bound_ordinal(I.DoubleType(), 1.5) is None
+    assert bound_ordinal(I.DecimalType(30, 2), Decimal("1.00")) is None  # past 18 digits: no ordinal

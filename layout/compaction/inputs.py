@@ -34,7 +34,6 @@ import pyarrow as pa
 from pyiceberg import types as it
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import load_file_io
-from pyiceberg.io.pyarrow import ArrowScan, pyarrow_to_schema
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
@@ -71,6 +70,8 @@ def native_reason(path: str, file_schema: pa.Schema, table_schema: Schema) -> st
         # Spark reads every column as nullable; the job restores REQUIRED only for top-level primitives.
         return f"column {nested[0]} has required nested fields"
     try:
+        from pyiceberg.io.pyarrow import pyarrow_to_schema  # see read_file
+
         written = pyarrow_to_schema(file_schema)
     except Exception:  # noqa: BLE001 - no field ids (name mapping) or a type Iceberg has no name for
         return "its columns carry no Iceberg field ids (or a type without an Iceberg equivalent)"
@@ -157,6 +158,10 @@ def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Itera
         record_count=row["record_count"], file_size_in_bytes=row["size"],
     )
     data_file.spec_id = row["spec_id"]
+    # Imported here: pyiceberg's Arrow I/O (with pyarrow.dataset and pandas) costs about 0.5 s to import, and
+    # the job's driver, which imports this module for its names, never reads a file through it.
+    from pyiceberg.io.pyarrow import ArrowScan
+
     scan = ArrowScan(metadata, io, schema, AlwaysTrue())
     rows = 0
     try:

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import math
 import re
+import struct
 import time
 import uuid
 from collections.abc import Sequence
@@ -33,13 +34,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from pyiceberg.conversions import from_bytes
-from pyiceberg.types import DateType, TimestampType, TimestamptzType
+from pyiceberg.types import DateType, NestedField, TimestampType, TimestamptzType
 from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
 from layout.catalog import RUN_ID, SPEC_HASH, stamp_of
 from layout.compaction import partitions as partitioning
 from layout.compaction.admission import check_table
 from layout.compaction.inputs import shareable_io_properties
+from layout.compaction.sort_prefix import bound_ordinal
 from layout.compaction.sorted_runs import SortedRun, runs_to_merge, sorted_runs
 from layout.durations import format_duration_short
 from layout.errors import UsageError
@@ -78,6 +80,9 @@ class InputFile(Frozen):
     rows: int  # the manifest's record_count: the job checks every file reads back this many rows
     lo: Any = None  # first sort key bounds from the manifest (None: unknown)
     hi: Any = None
+    # Per sort key, its (lower, upper) bound from the manifest as an ordinal (`sort_prefix.bound_ordinal`);
+    # None where unknown or the type has no ordinal. The job takes its sort prefix's ranges from them.
+    ranges: tuple[tuple[int, int] | None, ...] = ()
     spec_id: int = 0  # the partition spec the file was written under
     partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.partitions`)
     # Spark's own reader reads it as Iceberg does (`layout.compaction.inputs.native_reason`), decided by the
@@ -167,9 +172,10 @@ class _Entry(Frozen):
     partition_key: str = "[]"
     lo: Any = None
     hi: Any = None
+    ranges: tuple[tuple[int, int] | None, ...] = ()
 
 
-def _entries(table: Table, first_key: str) -> list[_Entry]:
+def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> list[_Entry]:
     """The live entries of the current snapshot, straight from its manifests (not `inspect.entries`,
     which decodes every column's metrics and fails on uuid columns). A file under an older partition
     spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current spec."""
@@ -179,6 +185,7 @@ def _entries(table: Table, first_key: str) -> list[_Entry]:
         return []
     schema, specs, current = table.schema(), table.specs(), table.spec().spec_id
     key_field = schema.find_field(first_key)
+    key_fields = [schema.find_field(k) for k in keys]
     out = []
     for manifest in snapshot.manifests(table.io):
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
@@ -194,8 +201,23 @@ def _entries(table: Table, first_key: str) -> list[_Entry]:
                 spec_id=spec.spec_id, partition_key=partitioning.encode(df.partition, spec, schema),
                 lo=_readable(key_field.field_type, from_bytes(key_field.field_type, lo)) if lo is not None else None,
                 hi=_readable(key_field.field_type, from_bytes(key_field.field_type, hi)) if hi is not None else None,
+                ranges=tuple(_ordinal_range(f, df.lower_bounds, df.upper_bounds) for f in key_fields),
             ))
     return out
+
+
+def _ordinal_range(field: NestedField, lower: dict[int, bytes] | None,
+                   upper: dict[int, bytes] | None) -> tuple[int, int] | None:
+    """A sort key's manifest bounds as ordinals (`sort_prefix.bound_ordinal`), None when either is absent or
+    undecodable (a column added after the file was written, a type promoted since)."""
+    raw = ((lower or {}).get(field.field_id), (upper or {}).get(field.field_id))
+    if raw[0] is None or raw[1] is None:
+        return None
+    try:
+        lo, hi = (bound_ordinal(field.field_type, from_bytes(field.field_type, b)) for b in raw)
+    except (ValueError, TypeError, struct.error):
+        return None
+    return (lo, hi) if lo is not None and hi is not None and lo <= hi else None
 
 
 def _readable(iceberg_type: Any, value: Any) -> Any:
@@ -263,7 +285,7 @@ def plan_rewrite(
     keys = resolve_sort_keys(spec, table)
     layout_hash = effective_hash(spec.spec_hash, keys)
     first = keys[0].column
-    entries = _entries(table, first)
+    entries = _entries(table, first, [k.column for k in keys])
     ours = _lakesort_snapshots(table)
     by_partition: dict[str, list[_Entry]] = {}
     for e in entries:
@@ -450,6 +472,7 @@ def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[st
         out.append(RewriteGroup(
             group_id=start + i, partition=label,
             inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi),
+                                   ranges=e.ranges,
                                    spec_id=e.spec_id, partition_key=e.partition_key) for e in members),
             output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
         ))

@@ -12,10 +12,12 @@ same order: days, microseconds, the unscaled decimal), minus the smallest ordina
 position for null (first or last as the key says), reversed for a descending key. A key whose positions do
 not fit in the bits left is shifted right until they do: the prefix then still never decreases along the
 sort order, but it stops there (the keys after a shifted key are not in it), and the sort compares the keys
-on its ties. The range must hold every value: the job takes it from the same rows in its first pass, and
-the write pass is checked against that pass (its rows, and the fingerprint the read-back must match). A
-value outside it would be clamped onto the range's end and could sort out of order within its ties (the
-verification's page-order checks see only what crosses pages).
+on its ties. The range must hold every value: the job takes it from its input files' manifest bounds
+(`bound_ordinal`; Iceberg never truncates bounds of these types) and the write observes each key's smallest
+and largest ordinal, writing everything again should one fall outside; or, without bounds, from the same
+rows in a first pass, against which the write pass is checked (its rows, and the fingerprint the read-back
+must match). A value outside it would be clamped onto the range's end and could sort out of order within
+its ties (the verification's page-order checks see only what crosses pages).
 
 This module is pure: Spark SQL text for the job (`ordinal_sql`, `PrefixPlan.sql`) and the same arithmetic in
 Python (`PrefixPlan.encode`), the property tests' oracle. Keys of other types (strings, binary, floats)
@@ -24,6 +26,7 @@ end the prefix.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Literal
 
 from pyiceberg import types as I
@@ -55,6 +58,22 @@ def ordinal_sql(column: str, field_type: I.IcebergType) -> str | None:
         # The unscaled value: times an exact decimal power of ten (precision at most 18 + 18 + 2), then a cast
         # that drops only zeros. It fits a long: below 10**18.
         return f"CAST({c} * {10 ** field_type.scale}BD AS BIGINT)"
+    return None
+
+
+def bound_ordinal(field_type: I.IcebergType, value: Any) -> int | None:
+    """The ordinal (as `ordinal_sql` computes it in Spark) of a manifest bound, given as pyiceberg's
+    `conversions.from_bytes` decodes it for `field_type`; None for types without an ordinal. Iceberg's bounds
+    of these types are never truncated: a file's lower and upper bound hold every value in it."""
+    if value is None:
+        return None
+    if isinstance(field_type, (I.IntegerType, I.LongType, I.DateType, I.TimestampType, I.TimestamptzType)):
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(field_type, I.BooleanType):
+        return int(value) if isinstance(value, bool) else None
+    if isinstance(field_type, I.DecimalType) and field_type.precision <= 18 and isinstance(value, Decimal):
+        unscaled = value.scaleb(field_type.scale)
+        return int(unscaled) if unscaled == unscaled.to_integral_value() else None
     return None
 
 
