@@ -41,6 +41,13 @@ from pyspark.sql.window import Window
 from layout import curves
 from layout.catalog import STAGING, stamped_dir
 from layout.compaction import partitions as partitioning
+from layout.compaction.figures import (
+    ManifestRangeMiss,
+    check_native_rows,
+    check_ranges,
+    file_counts,
+    manifest_figures,
+)
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
@@ -291,7 +298,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
        tables first keep one row per key (a window partitioned by the keys: parallel); natively read
        files' row counts are checked. When Spark reads every file natively (no merge rule, a linear order)
        there is no such pass: rows and the sort prefix's key ranges come from the manifests
-       (`manifest_figures`), the write checks both, and only partitions cut into several slots draw a sample
+       (`layout.compaction.figures`), the write checks both, and only partitions cut into several slots draw a sample
        (`sample_keys`: the drawn rows alone are tagged); a value outside the bounds writes it all again;
     2. how many files each (group, partition) gets (its share of the group's planned output files), their
        slots and write tasks (`_plan_write`), and where a partition has several slots, their boundaries:
@@ -319,11 +326,6 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
         return _compact(spark, plan, groups, timings, trust_manifests=False)
 
 
-class ManifestRangeMiss(Exception):
-    """The write saw a sort key value outside the range its manifests' bounds give: the prefix it sorted by
-    may misorder rows, so the staged files are written again (with ranges from the input itself)."""
-
-
 def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests: bool) -> Staged:
     clock = _Clock(timings, spark, "read, sample")
     for key, value in SESSION_CONF.items():
@@ -337,7 +339,7 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     read = None
     if plan.keys is not None:  # rows as read, before the merge: per group, and per natively read file
         counted = df.groupBy(GROUP, SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect()
-        check_native_rows(native, counted)
+        check_native_rows(native, [(r[SOURCE], r["rows"]) for r in counted])
         read = {}
         for r in counted:
             read[r[GROUP]] = read.get(r[GROUP], 0) + r["rows"]
@@ -371,7 +373,7 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
             pair = (r[GROUP], r[PART])
             parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
         if plan.keys is None:
-            check_native_rows(native, figures)
+            check_native_rows(native, [(r[SOURCE], r["rows"]) for r in figures])
     clock.lap("read, sample", "file boundaries")
     if read is None:
         read = {}
@@ -420,7 +422,7 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     df.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
 
     def diagnose():  # without a first pass, a count per file names the file that reads short
-        check_native_rows(native, df_read.groupBy(SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect())
+        check_native_rows(native, [(r[0], r[1]) for r in df_read.groupBy(SOURCE).count().collect()])
 
     _, hash_sum = fingerprint.result(sum(expected.values()), diagnose if known is not None else None)
     for frame in cached:
@@ -508,63 +510,6 @@ class InputFingerprint:
         return [(self.got.get(f"__min{i}"), self.got.get(f"__max{i}")) for i in range(len(self.watched))]
 
 
-def check_native_rows(native: dict[str, tuple[str, int]], counted) -> None:
-    """Every natively read file gave the rows its manifest records (pyiceberg's reader checks its own files):
-    `counted` holds rows with SOURCE and `rows`, several per file when it spans partitions."""
-    rows: dict[str, int] = {}
-    for r in counted:
-        if r[SOURCE] is not None:
-            rows[r[SOURCE]] = rows.get(r[SOURCE], 0) + r["rows"]
-    for source, (path, expected) in sorted(native.items()):
-        if rows.get(source, 0) != expected:
-            raise InputError(f"{path}: Spark read {rows.get(source, 0)} rows of it, the manifest says {expected}: the "
-                             "file does not hold the rows Iceberg recorded for it; nothing is committed")
-
-
-def manifest_figures(groups, ordinals: list[str | None]):
-    """Without a first pass, for a job whose every file Spark reads natively (no merge rule, a linear order):
-    per (group, partition) its partition key and rows (`parts`), and the sort prefix's key ranges
-    (`figures`, as `sort_prefix.sort_prefix` takes them), from the manifests (`InputFile.rows`, `.ranges`).
-    None when a key of the prefix has no bounds in some file's manifest entry (metrics off, a column added
-    since, a type promoted since): the first pass then measures them. The write checks both: its observed rows
-    against these, its observed key ranges against the bounds (`check_ranges`)."""
-    prefix_keys = []
-    for i, ordinal in enumerate(ordinals):
-        if ordinal is None:
-            break
-        prefix_keys.append(i)
-    parts: dict[tuple[int, str], tuple[str, int]] = {}
-    low: dict[int, int] = {}
-    high: dict[int, int] = {}
-    for g in groups:
-        for f in g.inputs:
-            pair = (g.group_id, partitioning.key_dir(f.partition_key))
-            parts[pair] = (f.partition_key, parts.get(pair, ("", 0))[1] + f.rows)
-            if f.rows == 0:
-                continue
-            for i in prefix_keys:
-                bound = f.ranges[i] if i < len(f.ranges) else None
-                if bound is None:
-                    log.info("%s: no manifest bounds of sort key %d: measuring the key ranges in a first pass",
-                             f.path, i + 1)
-                    return None
-                low[i], high[i] = min(low.get(i, bound[0]), bound[0]), max(high.get(i, bound[1]), bound[1])
-    # Keys after the first one without an ordinal never enter the prefix: no range (None) is what they need.
-    figures = [{f"__{end}{i}": (low if end == "low" else high).get(i)
-                for i, o in enumerate(ordinals) if o is not None for end in ("low", "high")}]
-    return parts, figures
-
-
-def check_ranges(prefix: PrefixPlan, observed: list[tuple[int | None, int | None]], names: list[str]) -> None:
-    """The write's observed key ranges lie within the manifests' bounds the prefix was planned with (a value
-    outside would have been clamped onto the range's end, and could sort out of order): else ManifestRangeMiss."""
-    for key, name, (lo, hi) in zip(prefix.keys, names, observed, strict=False):
-        if lo is not None and (lo < key.low or hi > key.high):
-            raise ManifestRangeMiss(f"sort key {name}: the input holds ordinals {lo}..{hi}, outside the range "
-                                    f"{key.low}..{key.high} of its files' manifest bounds (the table's metrics "
-                                    "are wrong)")
-
-
 def sample_keys(spark, scan: NativeScan, groups, keys):
     """The first pass's `__sample` alone, per (group, partition): about SAMPLES_PER_FILE keys per planned
     output file, drawn from the native scan before any row is tagged (only the drawn rows join the listing)."""
@@ -642,16 +587,6 @@ class _Clock:
 
     def total(self) -> float:
         return time.perf_counter() - self.started
-
-
-def file_counts(groups, parts) -> dict[tuple[int, str], int]:
-    """Output files per (group, partition): its share of the group's planned files by rows (at least one)."""
-    wanted = {g.group_id: max(1, g.output_files) for g in groups}
-    group_rows: dict[int, int] = {}
-    for (gid, _), (_, rows) in parts.items():
-        group_rows[gid] = group_rows.get(gid, 0) + rows
-    return {(gid, part): max(1, round(wanted[gid] * rows / (group_rows[gid] or 1)))
-            for (gid, part), (_, rows) in sorted(parts.items())}
 
 
 def _ordered(col, direction: str, nulls: str):

@@ -1127,32 +1127,6 @@ def test_key_ranges_come_from_the_manifests_and_a_wrong_bound_writes_again(demo_
     assert after.equals(expected), "pyiceberg reads the same rows back after the commit"
 
 
-def test_manifest_figures_cover_every_file_or_give_way_to_a_first_pass(job):
-    """Rows per (group, partition) and each prefix key's range over all files' manifest bounds; a file without
-    bounds of a prefix key means a first pass (None); an empty file has none and needs none; keys after one
-    without an ordinal get no range (they never enter the prefix)."""
-    from layout.compaction.planner import InputFile, RewriteGroup
-
-    def group(gid, *files):
-        return RewriteGroup(group_id=gid, partition="p", inputs=files, output_files=1, reasons=())
-
-    a = InputFile(path="a", size=1, rows=10, ranges=((5, 9), (100, 200), None), partition_key="[]")
-    b = InputFile(path="b", size=1, rows=4, ranges=((1, 6), (150, 400), None), partition_key="[]")
-    empty = InputFile(path="e", size=1, rows=0, ranges=(None, None, None), partition_key="[]")
-    ordinals = ["o0", "o1", None]
-    parts, figures = job.manifest_figures([group(0, a, empty), group(1, b)], ordinals)
-    from layout.compaction.partitions import key_dir
-
-    assert parts == {(0, key_dir("[]")): ("[]", 10), (1, key_dir("[]")): ("[]", 4)}
-    assert figures == [{"__low0": 1, "__high0": 9, "__low1": 100, "__high1": 400}]
-    # A string first key: no prefix, no ranges needed, even where the manifests have none.
-    parts, figures = job.manifest_figures([group(0, a)], [None, "o1", "o2"])
-    assert figures == [{"__low1": None, "__high1": None, "__low2": None, "__high2": None}]
-    unknown = a.model_copy(update={"ranges": ((5, 9), None, None)})
-    assert job.manifest_figures([group(0, unknown, b)], ordinals) is None
-    assert job.manifest_figures([group(0, a.model_copy(update={"ranges": ()}))], ordinals) is None  # an older plan
-
-
 @pytest.mark.parametrize("directions", [("asc", "first", "asc", "first"), ("asc", "last", "desc", "first"),
                                         ("desc", "last", "asc", "last"), ("desc", "first", "desc", "last")])
 def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directions):
