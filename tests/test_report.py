@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from layout.errors import ConfigError, UsageError
@@ -657,6 +657,8 @@ def _text_boxes(svg: ET.Element) -> list[tuple[tuple[float, float, float, float]
 
 
 @settings(max_examples=60, deadline=None)
+# A long category label in the narrowest chart once pushed a bar's value label past the right edge.
+@example(n=2, days=0.0, width=200, height=120, top=3.0, names=["_" * 22])
 @given(n=st.integers(1, 400), days=st.floats(0, 800), width=st.integers(200, 700), height=st.integers(120, 300),
        top=st.floats(0, 1e13), names=st.lists(st.text("abcdefghij_ ", min_size=1, max_size=40), min_size=1,
                                                max_size=4))

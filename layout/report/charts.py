@@ -144,13 +144,15 @@ def bar_chart(
     names = [name for name, _ in series]
     values = [v for _, vs in series for v in vs if v is not None and math.isfinite(v)]
     top = 10 + legend_height(names, width - 20) + 8
-    shown = [truncate(c, MAX_LABEL) for c in categories]
-    left = 12 + max((text_width(c) for c in shown), default=0.0)
     # The value labels sit after their bars: the widest of them (or "not measured") fits on the right.
     missing = [name for name, vs in series
                if len(vs) < len(categories) or any(v is None or not math.isfinite(v) for v in vs)]
     right = 10 + max([text_width(y_format(v)) for v in values] + [text_width(f"{n}: not measured") for n in missing]
                      + [0.0])
+    # The category labels get what the bars (at least 40 px) and their values leave, up to MAX_LABEL: a narrow
+    # chart cuts them shorter rather than drawing past its right edge.
+    shown = [truncate(c, max(min(MAX_LABEL, width - right - 40 - 12), 12.0)) for c in categories]
+    left = 12 + max((text_width(c) for c in shown), default=0.0)
     group_h = BAR_ROW * max(len(series), 1) + 8
     bottom = top + group_h * max(len(categories), 1)
     height = int(bottom + 26)
