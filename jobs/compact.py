@@ -389,7 +389,8 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     # sorted and moved with every row).
     if summary is None and any(n > 1 for n in slots.slot_counts().values()):
         summary = sample_keys(spark, scan, groups, keys)
-    if known is not None and scan.single is None and slots.slot_counts():
+    placed = known is not None and scan.single is None and bool(slots.slot_counts())
+    if placed:
         # Files of several partitions: the join that tags each row with its file's group and partition
         # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
         info = slot_frame(spark, summary, slots.slot_counts(), keys, prefix)
@@ -397,7 +398,7 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
                                                  *[c for c in info.columns if c not in (GROUP, PART)])
     if prefix is not None:
         df = df.withColumn(PREFIX, F.expr(prefix.sql()))
-    df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix).drop(PART_KEY, SOURCE)
+    df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix, placed=placed).drop(PART_KEY, SOURCE)
     keys_of = task_keys(max(1, slots.tasks))
     df = df.withColumn(FILE, F.element_at(_sql_array([keys_of[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1))
     if prefix is not None:
@@ -662,19 +663,20 @@ def _sql_value(value) -> str:
     return sql_literal(value)
 
 
-def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None):
+def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None, *, placed: bool = False):
     """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.slots`): its (group,
     partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
     equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
     prefix (column PREFIX) the boundaries and the comparisons are the prefix's:
     it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
-    into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each)."""
+    into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each). `placed`:
+    `df` has each row's `__start` (and `__bounds`) already."""
     starts = _starts(counts)
     if not starts:  # no rows were read: nothing to place
         return df.withColumn(SLOT, F.lit(0))
     several = any(n > 1 for n in counts.values())
-    if "__start" in df.columns:
-        pass  # placed already: the file's listing brought its partition's first slot and boundaries (`slot_frame`)
+    if placed:
+        pass  # the file's listing brought its partition's first slot and boundaries (`slot_frame`) already
     elif len(starts) == 1 and (prefix is not None or not several):
         # One (group, partition), as a flat table or a single partition: its first slot is 0 and its boundaries
         # one literal array, with no join per row (a broadcast join on (group, partition) costs about 0.3 s
