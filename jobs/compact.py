@@ -52,7 +52,7 @@ from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
 from layout.compaction.planner import RewritePlan
-from layout.compaction.slots import PIECE_BYTES, SlotPlan, plan_slots, stitch_lists, task_keys
+from layout.compaction.slots import PIECE_BYTES, SlotPlan, plan_slots, quantile_picks, stitch_lists, task_keys
 from layout.compaction.sort_prefix import PrefixPlan, key_ordinals, sort_prefix
 from layout.compaction.staging import finish_staged_file, nested_field_ids
 from layout.errors import InputError
@@ -387,8 +387,10 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
     # Only what the write needs crosses the shuffle (the file path and partition key strings would be
     # sorted and moved with every row).
+    drawn = None
     if summary is None and any(n > 1 for n in slots.slot_counts().values()):
-        summary = sample_keys(spark, scan, groups, keys)
+        drawn = sample_keys(spark, scan, groups, keys)
+        summary = as_summary(drawn, keys)
     placed = known is not None and scan.single is None and bool(slots.slot_counts())
     if placed:
         # Files of several partitions: the join that tags each row with its file's group and partition
@@ -398,7 +400,8 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
                                                  *[c for c in info.columns if c not in (GROUP, PART)])
     if prefix is not None:
         df = df.withColumn(PREFIX, F.expr(prefix.sql()))
-    df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix, placed=placed).drop(PART_KEY, SOURCE)
+    df = (with_slots(spark, df, summary, slots.slot_counts(), keys, prefix, placed=placed, drawn=drawn)
+          .drop(PART_KEY, SOURCE))
     keys_of = task_keys(max(1, slots.tasks))
     df = df.withColumn(FILE, F.element_at(_sql_array([keys_of[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1))
     if prefix is not None:
@@ -512,8 +515,9 @@ class InputFingerprint:
 
 
 def sample_keys(spark, scan: NativeScan, groups, keys):
-    """The first pass's `__sample` alone, per (group, partition): about SAMPLES_PER_FILE keys per planned
-    output file, drawn from the native scan before any row is tagged (only the drawn rows join the listing)."""
+    """The rows of the first pass's `__sample` alone (GROUP, PART and the sort keys): about SAMPLES_PER_FILE
+    per planned output file, drawn from the native scan before any row is tagged (only the drawn rows join
+    the listing). `as_summary` gives them the first pass's shape."""
     rates = {g.group_id: min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / max(1, g.rows))
              for g in groups}
     top = max(rates.values())
@@ -521,7 +525,13 @@ def sample_keys(spark, scan: NativeScan, groups, keys):
     drawn = scan.tagged(scan.rows.select(*names).where(F.rand(SAMPLE_SEED) < F.lit(top)))
     share = _literal_frame(spark, [(gid, rate / top) for gid, rate in sorted(rates.items())], [GROUP, "__share"])
     drawn = drawn.join(F.broadcast(share), GROUP).where(F.rand(SAMPLE_SEED + 1) < F.col("__share"))
-    key = F.struct(*[F.col(name).alias(f"k{i}") for i, name in enumerate(names)])
+    return drawn.select(GROUP, PART, *names)
+
+
+def as_summary(drawn, keys):
+    """Drawn rows (`sample_keys`) as the first pass's summary: per (group, partition) `__sample`, the keys as
+    structs k0..kn."""
+    key = F.struct(*[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)])
     return drawn.groupBy(GROUP, PART).agg(F.collect_list(key).alias("__sample"))
 
 
@@ -663,14 +673,16 @@ def _sql_value(value) -> str:
     return sql_literal(value)
 
 
-def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None, *, placed: bool = False):
+def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None, *, placed: bool = False,
+               drawn=None):
     """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.slots`): its (group,
     partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
     equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
     prefix (column PREFIX) the boundaries and the comparisons are the prefix's:
     it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
     into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each). `placed`:
-    `df` has each row's `__start` (and `__bounds`) already."""
+    `df` has each row's `__start` (and `__bounds`) already. `drawn`: the sampled rows (`sample_keys`), whose
+    prefixes give a single partition's boundaries in one Spark job."""
     starts = _starts(counts)
     if not starts:  # no rows were read: nothing to place
         return df.withColumn(SLOT, F.lit(0))
@@ -682,9 +694,16 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
         # one literal array, with no join per row (a broadcast join on (group, partition) costs about 0.3 s
         # per join at TPC-H SF1, one run).
         df = df.withColumn("__start", F.lit(0))
-        if several:
+        if several and drawn is not None:
+            # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries` picks
+            # them: one Spark job instead of a sort and an aggregation (about 1.5 s of a cold job, one run).
+            sampled = sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect())
+            bounds = quantile_picks(sampled, next(iter(counts.values())))
+        elif several:
             (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
-            df = df.withColumn("__bounds", F.expr(f"CAST(array({', '.join(f'{int(b)}L' for b in row['__bounds'])}) "
+            bounds = row["__bounds"]
+        if several:
+            df = df.withColumn("__bounds", F.expr(f"CAST(array({', '.join(f'{int(b)}L' for b in bounds)}) "
                                                   "AS ARRAY<BIGINT>)"))
     else:
         df = df.join(F.broadcast(slot_frame(spark, summary, counts, keys, prefix)), [GROUP, PART], "left")

@@ -1127,6 +1127,25 @@ def test_key_ranges_come_from_the_manifests_and_a_wrong_bound_writes_again(demo_
     assert after.equals(expected), "pyiceberg reads the same rows back after the commit"
 
 
+@pytest.mark.parametrize("slots", [2, 3, 7])
+def test_a_single_partition_s_boundaries_picked_in_python_are_spark_s(spark, job, slots):
+    """`slots.quantile_picks` over the drawn rows' prefixes sorted in Python gives the boundaries that
+    `boundaries` picks in Spark from the same sample (the first pass's shape, `as_summary`)."""
+    from pyspark.sql import functions as F
+
+    from layout.compaction.slots import quantile_picks
+    from layout.compaction.sort_prefix import plan_prefix
+
+    rows = [(0, "p", (i * 7919) % 1000, (i * 104729) % 50 - 25) for i in range(997)] + [(0, "p", None, 3)]
+    drawn = spark.createDataFrame(rows, "lakesort_group int, lakesort_part string, a long, b long")
+    keys = [("a", "asc", "first"), ("b", "desc", "last")]
+    prefix = plan_prefix([("CAST(`a` AS BIGINT)", "asc", "first", 0, 999), ("CAST(`b` AS BIGINT)", "desc", "last", -25, 24)])
+    (row,) = job.boundaries(spark, job.as_summary(drawn, keys), {(0, "p"): slots}, keys, prefix).collect()
+    picked = quantile_picks(sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect()), slots)
+    assert list(row["__bounds"]) == picked and len(picked) == slots - 1
+    assert quantile_picks([], slots) == []
+
+
 @pytest.mark.parametrize("directions", [("asc", "first", "asc", "first"), ("asc", "last", "desc", "first"),
                                         ("desc", "last", "asc", "last"), ("desc", "first", "desc", "last")])
 def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directions):

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from layout.models import Frozen
 
-__all__ = ["Slot", "SlotPlan", "plan_slots", "spark_hash_int", "stitch_lists", "task_keys"]
+__all__ = ["Slot", "SlotPlan", "plan_slots", "quantile_picks", "spark_hash_int", "stitch_lists", "task_keys"]
 
 PIECE_BYTES = 32 << 20  # input bytes a piece of a file aims for (Spark conf spark.lakesort.compact.pieceBytes)
 PACK_BYTES = 8 << 20  # input bytes the slots sharing a task stay within (their files are open together)
@@ -159,3 +159,11 @@ def task_keys(n: int) -> list[int]:
         found.setdefault(spark_hash_int(k) % n, k)
         k += 1
     return [found[i] for i in range(n)]
+
+
+def quantile_picks(ordered: Sequence[int], slots: int) -> list[int]:
+    """The n - 1 boundaries of n slots from a sorted sample: the j-th (j = 1 .. n-1) is the first sampled
+    value of the j-th quantile, `ordered[j * len // n]` (none from an empty sample), as the job's `boundaries`
+    picks them in Spark."""
+    size = len(ordered)
+    return [ordered[j * size // slots] for j in range(1, slots)] if size else []
