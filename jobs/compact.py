@@ -531,7 +531,7 @@ def sample_keys(spark, scan: NativeScan, groups, keys):
 def as_summary(drawn, keys):
     """Drawn rows (`sample_keys`) as the first pass's summary: per (group, partition) `__sample`, the keys as
     structs k0..kn."""
-    key = F.struct(*[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)])
+    key = _key_struct(keys)
     return drawn.groupBy(GROUP, PART).agg(F.collect_list(key).alias("__sample"))
 
 
@@ -560,7 +560,7 @@ def summarize(spark, df, groups, keys, ordinals: list[str | None]):
     for g in groups:
         rows = sum(f.rows for f in g.inputs) or 1
         rates.append((g.group_id, min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / rows)))
-    key = F.struct(*[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)])
+    key = _key_struct(keys)
     # Drawn in a projection: Spark refuses a random expression inside an aggregate.
     drawn = (df.join(F.broadcast(_literal_frame(spark, rates, [GROUP, "__rate"])), GROUP)
              .withColumn("__drawn", F.rand(SAMPLE_SEED) < F.col("__rate")))
@@ -569,6 +569,11 @@ def summarize(spark, df, groups, keys, ordinals: list[str | None]):
                  F.collect_list(F.when(F.col("__drawn"), key)).alias("__sample"),
                  *[agg(F.expr(o)).alias(f"__{name}{i}") for i, o in enumerate(ordinals) if o is not None
                    for name, agg in (("low", F.min), ("high", F.max))]))
+
+
+def _key_struct(keys):
+    """A row's sort key as the sample holds it: a struct of the key columns named k0..kn."""
+    return F.struct(*[F.col(name).alias(f"k{i}") for i, (name, _, _) in enumerate(keys)])
 
 
 def _with_halves(df, columns, salt: str):
@@ -694,15 +699,15 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
         # one literal array, with no join per row (a broadcast join on (group, partition) costs about 0.3 s
         # per join at TPC-H SF1, one run).
         df = df.withColumn("__start", F.lit(0))
-        if several and drawn is not None:
-            # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries` picks
-            # them: one Spark job instead of a sort and an aggregation (about 1.5 s of a cold job, one run).
-            sampled = sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect())
-            bounds = quantile_picks(sampled, next(iter(counts.values())))
-        elif several:
-            (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
-            bounds = row["__bounds"]
         if several:
+            if drawn is not None:
+                # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries` picks
+                # them: one Spark job instead of a sort and an aggregation (about 1.5 s of a cold job, one run).
+                sampled = sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect())
+                bounds = quantile_picks(sampled, next(iter(counts.values())))
+            else:
+                (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
+                bounds = row["__bounds"]
             df = df.withColumn("__bounds", F.expr(f"CAST(array({', '.join(f'{int(b)}L' for b in bounds)}) "
                                                   "AS ARRAY<BIGINT>)"))
     else:
