@@ -88,6 +88,9 @@ class InputFile(Frozen):
     # Spark's own reader reads it as Iceberg does (`layout.compaction.inputs.native_reason`), decided by the
     # prepare step from the footer: the job reads it natively instead of through pyiceberg in Python.
     spark_native: bool = False
+    # Estimated bytes of its variable-length values once decoded (`layout.compaction.memory.value_bytes`, from
+    # the footer, by the prepare step; None before): how large a write task's piece may be.
+    value_bytes: int | None = None
 
 
 class PartitionDecision(Frozen):

@@ -44,6 +44,7 @@ from layout.compaction.commit import (
     staged_columns,
 )
 from layout.compaction.inputs import native_reason
+from layout.compaction.memory import value_bytes
 from layout.compaction.planner import RewriteGroup, RewritePlan, plan_rewrite
 from layout.errors import LakesortError, ParquetError
 from layout.manifest import StagedManifest
@@ -233,10 +234,12 @@ def check_inputs(plan: RewritePlan) -> RewritePlan:
     table's FileIO with their paths exactly as the manifests record them, as the executors will.
 
     Returns the plan with each file the job may read with Spark's own reader marked `spark_native`
-    (`layout.compaction.inputs.native_reason`, from the same footer)."""
+    (`layout.compaction.inputs.native_reason`, from the same footer) and its `value_bytes` estimated
+    (`layout.compaction.memory`: how much of the input a write task sorts in memory)."""
     io = load_file_io(dict(plan.io_properties), plan.metadata_location)
     schema = Schema.model_validate_json(plan.table_schema_json)
     native: set[str] = set()
+    values: dict[str, int] = {}
     for group in plan.groups:
         for f in group.inputs:
             try:
@@ -254,9 +257,11 @@ def check_inputs(plan: RewritePlan) -> RewritePlan:
             if f.spec_id == plan.partition_spec_id and native_reason(
                     f.path, metadata.schema.to_arrow_schema(), schema) is None:
                 native.add(f.path)
+            values[f.path] = value_bytes(metadata)
     log.info("%s: %d of %d input file(s) read by Spark's own reader, the rest through pyiceberg", plan.table,
              len(native), sum(len(g.inputs) for g in plan.groups))
-    groups = [g.model_copy(update={"inputs": tuple(f.model_copy(update={"spark_native": f.path in native})
+    groups = [g.model_copy(update={"inputs": tuple(f.model_copy(update={"spark_native": f.path in native,
+                                                                          "value_bytes": values[f.path]})
                                                    for f in g.inputs)}) for g in plan.groups]
     return plan.model_copy(update={"groups": tuple(groups)})
 
