@@ -6,6 +6,11 @@
     driver       `lakesort compact`: the steps in one process, under the table's lease
     submit       how the Spark job is submitted (shared by the CLI and the DAGs)
     inputs       executors' reads of the planned files, by Iceberg field id (used by jobs/compact.py)
+    figures      rows and key ranges from the manifests, and the job's checks of them (pure)
+    sort_prefix  the sort keys packed into one long, where their ranges allow it (pure)
+    slots        output files cut into pieces, pieces packed into write tasks (pure)
+    memory       how much of the input a write task sorts without spilling (pure)
+    staging      after the write: pieces stitched, list and map field ids (in the executors)
     partitions   partition values as keys, and splitting rows by partition
     fingerprint  order-independent content hashes (xxh64: the hash Spark computes)
     proof        inputs' manifest statistics against the staged files' footers, by field id
