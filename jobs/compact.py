@@ -67,7 +67,7 @@ from layout.compaction.staging import finish_staged_file, nested_field_ids
 from layout.errors import InputError
 from layout.expr.predicate import sql_literal
 from layout.io import find_parquet_files, list_parquet_files
-from layout.manifest import StagedFile, StagedGroup, StagedManifest
+from layout.manifest import JobWarning, StagedFile, StagedGroup, StagedManifest
 from layout.parquet import ParquetFile
 
 log = logging.getLogger("lakesort.compact")
@@ -331,7 +331,10 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
     except ManifestRangeMiss as miss:
         log.warning("%s; writing again with ranges from a pass over the input", miss)
         timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
-        return _compact(spark, plan, groups, timings, trust_manifests=False)
+        staged = _compact(spark, plan, groups, timings, trust_manifests=False)
+        warning = JobWarning(rule="manifest_bounds", column=miss.column,
+                             message=f"{miss}; the job wrote its files again with key ranges from a pass over the input")
+        return staged._replace(warnings=(warning,))
 
 
 def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests: bool) -> Staged:
@@ -479,10 +482,12 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
 
 
 class Staged(NamedTuple):
-    """What the job staged: per group its files and figures, and the input's fingerprint over all groups."""
+    """What the job staged: per group its files and figures, the input's fingerprint over all groups, and what
+    it noticed in the input and worked around."""
 
     groups: list[StagedGroup]
     hash_sum: int
+    warnings: tuple[JobWarning, ...] = ()
 
 
 class InputFingerprint:
@@ -951,7 +956,7 @@ def write_manifest(spark, plan, staged: Staged, target: str, seconds: float,
         run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged.groups),
         expected_hash_sum=str(staged.hash_sum),
         spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
-        writer_options=plan.writer_options, seconds=seconds, timings=timings or {},
+        writer_options=plan.writer_options, seconds=seconds, timings=timings or {}, warnings=staged.warnings,
     )
     Path(target).write_text(manifest.to_json())
     log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged.groups), seconds)

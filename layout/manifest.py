@@ -38,6 +38,14 @@ class StagedGroup(Frozen):
     null_keys: int | None = None
 
 
+class JobWarning(Frozen):
+    """Something the job noticed in its input and worked around (`StagedManifest.warnings`)."""
+
+    rule: str  # e.g. "manifest_bounds"
+    column: str | None
+    message: str
+
+
 class StagedManifest(Frozen):
     run_id: str
     table: str
@@ -52,6 +60,9 @@ class StagedManifest(Frozen):
     seconds: float
     # the job's parts, in seconds (read and fingerprint, boundaries, write, read back)
     timings: dict[str, float] = Field(default_factory=dict)
+    # What the job noticed in its input and worked around, by column (None: the whole input): a writer's
+    # manifest bounds that miss values, which cost a second write. Verification reports each as a warning.
+    warnings: tuple[JobWarning, ...] = ()
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=1)

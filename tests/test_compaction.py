@@ -1113,6 +1113,13 @@ def test_key_ranges_come_from_the_manifests_and_a_wrong_bound_writes_again(demo_
     assert bool(missed) == (bounds == "too narrow"), [r.getMessage() for r in caplog.records]
     if missed:
         assert "l_shipdate" in missed[0].getMessage() and "writing again" in missed[0].getMessage()
+    # ... and the run's record carries it as a warning, naming the column (not only the job's log)
+    from layout.metrics.measure import read_runs
+
+    (run,) = [r for r in read_runs(load_catalog()).to_pylist() if r["run_id"] == plans[0].run_id]
+    warned = [f for f in json.loads(run["findings"]) if f["rule"] == "manifest_bounds"]
+    assert run["status"] == "committed" and len(warned) == (bounds == "too narrow"), run["findings"]
+    assert all(f["column"] == "l_shipdate" and f["severity"] == "warning" for f in warned)
     table = table.refresh()
     outputs = [f for f in live_files(table) if partition_of(table, f) == month]
     assert result.files_added == len(outputs) == 2

@@ -30,7 +30,12 @@ Parts = dict[tuple[int, str], tuple[str, int]]  # (group id, partition directory
 
 class ManifestRangeMiss(InputError):
     """The write saw a sort key value outside the range its files' manifest bounds give: the prefix it sorted
-    by may misorder rows, so the job writes the staged files again with ranges from the input itself."""
+    by may misorder rows, so the job writes the staged files again with ranges from the input itself.
+    `column` names the key."""
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 def manifest_figures(groups: Sequence[RewriteGroup],
@@ -76,7 +81,7 @@ def check_ranges(prefix: PrefixPlan, observed: Sequence[tuple[int | None, int | 
         if lo is not None and hi is not None and (lo < key.low or hi > key.high):
             raise ManifestRangeMiss(f"sort key {name}: the input holds ordinals {lo}..{hi}, outside the range "
                                     f"{key.low}..{key.high} of its files' manifest bounds (the table's metrics "
-                                    "are wrong)")
+                                    "are wrong)", column=name)
 
 
 def check_native_rows(native: Mapping[str, tuple[str, int]], counted: Iterable[tuple[str | None, int]]) -> None:

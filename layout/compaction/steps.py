@@ -277,12 +277,28 @@ def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
         table = load_table(prepared.table, prepared.catalog)
         prove_staged(table, plan, manifest)
         findings = verifier(manifest) if verifier is not None else _verify_layout(table, manifest, spec)
+        findings = [*_job_findings(manifest), *(findings or ())]
         outcome = VerifyOutcome(run_id=prepared.run_id, manifest=_digest(manifest), status="passed",
-                                findings=tuple(findings or ()))
+                                findings=tuple(findings))
         (Path(prepared.work_dir) / VERIFIED).write_text(outcome.model_dump_json())
         log.info("%s run %s: staged output verified (%d group(s), %d warning(s))", prepared.table,
                  prepared.run_id, len(manifest.groups), len(outcome.findings))
         return outcome
+
+
+def _job_findings(manifest: StagedManifest) -> list[Finding]:
+    """What the job noticed in its input and worked around (`StagedManifest.warnings`), as warnings of the run."""
+    findings = []
+    for warning in manifest.warnings:
+        finding = Finding(
+            rule=warning.rule, severity="warning", path=None, row_group=None, column=warning.column,
+            observed=warning.message, intended="every value within its file's lower and upper bounds in the manifests",
+            diagnosis=f"{warning.message}. Readers that prune files by these bounds can skip rows of the files "
+                      "not rewritten; the files this run wrote carry bounds from their own footers. Find the writer "
+                      "of the table's other files and rewrite them (e.g. a lakesort run over their partitions).")
+        log.warning("%s: %s", finding.rule, finding.diagnosis)
+        findings.append(finding)
+    return findings
 
 
 def _verify_layout(table: Table, manifest: StagedManifest, spec: TableSpec | None) -> list[Finding]:
