@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["MIN_PIECE_BYTES", "memory_piece_bytes", "row_bytes", "task_memory", "value_bytes"]
@@ -64,13 +65,20 @@ def value_bytes(metadata: pq.FileMetaData) -> int:
             chunk = group.column(c)
             if chunk.physical_type not in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY") and "." not in chunk.path_in_schema:
                 continue
-            estimate = chunk.total_uncompressed_size
-            stats = chunk.statistics if chunk.is_stats_set else None
-            if stats is not None and stats.has_min_max and isinstance(stats.min, (str, bytes)):
-                values = chunk.num_values - (stats.null_count if stats.has_null_count else 0)
-                estimate = max(estimate, int(values * (_length(stats.min) + _length(stats.max)) / 2))
-            total += estimate
+            total += max(chunk.total_uncompressed_size, _from_statistics(chunk))
     return total
+
+
+def _from_statistics(chunk: pq.ColumnChunkMetaData) -> int:
+    """A string chunk's non-null values times the mean length of its minimum and maximum (0 without them)."""
+    try:
+        stats = chunk.statistics if chunk.is_stats_set else None
+        if stats is None or not stats.has_min_max or not isinstance(stats.min, (str, bytes)):
+            return 0
+        values = chunk.num_values - (stats.null_count if stats.has_null_count else 0)
+        return int(values * (_length(stats.min) + _length(stats.max)) / 2)
+    except (ValueError, TypeError, NotImplementedError, pa.ArrowException):  # statistics pyarrow cannot convert
+        return 0
 
 
 def _length(value: str | bytes) -> int:
