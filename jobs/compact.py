@@ -51,7 +51,7 @@ from layout.compaction.figures import (
 from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
 from layout.compaction.inputs import GROUP, PART, PART_KEY, InputSource, tagged_batches
-from layout.compaction.memory import memory_piece_bytes, row_bytes, task_memory
+from layout.compaction.memory import memory_per_input_byte, memory_piece_bytes, task_memory
 from layout.compaction.planner import RewritePlan
 from layout.compaction.slots import (
     PACK_BYTES,
@@ -396,8 +396,6 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     files_of = file_counts(groups, parts)
     slots, prefix = _plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
-    # Only what the write needs crosses the shuffle (the file path and partition key strings would be
-    # sorted and moved with every row).
     drawn = None
     if summary is None and any(n > 1 for n in slots.slot_counts().values()):
         drawn = sample_keys(spark, scan, groups, keys)
@@ -432,9 +430,7 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     df = fingerprint.observed.repartition(max(1, slots.tasks), task_key).sortWithinPartitions(*order)
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
-    schema = spark_schema(plan)
-    df = df.select(*[_as_declared(f).alias(f.name, metadata=f.metadata) for f in schema.fields],
-                   F.expr(_slot_values(slots, "group_id")).alias(GROUP), F.expr(_slot_values(slots, "part")).alias(PART))
+    declared = [_as_declared(f).alias(f.name, metadata=f.metadata) for f in spark_schema(plan).fields]
     target = write_dir(plan)
     mode = "errorifexists" if trust_manifests else "overwrite"  # written again: the first attempt's files go
     pairs = sorted(slots.slot_counts())
@@ -442,8 +438,10 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
         # One (group, partition): its directory is written as a plain directory, without a writer looking up
         # each row's partition directory.
         (gid, part), = pairs
-        df.drop(GROUP, PART).write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
+        df.select(*declared).write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
     else:
+        df = df.select(*declared, F.expr(_slot_values(slots, "group_id")).alias(GROUP),
+                       F.expr(_slot_values(slots, "part")).alias(PART))
         df.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
 
     def diagnose():  # without a first pass, a count per file names the file that reads short
@@ -829,20 +827,14 @@ def _piece_bytes(spark, groups, schema) -> int:
     per_task = task_memory(heap, fraction, cores)
     variable = sum(1 for f in schema.fields if not isinstance(f.dataType, _FIXED) or
                    isinstance(f.dataType, T.DecimalType) and f.dataType.precision > 18)
-    fields = len(schema.fields) + 1  # and the slot
-    ratios = []
-    for g in groups:
-        size = sum(f.size for f in g.inputs)
-        if size:  # a file not measured by the prepare step counts its bytes on disk as its values'
-            values = sum(f.value_bytes if f.value_bytes is not None else f.size for f in g.inputs)
-            ratios.append((sum(f.rows for f in g.inputs) * row_bytes(fields, variable, 0) + values) / size)
-    if not ratios or not per_task:
+    ratio = memory_per_input_byte(groups, fields=len(schema.fields) + 1, variable_fields=variable)  # and the slot
+    if ratio is None or not per_task:
         return PIECE_BYTES
-    fitted = memory_piece_bytes(per_task, max(ratios))
+    fitted = memory_piece_bytes(per_task, ratio)
     if fitted < PIECE_BYTES:
         log.info("pieces of %.1f MiB of input (not %d MiB): a write task sorts up to %.0f MiB in memory (heap %.0f "
                  "MiB, %d task(s) at once), and the input takes about %.1f bytes there per byte on disk",
-                 fitted / 2**20, PIECE_BYTES >> 20, per_task / 2**20, heap / 2**20, cores, max(ratios))
+                 fitted / 2**20, PIECE_BYTES >> 20, per_task / 2**20, heap / 2**20, cores, ratio)
     return min(PIECE_BYTES, fitted)
 
 

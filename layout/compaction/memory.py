@@ -19,11 +19,17 @@ Spark for the heap and the cores.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["MIN_PIECE_BYTES", "memory_piece_bytes", "row_bytes", "task_memory", "value_bytes"]
+if TYPE_CHECKING:
+    from layout.compaction.planner import RewriteGroup
+
+__all__ = ["MIN_PIECE_BYTES", "memory_per_input_byte", "memory_piece_bytes", "row_bytes", "task_memory",
+           "value_bytes"]
 
 RESERVED = 300 << 20  # Spark's reserved system memory (UnifiedMemoryManager's RESERVED_SYSTEM_MEMORY_BYTES)
 SORTER_BYTES = 36  # per row beyond the row: length (4), pointer and prefix (16), the radix sort's buffer (16)
@@ -43,6 +49,19 @@ def task_memory(heap: int, fraction: float, cores: int) -> int:
     """The execution memory one of `cores` concurrent tasks can hold at most on an executor of `heap` bytes
     (spark.memory.fraction `fraction`)."""
     return max(0, int((heap - RESERVED) * fraction / max(1, cores)))
+
+
+def memory_per_input_byte(groups: Sequence[RewriteGroup], *, fields: int, variable_fields: int) -> float | None:
+    """The most bytes in the sorter per byte on disk over the groups' inputs (rows of `fields` fields,
+    `variable_fields` of them variable-length, whose values `InputFile.value_bytes` estimates; a file the
+    prepare step did not measure counts its bytes on disk); None without input bytes."""
+    ratios = []
+    for g in groups:
+        size = sum(f.size for f in g.inputs)
+        if size:
+            values = sum(f.value_bytes if f.value_bytes is not None else f.size for f in g.inputs)
+            ratios.append((sum(f.rows for f in g.inputs) * row_bytes(fields, variable_fields, 0) + values) / size)
+    return max(ratios) if ratios else None
 
 
 def memory_piece_bytes(task_bytes: int, memory_per_input_byte: float) -> int:
