@@ -57,6 +57,7 @@ from layout.compaction.slots import (
     PACK_BYTES,
     PIECE_BYTES,
     SlotPlan,
+    flat_destinations,
     plan_slots,
     quantile_picks,
     stitch_lists,
@@ -394,7 +395,7 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     for (gid, _), (_, rows) in parts.items():
         expected[gid] = expected.get(gid, 0) + rows
     files_of = file_counts(groups, parts)
-    slots, prefix = _plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures)
+    slots, prefix, flat = _plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures)
     order = [_ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
     drawn = None
     if summary is None and any(n > 1 for n in slots.slot_counts().values()):
@@ -439,6 +440,12 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
         # each row's partition directory.
         (gid, part), = pairs
         df.select(*declared).write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
+    elif flat:
+        if not trust_manifests:  # written again: the first attempt's files, already placed, go
+            jvm_path = spark._jvm.org.apache.hadoop.fs.Path(target)
+            jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(jvm_path, True)
+        df.select(*declared).write.mode("errorifexists").options(**plan.writer_options).parquet(f"{target}/_flat")
+        _place_flat_files(spark, f"{target}/_flat", target, slots)
     else:
         df = df.select(*declared, F.expr(_slot_values(slots, "group_id")).alias(GROUP),
                        F.expr(_slot_values(slots, "part")).alias(PART))
@@ -802,11 +809,47 @@ def _plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures):
     sizes = {pair: (files_of[pair], group_bytes[pair[0]] * rows / max(1, group_rows[pair[0]]))
              for pair, (_, rows) in parts.items()}
     piece_bytes = _piece_bytes(spark, groups, spark_schema(plan))
-    slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes),
-                       parallelism=spark.sparkContext.defaultParallelism)
-    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file)",
-             sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces)
-    return slots, sort_prefix([(d, n) for _, d, n in keys], ordinals, figures)
+    parallelism = spark.sparkContext.defaultParallelism
+    slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes), parallelism=parallelism)
+    flat = (len(sizes) > 1 and spark.conf.get("spark.lakesort.compact.flatWrite", "true") == "true"
+            and _renames_cheaply(write_dir(plan)))
+    if flat:
+        # Several partitions: a task per slot, written into one directory and moved into the slots' directories
+        # afterwards, instead of Spark's dynamic partition writer (which copies every row to drop the partition
+        # columns): TPC-H SF1 by month into 84 files, warm, sort and write in 11.6-12.2 s against 14.6-15.2 s
+        # packed into 27 tasks (one run each). Past FLAT_MAX_TASKS unpacked slots (many small partitions,
+        # where a task's fixed cost outweighs the copy), the slots are packed and partitioned as before.
+        unpacked = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism, pack=False)
+        flat = unpacked.tasks <= max(FLAT_MAX_TASKS, 2 * slots.tasks)
+        slots = unpacked if flat else slots
+    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file%s)",
+             sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces,
+             ", into one directory" if flat else "")
+    return slots, sort_prefix([(d, n) for _, d, n in keys], ordinals, figures), flat
+
+
+FLAT_MAX_TASKS = 256
+
+
+def _renames_cheaply(path: str) -> bool:
+    """Whether the file system moves a file without copying it (local, HDFS; not object stores)."""
+    scheme = path.split("://", 1)[0].lower() if "://" in path else "file"
+    return scheme in ("file", "hdfs", "viewfs")
+
+
+def _place_flat_files(spark, flat_dir: str, target: str, slots: SlotPlan) -> None:
+    """Move the files of a write into one directory (a task per slot) into their slots' directories under
+    `target` (`slots.flat_destinations`), through Hadoop's file system (a rename each), and drop the directory."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path
+    fs = path(flat_dir).getFileSystem(spark._jsc.hadoopConfiguration())
+    names = [status.getPath().getName() for status in fs.listStatus(path(flat_dir))]
+    moves = flat_destinations(slots, [n for n in names if n.endswith(".parquet")], GROUP, PART)
+    for name, directory in moves:
+        fs.mkdirs(path(f"{target}/{directory}"))
+        if not fs.rename(path(f"{flat_dir}/{name}"), path(f"{target}/{directory}/{name}")):
+            raise RuntimeError(f"{flat_dir}/{name}: could not move it to {target}/{directory}")
+    fs.delete(path(flat_dir), True)
 
 
 def _piece_bytes(spark, groups, schema) -> int:

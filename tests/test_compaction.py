@@ -1056,16 +1056,26 @@ def test_files_written_in_pieces_are_stitched_with_their_indexes(demo_home, spar
     assert a_lo <= a_hi < b_lo <= b_hi
 
 
-def test_small_files_share_write_tasks(demo_home, spark, in_process_job):
-    """Six months of ~3 small files each: their slots share tasks (never two of one month; at least four tasks on
-    two cores), so the write runs fewer tasks than it writes files, and every file is still one partition's,
-    sorted, verified."""
+@pytest.mark.parametrize("flat", [False, True])
+def test_small_files_share_write_tasks(demo_home, spark, in_process_job, flat):
+    """Six months of ~3 small files each. Written by Spark's partitioned writer (spark.lakesort.compact.flatWrite
+    off, as past FLAT_MAX_TASKS slots or on an object store): their slots share tasks (never two of one month;
+    at least four tasks on two cores), so the write runs fewer tasks than it writes files. Written into one
+    directory (the default on a local file system): a task per file, each moved into its month's directory.
+    Either way every file is one partition's, sorted, verified, and pyiceberg reads each month back unchanged."""
     table = load_table("demo.lineitem")
     months = sorted({partition_of(table, f) for f in live_files(table)})[:6]
     expected = {m: by_every_column(canonical(readable(table).scan(row_filter=month_filter(m)).to_arrow()))
                 for m in months}
-    result = compact("demo.lineitem", spec=demo_spec(), partitions=months)
-    assert 4 <= _write_stage_tasks(spark) < result.files_added
+    spark.conf.set("spark.lakesort.compact.flatWrite", str(flat).lower())
+    try:
+        result = compact("demo.lineitem", spec=demo_spec(), partitions=months)
+    finally:
+        spark.conf.unset("spark.lakesort.compact.flatWrite")
+    if flat:
+        assert _write_stage_tasks(spark) == result.files_added > len(months)  # a task per file (no pieces here)
+    else:
+        assert 4 <= _write_stage_tasks(spark) < result.files_added
     table = table.refresh()
     for m in months:
         after = by_every_column(canonical(readable(table).scan(row_filter=month_filter(m)).to_arrow()))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout.compaction.slots import plan_slots, stitch_lists
+from layout.compaction.slots import flat_destinations, plan_slots, stitch_lists
 
 partitions = st.dictionaries(
     st.tuples(st.integers(0, 3), st.sampled_from(["", "m=1", "m=2", "m=3"])),
@@ -82,3 +82,21 @@ def test_small_partitions_share_tasks_and_large_files_split():
     assert 21 <= months.tasks <= 28 and months.most_pieces == 1 and months.most_per_task == 3
     flat = plan_slots({(0, ""): (3, 174e6)}, piece_bytes=32 << 20, parallelism=2)
     assert flat.tasks == 6 and flat.most_pieces == 2 and flat.most_per_task == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=partitions, piece_bytes=st.integers(1, 200), seed=st.integers(0, 2**32))
+def test_flat_files_go_to_their_slot_s_directory(parts, piece_bytes, seed):
+    """A write of one slot per task into one directory: each task's file (part-<task>-...) goes to its slot's
+    (group, partition) directory; a file of no task, or a second one of a task, is refused."""
+    plan = plan_slots(parts, piece_bytes=piece_bytes, pack=False)
+    names = [f"part-{s.task:05d}-uuid.c000.zstd.parquet" for s in plan.slots]
+    random.Random(seed).shuffle(names)
+    moves = dict(flat_destinations(plan, names, "g", "p"))
+    assert len(moves) == len(plan.slots)
+    for s in plan.slots:
+        assert moves[f"part-{s.task:05d}-uuid.c000.zstd.parquet"] == f"g={s.group_id}/p={s.part}"
+    with pytest.raises(ValueError, match="no task"):
+        flat_destinations(plan, [*names, f"part-{plan.tasks:05d}-uuid.c000.zstd.parquet"], "g", "p")
+    with pytest.raises(ValueError, match="second file"):
+        flat_destinations(plan, [*names, names[0].replace("c000", "c001")], "g", "p")

@@ -14,7 +14,9 @@ sort key. Tying a task to a file made the task count the file count, which fits 
 
 A task's rows are sorted by the key, and Spark's writer keeps a file open per partition directory of the task
 (`most_per_task` of them): so a task never holds two slots of one (group, partition), whose rows would land
-in one file. Pure: the job computes the sizes and applies the plan.
+in one file. Where files move without a copy, the job plans a task per slot instead (`pack=False`), writes
+them into one directory and moves each to its slot's (`flat_destinations`). Pure: the job computes the sizes
+and applies the plan.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from layout.models import Frozen
 
-__all__ = ["Slot", "SlotPlan", "plan_slots", "quantile_picks", "spark_hash_int", "stitch_lists", "task_keys"]
+__all__ = ["Slot", "SlotPlan", "flat_destinations", "plan_slots", "quantile_picks", "spark_hash_int", "stitch_lists", "task_keys"]
 
 PIECE_BYTES = 32 << 20  # input bytes a piece of a file aims for (Spark conf spark.lakesort.compact.pieceBytes)
 PACK_BYTES = 8 << 20  # input bytes the slots sharing a task stay within (their files are open together)
@@ -129,6 +131,29 @@ def stitch_lists(plan: SlotPlan, paths: Sequence[str], group_column: str, part_c
                              f"{slot.group_id}/{part_column}={slot.part} (a task rolled over to a new file)")
         pieces.append((slot.piece, path))
     return [[path for _, path in sorted(pieces)] for _, pieces in sorted(found.items())]
+
+
+def flat_destinations(plan: SlotPlan, names: Sequence[str], group_column: str,
+                      part_column: str) -> list[tuple[str, str]]:
+    """For a write of one slot per task into one directory (no partition columns): each written file's name
+    and the directory, `<group_column>=<id>/<part_column>=<value>`, its slot's files go to (a task's file is
+    its slot's: Spark names it part-<task>-...). A file of no task of the plan, or two of one task, is an error."""
+    by_task = {s.task: s for s in plan.slots}
+    if len(by_task) != len(plan.slots):
+        raise ValueError("a write into one directory needs one slot per task; the plan packs several")
+    seen: dict[int, str] = {}
+    out = []
+    for name in names:
+        task = _TASK.match(name)
+        slot = by_task.get(int(task.group(1))) if task else None
+        if slot is None:
+            raise ValueError(f"{name}: a written file of no task of the write's plan (expected part-<task>-...)")
+        if slot.task in seen:
+            raise ValueError(f"{name}: a second file of task {slot.task} (after {seen[slot.task]}): a task rolled "
+                             "over to a new file")
+        seen[slot.task] = name
+        out.append((name, f"{group_column}={slot.group_id}/{part_column}={slot.part}"))
+    return out
 
 
 def spark_hash_int(value: int, seed: int = 42) -> int:
