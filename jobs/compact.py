@@ -297,6 +297,7 @@ SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.c
 SOURCE = "__lakesort_source"
 PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.sort_prefix`)
 CURVE_SAMPLE = 200_000  # rows whose keys place a curve's quantile boundaries (2**bits cells per key)
+FLAT_MAX_TASKS = 256  # unpacked slots past which several partitions' slots are packed (`_plan_write`)
 
 
 def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None) -> Staged:
@@ -442,8 +443,8 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
         df.select(*declared).write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
     elif flat:
         if not trust_manifests:  # written again: the first attempt's files, already placed, go
-            jvm_path = spark._jvm.org.apache.hadoop.fs.Path(target)
-            jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(jvm_path, True)
+            fs, path = _hadoop_fs(spark, target)
+            fs.delete(path(target), True)
         df.select(*declared).write.mode("errorifexists").options(**plan.writer_options).parquet(f"{target}/_flat")
         _place_flat_files(spark, f"{target}/_flat", target, slots)
     else:
@@ -828,8 +829,6 @@ def _plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures):
     return slots, sort_prefix([(d, n) for _, d, n in keys], ordinals, figures), flat
 
 
-FLAT_MAX_TASKS = 256
-
 
 def _renames_cheaply(path: str) -> bool:
     """Whether the file system moves a file without copying it (local, HDFS; not object stores)."""
@@ -840,9 +839,7 @@ def _renames_cheaply(path: str) -> bool:
 def _place_flat_files(spark, flat_dir: str, target: str, slots: SlotPlan) -> None:
     """Move the files of a write into one directory (a task per slot) into their slots' directories under
     `target` (`slots.flat_destinations`), through Hadoop's file system (a rename each), and drop the directory."""
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path
-    fs = path(flat_dir).getFileSystem(spark._jsc.hadoopConfiguration())
+    fs, path = _hadoop_fs(spark, flat_dir)
     names = [status.getPath().getName() for status in fs.listStatus(path(flat_dir))]
     moves = flat_destinations(slots, [n for n in names if n.endswith(".parquet")], GROUP, PART)
     for name, directory in moves:
@@ -850,6 +847,12 @@ def _place_flat_files(spark, flat_dir: str, target: str, slots: SlotPlan) -> Non
         if not fs.rename(path(f"{flat_dir}/{name}"), path(f"{target}/{directory}/{name}")):
             raise RuntimeError(f"{flat_dir}/{name}: could not move it to {target}/{directory}")
     fs.delete(path(flat_dir), True)
+
+
+def _hadoop_fs(spark, location: str):
+    """Hadoop's file system of `location` (as Spark writes there) and its Path class."""
+    path = spark._jvm.org.apache.hadoop.fs.Path
+    return path(location).getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
 def _piece_bytes(spark, groups, schema) -> int:
