@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+from pyarrow import fs as pafs
 from pyiceberg import types as I
 from pyiceberg.schema import Schema
 from pyspark import StorageLevel
@@ -67,7 +68,7 @@ from layout.compaction.sort_prefix import PrefixPlan, key_ordinals, sort_prefix
 from layout.compaction.staging import finish_staged_file, nested_field_ids
 from layout.errors import InputError
 from layout.expr.predicate import sql_literal
-from layout.io import find_parquet_files, list_parquet_files
+from layout.io import find_parquet_files, list_parquet_files, resolve
 from layout.manifest import JobWarning, StagedFile, StagedGroup, StagedManifest
 from layout.parquet import ParquetFile
 
@@ -838,7 +839,19 @@ def _renames_cheaply(path: str) -> bool:
 
 def _place_flat_files(spark, flat_dir: str, target: str, slots: SlotPlan) -> None:
     """Move the files of a write into one directory (a task per slot) into their slots' directories under
-    `target` (`slots.flat_destinations`), through Hadoop's file system (a rename each), and drop the directory."""
+    `target` (`slots.flat_destinations`), a rename each, and drop the directory: on a local file system by
+    the driver itself (through Hadoop's, two Py4J calls a file took 0.54 s for 84 files), else through Hadoop's."""
+    if _is_local(flat_dir):
+        filesystem, root = resolve(flat_dir)
+        _, dest = resolve(target)
+        names = [Path(i.path).name for i in filesystem.get_file_info(pafs.FileSelector(root))]
+        for name, directory in flat_destinations(slots, [n for n in names if n.endswith(".parquet")], GROUP, PART):
+            filesystem.create_dir(f"{dest}/{directory}", recursive=True)
+            filesystem.move(f"{root}/{name}", f"{dest}/{directory}/{name}")
+            if f".{name}.crc" in names:  # Hadoop's checksum of the file, which its reader checks when present
+                filesystem.move(f"{root}/.{name}.crc", f"{dest}/{directory}/.{name}.crc")
+        filesystem.delete_dir(root)
+        return
     fs, path = _hadoop_fs(spark, flat_dir)
     names = [status.getPath().getName() for status in fs.listStatus(path(flat_dir))]
     moves = flat_destinations(slots, [n for n in names if n.endswith(".parquet")], GROUP, PART)

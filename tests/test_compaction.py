@@ -543,6 +543,32 @@ def test_fault_exception_just_before_commit(demo_home, in_process_job):
     # A rerun from this state is the plain run the other tests make (after the kill, after a concurrent commit).
 
 
+def test_steps_retried_after_the_commit_keep_the_committed_files(demo_home, in_process_job):
+    """An Airflow retry of verify, commit or the Spark task after the commit went through (its worker died
+    before reporting success): each is a no-op. Before, the retried step failed (its inputs were gone) and its
+    failure path deleted the run's staged files, which were the table's files by then."""
+    from layout.compaction import steps
+    from layout.compaction.commit import delete_staged
+
+    table = load_table("demo.lineitem")
+    before = state(table)
+    result = compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, work_dir=demo_home / "work",
+                     verify=lambda manifest: None)
+    committed = state(table)
+    assert committed.snapshot_id == result.snapshot_id != before.snapshot_id
+    prepared = steps.PreparedRun.load(demo_home / "work")
+    assert steps.verify(prepared, verifier=lambda manifest: pytest.fail("a committed run was verified again")).status == "passed"
+    again = steps.commit(prepared)
+    assert (again.snapshot_id, again.files_removed, again.files_added, again.rows) == (
+        result.snapshot_id, result.files_removed, result.files_added, result.rows)
+    assert steps.abandon(prepared, "spark: a retried job found its output there") == 0
+    delete_staged(table, prepared.run_id)  # only what no snapshot references (Spark's _SUCCESS and .crc files)
+    assert all(Path(resolve(path)[1]).is_file() for path in committed.files)
+    after = state(table)  # reads every live file
+    assert (after.snapshot_id, after.files) == (committed.snapshot_id, committed.files)
+    assert after.rows.equals(before.rows)
+
+
 def _remove_one_file(path: str) -> int:
     """A concurrent writer's commit (its own catalog connection) that removes one data file; its row count."""
     other = load_catalog().load_table("demo.lineitem")

@@ -45,6 +45,7 @@ from layout.compaction.planner import RewritePlan
 from layout.compaction.proof import ProofFailed, check_group, footer_statistics
 from layout.errors import LakesortError
 from layout.io import resolve
+from layout.maintenance.referenced import References
 from layout.manifest import StagedFile, StagedManifest
 from layout.settings import settings
 
@@ -84,6 +85,10 @@ def commit_rewrite(
     """
 
     started = time.perf_counter()
+    done = committed_run(table.refresh(), plan.run_id)
+    if done is not None:  # a retried step after the commit went through: its files are the table's now
+        log.info("run %s is already committed as snapshot %s: nothing to do", plan.run_id, done.snapshot_id)
+        return done
     try:
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
@@ -304,6 +309,20 @@ def _snapshot_of_run(table: Table, run_id: str):
     return table.current_snapshot()
 
 
+def committed_run(table: Table, run_id: str) -> CommitResult | None:
+    """What this run committed, from its snapshot's summary, when it has committed (an Airflow retry of a step
+    whose commit went through before its worker died); None when it has not (or its snapshot has expired:
+    `delete_staged` still keeps every file a snapshot references)."""
+    for snap in reversed(table.snapshots()):
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        if props.get(RUN_ID) == run_id:
+            files_in, files_out, rows, bytes_in, bytes_out = (
+                int(props.get(f"lakesort.{key}", 0))
+                for key in ("input-files", "output-files", "rows", "input-bytes", "output-bytes"))
+            return CommitResult(run_id, snap.snapshot_id, files_in, files_out, rows, bytes_in, bytes_out, 0.0)
+    return None
+
+
 def _live_inputs(table: Table, inputs: set[str]) -> dict:
     """The live DataFiles of the current snapshot among `inputs`, from the manifests (no scan planning)."""
     return ManifestScans(inputs, set()).live(table)
@@ -441,19 +460,34 @@ def staging_root(table: Table) -> str:
 
 
 def delete_staged(table: Table, run_id: str | None = None, *, keep: Sequence[str] = ()) -> int:
-    """Delete staged files of one run (or of every run), except files the table references (`keep`)."""
-
+    """Delete staged files of one run (or of every run), except `keep` and every file a snapshot of the table
+    references: a committed run's staged files are the table's files, and a failure path that runs after the
+    commit went through (an Airflow retry of verify or commit) must not delete them."""
 
     root = staging_root(table) + (f"/{run_id}" if run_id else "")
     filesystem, path = resolve(root)
     if filesystem.get_file_info(path).type == pafs.FileType.NotFound:
         return 0
-    referenced = {resolve(p)[1] for p in keep}
-    removed = 0
-    for info in filesystem.get_file_info(pafs.FileSelector(path, recursive=True)):
-        if info.type == pafs.FileType.File and info.path not in referenced:
+    files = [i for i in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+             if i.type == pafs.FileType.File]
+    if not files:
+        _prune_empty_dirs(filesystem, path)
+        return 0
+    # Listed first, then the snapshots read: a file committed after the listing is in them.
+    table = table.refresh()
+    refs = References.of_table(table.io)
+    refs.add_snapshots(table.metadata.snapshots)
+    kept = {resolve(p)[1] for p in keep}
+    removed = referenced = 0
+    for info in files:
+        if info.path in refs:
+            referenced += 1
+        elif info.path not in kept:
             filesystem.delete_file(info.path)
             removed += 1
+    if referenced:
+        log.warning("%s: kept %d staged file(s) of %s that a snapshot of the table references (committed)",
+                    ".".join(table.name()), referenced, f"run {run_id}" if run_id else "every run")
     _prune_empty_dirs(filesystem, path)
     return removed
 

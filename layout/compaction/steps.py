@@ -39,6 +39,7 @@ from layout.compaction.commit import (
     CommitResult,
     check_staged,
     commit_rewrite,
+    committed_run,
     delete_staged,
     prove_staged,
     staged_columns,
@@ -270,6 +271,9 @@ def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
            verifier: Verifier | None = None) -> VerifyOutcome:
     """Check the staged output (rows, fingerprints, then the layout rules and GX, or `verifier`) and
     mark it verified; on failure remove the staged files and record the findings."""
+    done = _already_verified(prepared)
+    if done is not None:
+        return done
     with _failure_recorded(prepared, "verify", remove_staged=True):
         manifest = staged_manifest(prepared)
         plan = prepared.plan()
@@ -284,6 +288,20 @@ def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
         log.info("%s run %s: staged output verified (%d group(s), %d warning(s))", prepared.table,
                  prepared.run_id, len(manifest.groups), len(outcome.findings))
         return outcome
+
+
+def _already_verified(prepared: PreparedRun) -> VerifyOutcome | None:
+    """The verification a committed run passed, when this step is retried after the commit went through (its
+    inputs are gone from the table then, and its staged files are the table's): nothing to check again."""
+    marker = Path(prepared.work_dir) / VERIFIED
+    if not marker.exists():
+        return None
+    done = committed_run(load_table(prepared.table, prepared.catalog), prepared.run_id)
+    if done is None:
+        return None
+    log.info("%s run %s is already committed as snapshot %s: verified before, nothing to do", prepared.table,
+             prepared.run_id, done.snapshot_id)
+    return VerifyOutcome.model_validate_json(marker.read_text())
 
 
 def _job_findings(manifest: StagedManifest) -> list[Finding]:
@@ -365,8 +383,15 @@ def measure(prepared: PreparedRun, snapshot_after: int | None = None, *,
 
 
 def abandon(prepared: PreparedRun, reason: str) -> int:
-    """A step failed outside our code (the Spark job): remove the staged files, record the failure."""
-    removed = delete_staged(load_table(prepared.table, prepared.catalog), prepared.run_id)
+    """A step failed outside our code (the Spark job): remove the staged files, record the failure. A run that
+    has committed (a step retried after the commit went through) keeps its files and its record."""
+    table = load_table(prepared.table, prepared.catalog)
+    done = committed_run(table, prepared.run_id)
+    if done is not None:
+        log.warning("%s run %s: %s; the run is already committed as snapshot %s: nothing removed", prepared.table,
+                    prepared.run_id, reason, done.snapshot_id)
+        return 0
+    removed = delete_staged(table, prepared.run_id)
     record(prepared, "failed", error=reason)
     log.warning("%s run %s abandoned (%s): table unchanged, %d staged file(s) removed", prepared.table,
                 prepared.run_id, reason, removed)
