@@ -337,6 +337,43 @@ def test_unknown_sort_key_gets_a_did_you_mean(lineitem):
                            "column of demo.lineitem; did you mean `l_shipdate`")
 
 
+def test_a_renamed_or_dropped_column_is_named_from_the_table_s_schema_history(lineitem):
+    """Iceberg tracks columns by field id: a spec written before a rename or a drop gets told which."""
+    with lineitem.update_schema() as update:
+        update.rename_column("l_shipdate", "ship_date")
+        update.rename_column("l_ship.mode", "ship_mode")
+    with lineitem.update_schema() as update:
+        update.delete_column("l_comment")
+    field_id = lineitem.schema().find_field("ship_date").field_id
+    spec = lineitem_spec(verify={"column_index_columns": ["l_ship.mode", "l_comment"]})
+    problems = table_problems(lineitem, spec)
+    [line] = lines_about(problems, "sort.keys[0].column")
+    assert line.endswith(f"`l_shipdate` is not a column of demo.lineitem: it was renamed to `ship_date` (field id "
+                         f"{field_id}; `l_shipdate` in schema 0). Fix: name it `ship_date` in the spec")
+    [line] = lines_about(problems, "verify.column_index_columns[0]")
+    assert "it was renamed to `l_ship.ship_mode`" in line
+    [line] = lines_about(problems, "verify.column_index_columns[1]")
+    assert "`l_comment` is not a column of demo.lineitem: it was dropped from the table (field id" in line
+    assert "last in schema 1). Fix: remove it from the spec" in line
+
+
+def test_the_compaction_goes_on_with_a_probe_on_a_renamed_column(lineitem, caplog):
+    """The rewrite does not need the probes: the planner warns about a stale one (`check_table(probes="warn")`)
+    and refuses the rest as before."""
+    with lineitem.update_schema() as update:
+        update.rename_column("l_quantity", "quantity")
+    spec = lineitem_spec(probes=[{"name": "qty", "where": "l_quantity < 10", "columns": ["l_quantity"]}])
+    with pytest.raises(UsageError, match=r"probes\[0\]\.where: `l_quantity` is not a column"):
+        check_table(lineitem, spec)
+    check_table(lineitem, spec, probes="warn")
+    assert [r.getMessage() for r in caplog.records if "probes[0]" in r.getMessage()] and all(
+        "renamed to `quantity`" in r.getMessage() and "the rewrite goes on" in r.getMessage()
+        for r in caplog.records if "probes[0]" in r.getMessage())
+    with pytest.raises(UsageError, match=r"sort.keys\[0\].column: `l_shipdat` is not a column"):
+        check_table(lineitem, lineitem_spec(sort={"keys": [{"column": "l_shipdat"}]},
+                                            probes=[{"name": "qty", "where": "l_quantity < 10"}]), probes="warn")
+
+
 def test_sort_key_in_the_wrong_case_says_names_are_case_sensitive(lineitem):
     [line] = table_problems(lineitem, lineitem_spec(sort={"keys": [{"column": "L_SHIPDATE"}]}))
     assert "sort.keys[0].column: `L_SHIPDATE` is not a column" in line

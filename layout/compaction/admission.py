@@ -34,15 +34,19 @@ What is refused, and why:
    and the merge sequence must be numbers, dates, timestamps or strings; bloom filter columns must
    be top-level primitive columns; verify columns, boundary orders, probe `where` columns and probe
    `columns` must name primitive columns, top-level or inside structs (as Parquet paths name them),
-   and a probe's literals must fit its columns' types. Unknown names get a "did you mean".
+   and a probe's literals must fit its columns' types. Unknown names get a "did you mean"; a name an
+   earlier schema of the table had is named as renamed (to the column its field id has now) or dropped.
+   The compaction only warns about the probes (`check_table(probes="warn")`): it does not need them.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from layout.errors import ConfigError, UsageError
 from layout.expr.bind import Kind, bind
@@ -59,9 +63,12 @@ if TYPE_CHECKING:
 
 __all__ = ["RESERVED_PREFIXES", "check_table", "table_problems"]
 
+log = logging.getLogger(__name__)
+
 RESERVED_PREFIXES = ("lakesort_", "__lakesort")
 """Top-level column names starting with these (any case) collide with the compaction job's helper columns."""
 
+_PROBE_KEY = re.compile(r": probes\[\d+\]\.")  # a problem line of a probe (`key_problem`'s format)
 _HELPERS = "lakesort_group, lakesort_part, lakesort_part_key, __lakesort_*"
 _OUT_OF_REGISTRY = "keep the table out of the registry (remove its spec from dags/tables/) until lakesort can"
 
@@ -271,12 +278,31 @@ class _Checker:
             return None
         return name
 
+    def earlier(self, name: str) -> str | None:
+        """What became of `name` when an earlier schema of the table had it (newest first): the column its field
+        id has now (renamed), or that the field is gone (dropped). Iceberg tracks columns by field id."""
+        for schema in sorted(self.table.schemas().values(), key=lambda s: -s.schema_id):
+            try:
+                field = schema.find_field(name)  # case-sensitive, dotted paths for nested fields
+            except ValueError:
+                continue
+            now = self.schema.find_column_name(field.field_id)
+            if now is not None:
+                return (f": it was renamed to `{now}` (field id {field.field_id}; `{name}` in schema "
+                        f"{schema.schema_id}). Fix: name it `{now}` in the spec")
+            return (f": it was dropped from the table (field id {field.field_id}, last in schema {schema.schema_id}). "
+                    "Fix: remove it from the spec")
+        return None
+
     @staticmethod
     def scope(top_level: bool) -> str:
         return ("primitive top-level columns" if top_level
                 else "primitive columns, top-level or fields of structs (not inside lists or maps)")
 
     def suggest(self, name: str, top_level: bool) -> str:
+        earlier = self.earlier(name)
+        if earlier:
+            return earlier
         candidates = [p for p, c in self.columns.items()
                       if (c.top_level if top_level else c.container is None) and type(c.type).__name__ not in _NESTED]
         folded = [p for p in candidates if p.lower() == name.lower()]
@@ -417,11 +443,17 @@ def table_problems(table: Table, spec: TableSpec) -> list[str]:
     return _Checker(table, spec).run()
 
 
-def check_table(table: Table, spec: TableSpec) -> None:
+def check_table(table: Table, spec: TableSpec, *, probes: Literal["refuse", "warn"] = "refuse") -> None:
     """Refuse the table before any work when its schema or the spec's column references cannot work.
 
     Raises `UsageError` whose message has one line per problem (see the module doc for what is checked).
+    `probes="warn"` (the compaction): a probe's problem (a column renamed since the probe was written) is
+    logged, not refused; the rewrite does not need the probes, and measuring reports the probe.
     """
     problems = table_problems(table, spec)
+    if probes == "warn":
+        for line in [p for p in problems if _PROBE_KEY.search(p)]:
+            log.warning("%s (the rewrite goes on; measuring cannot use this probe until it is fixed)", line)
+            problems.remove(line)
     if problems:
         raise UsageError("\n".join(problems))

@@ -68,6 +68,7 @@ Trigger = Literal["nightly", "backfill", "manual"]
 # jobs (each retried on its own) for a large one.
 MAX_JOB_BYTES = 16 << 30
 VERIFIED = "verified.json"
+LOGGED_DECISIONS = 20  # partitions whose decision the prepare step logs (a table may have thousands)
 # A stand-in for the layout rules and GX (tests): it may raise to refuse the commit.
 Verifier = Callable[[StagedManifest], Sequence[Finding] | None]
 
@@ -191,9 +192,12 @@ def prepare(
             plan = check_inputs(plan)  # a corrupt input fails here, named, before any Spark work
         plan_path.write_text(plan.to_json())
     log.info("%s", prepared.summary())
-    for decision in plan.partitions:
+    for decision in plan.partitions[:LOGGED_DECISIONS]:
         log.info("  %s: %s (%s)", decision.partition or "<unpartitioned>", decision.action,
                  "; ".join(decision.reasons) or "-")
+    if len(plan.partitions) > LOGGED_DECISIONS:
+        log.info("  ... and %d more partition(s): `lakesort plan-rewrite %s` lists each with its reasons (and the "
+                 "plan is in %s)", len(plan.partitions) - LOGGED_DECISIONS, spec.table, plan_path)
     return prepared
 
 
