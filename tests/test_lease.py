@@ -274,6 +274,26 @@ def test_stale_after_the_ttl(work, monkeypatch):
         acquire_lease(TABLE, LeaseOwner.cli("y"), ttl=dt.timedelta(hours=1))
 
 
+def test_a_killed_command_s_lease_is_free_at_once(work):
+    """`lakesort compact` killed (OOM, Ctrl-C twice, a lost terminal) leaves its lease: on this host, a lease of a
+    command whose process is gone is broken at once, not after the TTL. A live process's, another host's, or a
+    DAG run's (whose tasks are separate processes) still waits for the TTL."""
+    child = multiprocessing.get_context("spawn").Process(target=os.getpid)
+    child.start()
+    child.join()
+    killed = LeaseOwner(kind="cli", run_id="killed", pid=child.pid)
+    acquire_lease(TABLE, killed)
+    assert acquire_lease(TABLE, LeaseOwner.cleanup("next")) == "broken"
+    release_lease(TABLE, LeaseOwner.cleanup("next"))
+    for holder in (LeaseOwner(kind="cli", run_id="alive"),  # this process
+                   killed.model_copy(update={"host": "elsewhere"}),
+                   LeaseOwner(kind="dag", dag_id="lakesort_nightly", run_id="scheduled", pid=child.pid)):
+        acquire_lease(TABLE, holder)
+        with pytest.raises(TableBusy):
+            acquire_lease(TABLE, LeaseOwner.cli("next"))
+        release_lease(TABLE, holder)
+
+
 def test_table_lease_context_and_reentrancy(work):
     owner = LeaseOwner.cli()
     with table_lease(TABLE, owner):

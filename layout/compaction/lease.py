@@ -11,7 +11,8 @@ new lease is written to a temporary file and `os.replace`d over `lease.json`. Tw
 one stale lease are serialised by the lock: the second reads the first's fresh lease and is refused.
 Readers outside the lock (`read_lease`) never see a half-written lease, because the file only ever
 appears whole. A process that dies holding the lock loses it with its file descriptor, so the lock
-itself can never go stale; a lease can, and is broken after LAKESORT_LEASE_TTL_HOURS (default 12).
+itself can never go stale; a lease can, and is broken after LAKESORT_LEASE_TTL_HOURS (default 12), or at
+once when it is a killed `lakesort` command's (its process gone from this host: `_process_gone`).
 
 The work root must support `flock` (a local disk, a Docker volume, NFSv4): on one that does not, taking
 a lease fails with an error saying so rather than proceeding unguarded.
@@ -212,6 +213,22 @@ def _remove_leftovers(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _process_gone(held: LeaseOwner) -> bool:
+    """Whether the holder is a `lakesort` command (a compaction or a cleanup: the lease lives and dies with its
+    process) whose process, on this host, no longer exists: killed, its lease is free at once instead of after
+    the TTL. A DAG run's lease outlives each task's process (the next task takes it again), so it waits for
+    the TTL; so does a holder on another host, or one whose pid this host has given to a new process."""
+    if held.kind == "dag" or held.pid is None or held.host != socket.gethostname():
+        return False
+    try:
+        os.kill(held.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 def _busy(table: str, path: Path, held: LeaseOwner, ttl: dt.timedelta) -> TableBusy:
     return TableBusy(
         f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
@@ -241,10 +258,11 @@ def acquire_lease(table: str, owner: LeaseOwner, *, ttl: dt.timedelta | None = N
             outcome = "reacquired"
         elif held is not None:
             age = _now() - held.acquired_at
-            if age <= ttl:
+            gone = _process_gone(held)
+            if age <= ttl and not gone:
                 raise _busy(table, path, held, ttl)
-            log.warning("%s: breaking the lease of %s (%s), taken %s ago, more than %s", table,
-                        held.describe(), held.where(), age, ttl)
+            log.warning("%s: breaking the lease of %s (%s), taken %s ago: %s", table, held.describe(),
+                        held.where(), age, "its process is gone" if gone else f"more than {ttl}")
             outcome = "broken"
         else:
             age = _now() - since
@@ -274,7 +292,7 @@ def refuse_if_held(table: str, owner: LeaseOwner, *, why: str) -> None:
     """What taking the lease would do, without taking it (dry runs): TableBusy if another live run holds
     it; `why` says what that means for the caller (e.g. "its staged files are not orphans")."""
     held, path = read_lease(table), lease_path(table)
-    if held is None or held.same_run(owner) or _now() - held.acquired_at > lease_ttl():
+    if held is None or held.same_run(owner) or _now() - held.acquired_at > lease_ttl() or _process_gone(held):
         return
     raise TableBusy(f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
                     f"({held.where()}; lease {path}): {why}; wait for it to finish, or, if that run is dead, "
