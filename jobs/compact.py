@@ -19,42 +19,12 @@ metadata and checks the layout before anything is committed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
-
-from pyspark.sql import SparkSession
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", required=True, help="the rewrite plan (JSON) from `lakesort plan-rewrite`")
-    parser.add_argument("--manifest", required=True, help="where to write the staged-output manifest (JSON)")
-    parser.add_argument("--groups", help="only these group ids, comma separated (default: all)")
-    return parser
-
-
-def _start_session(argv: list[str]) -> Future:
-    """The job's Spark session, started in a thread: most of its 4 s are the JVM's, and meanwhile this process
-    imports the rest of the module (0.6 s: the planner, pyiceberg, numpy, pyarrow). Named after the plan's table
-    and run, read here with the standard library only."""
-    args = _parser().parse_args(argv)
-    plan = json.loads(Path(args.plan).read_text())
-    builder = (SparkSession.builder.appName(f"lakesort-compact {plan['table']} {plan['run_id']}")
-               .config("spark.sql.session.timeZone", "UTC"))
-    pool = ThreadPoolExecutor(1, thread_name_prefix="spark-session")
-    started = pool.submit(builder.getOrCreate)
-    pool.shutdown(wait=False)  # the thread ends with the session started
-    return started
-
-
-# Run by spark-submit: the session starts before the imports below (the tests import this module instead).
-_SESSION = _start_session(sys.argv[1:]) if __name__ == "__main__" else None
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +32,7 @@ from pyarrow import fs as pafs
 from pyiceberg import types as I
 from pyiceberg.schema import Schema
 from pyspark import StorageLevel
-from pyspark.sql import Observation
+from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.functions import arrow_udf
@@ -106,12 +76,17 @@ log = logging.getLogger("lakesort.compact")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", required=True, help="the rewrite plan (JSON) from `lakesort plan-rewrite`")
+    parser.add_argument("--manifest", required=True, help="where to write the staged-output manifest (JSON)")
+    parser.add_argument("--groups", help="only these group ids, comma separated (default: all)")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plan = RewritePlan.from_json(Path(args.plan).read_text())
     wanted = {int(g) for g in args.groups.split(",")} if args.groups else None
     groups = [g for g in plan.groups if wanted is None or g.group_id in wanted]
-    spark = (_SESSION or _start_session(sys.argv[1:] if argv is None else argv)).result()
+    spark = (SparkSession.builder.appName(f"lakesort-compact {plan.table} {plan.run_id}")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     started = time.perf_counter()
     try:
         timings: dict[str, float] = {}
