@@ -143,10 +143,31 @@ def report() -> str | None:
     if get_current_context()["params"].get("dry_run"):
         log.info("dry run: the report is left as it was")
         return None
+    housekeeping()
     from layout.report.render import write_reports
     index = write_reports()
     log.info("lakesort report: %s", Path(index).resolve())
     return str(index)
+
+
+def housekeeping() -> None:
+    """lakesort's own tables in each catalog of the registry, compacted and expired (`lakesort housekeep`);
+    a failure is logged, never fails the report."""
+    from layout.catalog import load_catalog
+    from layout.compaction.housekeeping import housekeep
+    from layout.registry import find_spec
+    catalogs = set()
+    for table in registered_tables():
+        try:
+            catalogs.add(find_spec(table).catalog)
+        except Exception as exc:  # noqa: BLE001 - a broken spec is its own tasks' failure
+            log.warning("housekeeping: no catalog for %s: %s", table, exc)
+    for name in sorted(catalogs, key=lambda c: c or ""):
+        try:
+            for result in housekeep(load_catalog(name)):
+                log.info("housekeeping: %s", result.summary())
+        except Exception as exc:  # noqa: BLE001 - the report still gets written
+            log.warning("housekeeping of lakesort's tables in catalog %s failed: %s", name or "(default)", exc)
 
 
 @task(trigger_rule="one_failed")

@@ -18,10 +18,11 @@ from pathlib import Path
 from layout.advise import advise
 from layout.advise.render import render_advice
 from layout.advise.sample import DEFAULT_SAMPLE_ROWS
-from layout.catalog import load_table
+from layout.catalog import load_catalog, load_table
 from layout.compaction.cleanup import cleanup
 from layout.compaction.dates import DateRange, date_range, partitions_for_dates
 from layout.compaction.driver import compact
+from layout.compaction.housekeeping import housekeep
 from layout.compaction.lease import LeaseOwner, TableBusy, new_run_id
 from layout.compaction.maintain import maintain_table
 from layout.compaction.planner import plan_rewrite
@@ -341,6 +342,17 @@ def cmd_expire(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_housekeep(args: argparse.Namespace) -> int:
+    results = housekeep(load_catalog(args.catalog), dry_run=args.dry_run)
+    for result in results:
+        print(result.summary())
+    if not results:
+        print("no lakesort tables in this catalog yet: nothing to do")
+    if args.dry_run:
+        print("dry run, nothing changed")
+    return EXIT_FAILURE if any(r.error for r in results) else EXIT_OK
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     spec = _spec(args)  # a missing or broken spec, or one without probes: exit 2 before any data is read
     result = advise(spec.table, spec=spec, sample_rows=args.sample, seed=args.seed, record=not args.no_record)
@@ -494,6 +506,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count what would be expired and deleted, list the files on stderr; change nothing")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(func=cmd_expire)
+
+    p = sub.add_parser("housekeep", help="compact and expire lakesort's own tables (lakesort.*)",
+                       description="lakesort's own tables (run records, metrics) get a commit and a small file per "
+                                   "record: rewrite each into one file past a few files, expire its snapshots older "
+                                   "than a week (the newest 10 kept) and delete the files nothing retained "
+                                   "references. The nightly DAG does it in its report task.")
+    p.add_argument("--catalog", metavar="NAME", help="the catalog (default: pyiceberg's default catalog)")
+    p.add_argument("--dry-run", action="store_true", help="report what maintenance would delete; change nothing")
+    p.set_defaults(func=cmd_housekeep)
 
     p = sub.add_parser("advise", help="predict which sort would serve the owners' probes best",
                        description="Sample the table, lay the sample out as the compaction would for each candidate "

@@ -18,6 +18,7 @@
     lease        one run per table (CLI, DAGs and cleanup alike)
     cleanup      deleting staged files no snapshot references
     maintain     table maintenance (`layout.maintenance`) as a lakesort run: spec, lease, record
+    housekeeping lakesort's own tables (`lakesort.*`) rewritten into one file and maintained
 
 May import: layout.maintenance, layout.verify, layout.metrics, layout.read, layout.expr, layout.parquet,
 layout.registry, layout.spec and the ground floor. Never report; never Spark (the job itself is jobs/compact.py).
