@@ -445,6 +445,23 @@ def test_xxh64_lanes_are_xxh64_of_the_little_endian_bytes():
                                                            for b, s in zip([b"", b"abc"], seeds[:2].tolist())]
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=80), st.binary(min_size=1000, max_size=1100)), max_size=60),
+       st.integers(0, 5), st.randoms(use_true_random=False))
+def test_byte_strings_hashed_by_length_are_xxh64_of_each(values, cut, rnd):
+    """`hash_binary` (all values of one length at once) against the `xxhash` package, value by value: every
+    length across the 32-byte stripes, the 8- and 4-byte words and the last bytes, past the vector limit
+    (1024), nulls, and an array that starts at an offset."""
+    from layout.compaction.xxh64 import hash_binary
+
+    arr = pa.array(values, pa.large_binary()).slice(min(cut, len(values)))
+    seeds = np.array([rnd.getrandbits(64) for _ in range(len(arr))], dtype=np.uint64)
+    got = hash_binary(arr, seeds).tolist()
+    for value, seed, hashed in zip(arr.to_pylist(), seeds.tolist(), got, strict=True):
+        if value is not None:
+            assert hashed == xxhash.xxh64_intdigest(value, seed), (len(value), seed)
+
+
 def test_long_lists_among_short_ones_match_the_reference():
     rng = np.random.default_rng(5)
     lengths = [0, 3000, 5, 1, 2999, 0, 7]
