@@ -179,6 +179,11 @@ def test_gx_verifier_raises_on_error_expectations(files, tmp_path):
         gxe.gx_verifier(spec, spec.sort.keys, docs_dir=tmp_path)(_manifest([files["unsorted"]], ROWS))
     assert isinstance(info.value, gxe.ExpectationsFailed)
     assert info.value.docs_index is not None and info.value.docs_index.exists()
+    # One Data Docs build (`_Session.publish`) shows both suites' validations, and the index links them.
+    pages = sorted(p.name for p in (tmp_path / "gx-data-docs" / "validations").rglob("*.html"))
+    assert len(pages) == 2 and any(page.endswith(".data.html") for page in pages), pages
+    index = info.value.docs_index.read_text(encoding="utf-8")
+    assert all(page in index for page in pages), pages
 
 
 def test_saved_project_loads_and_is_deterministic(tmp_path):
