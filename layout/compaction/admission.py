@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -68,7 +67,6 @@ log = logging.getLogger(__name__)
 RESERVED_PREFIXES = ("lakesort_", "__lakesort")
 """Top-level column names starting with these (any case) collide with the compaction job's helper columns."""
 
-_PROBE_KEY = re.compile(r": probes\[\d+\]\.")  # a problem line of a probe (`key_problem`'s format)
 _HELPERS = "lakesort_group, lakesort_part, lakesort_part_key, __lakesort_*"
 _OUT_OF_REGISTRY = "keep the table out of the registry (remove its spec from dags/tables/) until lakesort can"
 
@@ -196,6 +194,7 @@ class _Checker:
         self.columns = {c.path: c for c in _walk(self.schema)}
         self.refused = {p for p, c in self.columns.items() if type(c.type).__name__ not in _PRIMITIVES | _NESTED}
         self.problems: list[str] = []
+        self.probe_problems: list[str] = []  # the probes' (the compaction only warns about them)
 
     # -- output
 
@@ -204,7 +203,8 @@ class _Checker:
 
     def key_problem(self, key: str, text: str) -> None:
         source = "" if self.spec.source == "<spec>" else f"{self.spec.source}: "
-        self.problems.append(f"{self.name}: {source}{key}: {text}")
+        line = f"{self.name}: {source}{key}: {text}"
+        (self.probe_problems if key.startswith("probes[") else self.problems).append(line)
 
     # -- 1. types
 
@@ -409,7 +409,7 @@ class _Checker:
         self.verify()
         self.keys()
         self.probes()
-        return list(dict.fromkeys(self.problems))
+        return list(dict.fromkeys([*self.problems, *self.probe_problems]))
 
 
 def _kind(iceberg_type: IcebergType) -> Kind | None:
@@ -450,10 +450,14 @@ def check_table(table: Table, spec: TableSpec, *, probes: Literal["refuse", "war
     `probes="warn"` (the compaction): a probe's problem (a column renamed since the probe was written) is
     logged, not refused; the rewrite does not need the probes, and measuring reports the probe.
     """
-    problems = table_problems(table, spec)
+    checker = _Checker(table, spec)
+    checker.run()
+    problems = list(dict.fromkeys(checker.problems))
+    probe_problems = list(dict.fromkeys(checker.probe_problems))
     if probes == "warn":
-        for line in [p for p in problems if _PROBE_KEY.search(p)]:
+        for line in probe_problems:
             log.warning("%s (the rewrite goes on; measuring cannot use this probe until it is fixed)", line)
-            problems.remove(line)
+    else:
+        problems += probe_problems
     if problems:
         raise UsageError("\n".join(problems))

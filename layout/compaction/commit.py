@@ -301,26 +301,30 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     return result
 
 
-def _snapshot_of_run(table: Table, run_id: str):
-    """The snapshot this run committed (others may have committed after it)."""
+def _run_snapshot(table: Table, run_id: str):
+    """The snapshot this run committed (others may have committed after it), or None."""
     for snap in reversed(table.snapshots()):
         if snap.summary is not None and snap.summary.additional_properties.get(RUN_ID) == run_id:
             return snap
-    return table.current_snapshot()
+    return None
+
+
+def _snapshot_of_run(table: Table, run_id: str):
+    return _run_snapshot(table, run_id) or table.current_snapshot()
 
 
 def committed_run(table: Table, run_id: str) -> CommitResult | None:
     """What this run committed, from its snapshot's summary, when it has committed (an Airflow retry of a step
     whose commit went through before its worker died); None when it has not (or its snapshot has expired:
     `delete_staged` still keeps every file a snapshot references)."""
-    for snap in reversed(table.snapshots()):
-        props = snap.summary.additional_properties if snap.summary is not None else {}
-        if props.get(RUN_ID) == run_id:
-            files_in, files_out, rows, bytes_in, bytes_out = (
-                int(props.get(f"lakesort.{key}", 0))
-                for key in ("input-files", "output-files", "rows", "input-bytes", "output-bytes"))
-            return CommitResult(run_id, snap.snapshot_id, files_in, files_out, rows, bytes_in, bytes_out, 0.0)
-    return None
+    snap = _run_snapshot(table, run_id)
+    if snap is None:
+        return None
+    props = snap.summary.additional_properties
+    files_in, files_out, rows, bytes_in, bytes_out = (
+        int(props.get(f"lakesort.{key}", 0)) for key in ("input-files", "output-files", "rows", "input-bytes",
+                                                         "output-bytes"))
+    return CommitResult(run_id, snap.snapshot_id, files_in, files_out, rows, bytes_in, bytes_out, 0.0)
 
 
 def _live_inputs(table: Table, inputs: set[str]) -> dict:
