@@ -94,7 +94,7 @@ def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | Non
                           rewritten=rewritten, snapshots_expired=len(done.snapshots_expired),
                           files_deleted=sum(d.files for d in done.deleted),
                           bytes_deleted=sum(d.bytes for d in done.deleted))
-        log.info("%s", result.summary())
+        log.debug("%s", result.summary())  # the caller shows it (maintenance logged its own figures)
         results.append(result)
     return results
 
