@@ -228,10 +228,24 @@ None), each with its own seed; a null leaves its seed as it is. Built once per c
 child (the values' hash inputs are prepared once), then called once per list position."""
 
 
+# Fewer values than this are hashed one by one: `hash_binary`'s reordering and per-length steps cost more than
+# they save on a few values (a list position of long lists: 0.27 s against 0.02 s for 40 lists of 0-3,000 strings).
+_VECTOR_FROM = 1024
+
+
 def _binary_hasher(arr: pa.Array) -> _Hasher:
-    """hashUnsafeBytes over a large_binary array (nulls get a throwaway hash the caller discards), all values
-    at once (`hash_binary`)."""
-    return lambda idx, seeds: hash_binary(arr if idx is None else arr.take(pa.array(idx)), seeds)
+    """hashUnsafeBytes over a large_binary array (nulls get a throwaway hash the caller discards): many values at
+    once (`hash_binary`), a few one by one."""
+    offsets = np.frombuffer(arr.buffers()[1], dtype="<i8", count=arr.offset + len(arr) + 1)[arr.offset :]
+    data = memoryview(arr.buffers()[2]) if arr.buffers()[2] is not None else memoryview(b"")
+
+    def hasher(idx: np.ndarray | None, seeds: np.ndarray) -> np.ndarray:
+        if (len(arr) if idx is None else len(idx)) >= _VECTOR_FROM:
+            return hash_binary(arr if idx is None else arr.take(pa.array(idx)), seeds)
+        starts, ends = (offsets[:-1], offsets[1:]) if idx is None else (offsets[idx], offsets[idx + 1])
+        return hash_bytes([data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)], seeds)
+
+    return hasher
 
 
 def _lane_hasher(hash_lane: Callable[[np.ndarray, np.ndarray], np.ndarray], lane: np.ndarray) -> _Hasher:
