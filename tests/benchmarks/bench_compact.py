@@ -187,24 +187,32 @@ def mib(n: float) -> str:
 
 
 class Timers:
-    """Wrap module functions in place; accumulate their wall time and keep their last result."""
+    """Wrap module functions in place; accumulate their wall time and keep their last result.
+
+    A call made inside another timed call counts for the outer one only (steps.commit calls live_totals), so
+    that the breakdown's rows add up to the total instead of leaving a negative "other".
+    """
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.result: dict[str, object] = {}
         self._undo: list = []
+        self._depth = 0
 
     def wrap(self, module, name: str, label: str) -> None:
         original = getattr(module, name)
 
         def timed(*args, **kwargs):
             t0 = time.perf_counter()
+            self._depth += 1
             try:
                 out = original(*args, **kwargs)
                 self.result[label] = out
                 return out
             finally:
-                self.seconds[label] += time.perf_counter() - t0
+                self._depth -= 1
+                if self._depth == 0:
+                    self.seconds[label] += time.perf_counter() - t0
 
         setattr(module, name, timed)
         self._undo.append((module, name, original))
