@@ -6,9 +6,16 @@ Plans, staged manifests, run records, lease owners, settings and the DAGs' XCom 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Frozen"]
+__all__ = ["Frozen", "Strategy"]
+
+# How a table's rows are ordered: by the sort keys in turn, or by a curve over them (`layout.curves`). Here,
+# not in `layout.spec`, so that the rewrite plan (`layout.compaction.plan`) names it without importing the
+# spec's SQL parser: the Spark job's driver reads the plan before it starts Spark.
+Strategy = Literal["linear", "zorder", "hilbert"]
 
 
 class Frozen(BaseModel):

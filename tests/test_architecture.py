@@ -26,6 +26,9 @@ LAYOUT = REPO / "layout"
 # worker that imports `layout.catalog` or `layout.compaction.inputs` for their names but never loads a catalog
 # or reads a file through pyiceberg.
 LOCAL_IMPORTS_ALLOWED = ("great_expectations", "pyspark", "datafusion", "pyiceberg.catalog", "pyiceberg.io.pyarrow")
+# The Spark job's driver imports pyiceberg's reader (the executors' path for files Spark cannot read as Iceberg
+# does) only when a plan has such files: 0.4 s of the job's start, before Spark, otherwise.
+JOB_LOCAL_IMPORTS_ALLOWED = ("layout.compaction.inputs",)
 
 
 def _sources(*roots: Path) -> list[Path]:
@@ -59,9 +62,10 @@ def _local_imports(path: Path) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("path", _sources(LAYOUT, REPO / "jobs"), ids=lambda p: str(p.relative_to(REPO)))
 def test_local_imports_only_for_heavy_optional_dependencies(path):
     lines = path.read_text().splitlines()
+    allowed = LOCAL_IMPORTS_ALLOWED + (JOB_LOCAL_IMPORTS_ALLOWED if path.is_relative_to(REPO / "jobs") else ())
     for lineno, name in _local_imports(path):
         where = f"{path.relative_to(REPO)}:{lineno}"
-        assert name.startswith(LOCAL_IMPORTS_ALLOWED), (
+        assert name.startswith(allowed), (
             f"{where}: `{name}` is imported inside a function; import it at the top of the module (a local "
             "import of a layout module hides an import cycle: move the code to the floor it belongs on)")
         above = lines[lineno - 2].strip() if lineno >= 2 else ""

@@ -41,7 +41,7 @@ from pyiceberg.table.update.snapshot import _OverwriteFiles
 from layout.catalog import RUN_ID, SPEC_HASH, STAGING
 from layout.compaction import partitions as partitioning
 from layout.compaction.fingerprint import Fingerprint, fingerprint_files
-from layout.compaction.planner import RewritePlan
+from layout.compaction.plan import RewritePlan
 from layout.compaction.proof import ProofFailed, check_group, footer_statistics
 from layout.errors import LakesortError
 from layout.io import resolve

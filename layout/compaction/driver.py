@@ -16,7 +16,7 @@ from typing import Any
 from layout.catalog import load_table
 from layout.compaction import steps
 from layout.compaction.lease import LeaseOwner, table_lease
-from layout.compaction.planner import RewritePlan
+from layout.compaction.plan import RewritePlan
 from layout.compaction.steps import Trigger
 from layout.compaction.submit import submit
 from layout.errors import LakesortError

@@ -18,7 +18,7 @@ from layout.compaction import partitions as partitioning
 from layout.errors import InputError
 
 if TYPE_CHECKING:
-    from layout.compaction.planner import RewriteGroup
+    from layout.compaction.plan import RewriteGroup
     from layout.compaction.sort_prefix import PrefixPlan
 
 __all__ = ["ManifestRangeMiss", "check_native_rows", "check_ranges", "file_counts", "manifest_figures"]

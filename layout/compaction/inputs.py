@@ -46,9 +46,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table.metadata import TableMetadata
 
-GROUP = "lakesort_group"  # no leading underscore: Spark's readers skip `_` directories
-PART = "lakesort_part"  # the partition key's directory name (`partitioning.key_dir`)
-PART_KEY = "lakesort_part_key"  # the partition key itself (JSON), dropped before the write
+GROUP, PART, PART_KEY = partitioning.GROUP, partitioning.PART, partitioning.PART_KEY
 
 # Secrets never go into a plan file: executors take credentials from their own environment.
 _SECRET_WORDS = ("secret", "password", "token", "credential", "session", "access-key", "private")

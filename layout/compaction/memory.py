@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from layout.compaction.planner import RewriteGroup
+    from layout.compaction.plan import RewriteGroup
 
 __all__ = ["MIN_PIECE_BYTES", "memory_per_input_byte", "memory_piece_bytes", "row_bytes", "task_memory",
            "value_bytes"]

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
 
 UNPARTITIONED = "[]"
+# The columns the Spark job tags each row with, and the staged output's directories under the run's
+# (`<GROUP>=<group id>/<PART>=<key_dir(key)>/`).
+GROUP = "lakesort_group"  # no leading underscore: Spark's readers skip `_` directories
+PART = "lakesort_part"  # the partition key's directory name (`key_dir`)
+PART_KEY = "lakesort_part_key"  # the partition key itself (JSON), dropped before the write
 
 
 def encode(values: Sequence[Any] | Record, spec: PartitionSpec, schema: Schema) -> str:

@@ -30,7 +30,7 @@ from layout.compaction import steps
 from layout.compaction.dates import DateRange, date_range, partitions_for_dates
 from layout.compaction.lease import LeaseOwner, acquire_lease, release_lease
 from layout.compaction.maintain import maintain_table as _maintain
-from layout.compaction.planner import PartitionDecision
+from layout.compaction.plan import PartitionDecision
 from layout.compaction.steps import MeasureOutcome, PreparedRun, SparkJob, Trigger
 from layout.compaction.submit import operator_kwargs
 from layout.errors import LakesortError

@@ -46,7 +46,8 @@ from layout.compaction.commit import (
 )
 from layout.compaction.inputs import native_reason
 from layout.compaction.memory import value_bytes
-from layout.compaction.planner import RewriteGroup, RewritePlan, plan_rewrite
+from layout.compaction.plan import RewriteGroup, RewritePlan
+from layout.compaction.planner import plan_rewrite
 from layout.errors import LakesortError, ParquetError
 from layout.manifest import StagedManifest
 from layout.metrics.measure import RunRecord, probes_for, record_run

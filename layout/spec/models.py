@@ -30,7 +30,7 @@ from pydantic import (
 from layout.durations import DURATION_PATTERN, format_duration_short, parse_duration
 from layout.errors import UsageError
 from layout.expr.sql import parse_where
-from layout.models import Frozen
+from layout.models import Frozen, Strategy
 from layout.sizes import GiB, MiB, parse_size
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
     "WriterSpec",
 ]
 
-Strategy = Literal["linear", "zorder", "hilbert"]
 # Strategies that sort by a curve over the keys (`layout.curves`), not by the keys in order: no single key's
 # pages are ordered, so BoundaryOrder is not asserted and sorted runs are not kept.
 CURVES: tuple[Strategy, ...] = ("zorder", "hilbert")

@@ -1,0 +1,117 @@
+"""The rewrite plan: the frozen value the planner produces and the Spark job, verify and commit consume.
+
+`layout.compaction.planner` decides what to rewrite and returns a `RewritePlan`; the job
+(jobs/compact.py) reads it from JSON in the Spark driver. Consumers depend on this module, never on the
+planner: the job's driver imports it in 0.1 s where the planner (with pyiceberg's table, the table spec's
+SQL parser and the admission checks) took 0.4-0.7 s, on the job's critical path before Spark starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from layout.models import Frozen, Strategy
+
+__all__ = ["Action", "InputFile", "MergeRuleModel", "PartitionDecision", "RewriteGroup", "RewritePlan", "SortKeyModel"]
+
+Action = Literal["rewrite", "skip", "refuse"]
+
+
+class SortKeyModel(Frozen):
+    column: str
+    direction: Literal["asc", "desc"] = "asc"
+    nulls: Literal["first", "last"] = "first"
+
+
+class MergeRuleModel(Frozen):
+    """For keyed tables: one row per key survives (deduplicate: highest sequence; first-row: lowest)."""
+
+    columns: tuple[str, ...]
+    sequence: str
+    merge: Literal["deduplicate", "first-row"]
+
+
+class InputFile(Frozen):
+    path: str  # exactly as the manifest records it (the job reads it through the table's FileIO)
+    size: int
+    rows: int  # the manifest's record_count: the job checks every file reads back this many rows
+    lo: Any = None  # first sort key bounds from the manifest (None: unknown)
+    hi: Any = None
+    # Per sort key, its (lower, upper) bound from the manifest as an ordinal (`sort_prefix.bound_ordinal`);
+    # None where unknown or the type has no ordinal. The job takes its sort prefix's ranges from them.
+    ranges: tuple[tuple[int, int] | None, ...] = ()
+    spec_id: int = 0  # the partition spec the file was written under
+    partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.partitions`)
+    # Spark's own reader reads it as Iceberg does (`layout.compaction.inputs.native_reason`), decided by the
+    # prepare step from the footer: the job reads it natively instead of through pyiceberg in Python.
+    spark_native: bool = False
+    # Estimated bytes of its variable-length values once decoded (`layout.compaction.memory.value_bytes`, from
+    # the footer, by the prepare step; None before): how large a write task's piece may be.
+    value_bytes: int | None = None
+
+
+class PartitionDecision(Frozen):
+    partition: str  # Iceberg partition path, e.g. "l_shipdate_month=1995-03" ("" when unpartitioned)
+    action: Action
+    reasons: tuple[str, ...]
+    files: int
+    bytes: int
+    rows: int
+    small_files: int
+    foreign_files: int  # not written by lakesort under this spec
+    overlap_depth: int
+    delete_files: int = 0
+    sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.sorted_runs`)
+
+
+class RewriteGroup(Frozen):
+    group_id: int
+    partition: str
+    inputs: tuple[InputFile, ...]
+    output_files: int  # how many files the job should write: input bytes over the target size
+    reasons: tuple[str, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.inputs)
+
+
+class RewritePlan(Frozen):
+    """Everything the compaction job and the commit need; `groups` is empty when there is nothing to do."""
+
+    run_id: str
+    table: str
+    catalog: str | None
+    table_location: str
+    metadata_location: str  # the metadata planned against: executors read the inputs through it
+    io_properties: dict[str, str] = Field(default_factory=dict)  # the FileIO's properties, secrets left out
+    partition_spec_id: int = 0  # the current spec: outputs are partitioned by it
+    snapshot_id: int | None  # the snapshot planned against: the commit refuses if inputs changed since
+    spec_hash: str
+    strategy: Strategy  # linear, or a curve (zorder, hilbert: layout.curves) over the sort keys
+    sort_keys: tuple[SortKeyModel, ...]
+    target_file_size: int
+    writer_options: dict[str, str]  # DataFrameWriter options for parquet-mr, from the spec
+    keys: MergeRuleModel | None = None
+    table_schema_json: str  # the table's current Iceberg schema: the job reads inputs with it
+    forced: bool
+    created_at: float
+    partitions: tuple[PartitionDecision, ...]
+    groups: tuple[RewriteGroup, ...]
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(g.bytes for g in self.groups)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> RewritePlan:
+        return cls.model_validate_json(text)
