@@ -1,7 +1,8 @@
 """Rewriting a table into its intended layout, and keeping it safe to do so.
 
     admission    refuse what cannot be rewritten (types, names, spec keys) before any work
-    planner      the rewrite plan: which partitions, which file groups, why (RewritePlan)
+    plan         the rewrite plan (RewritePlan): the frozen value the planner produces and the job reads
+    planner      which partitions, which file groups, why
     steps        the steps of a run (prepare, verify, commit, measure), as the DAGs and the CLI call them
     driver       `lakesort compact`: the steps in one process, under the table's lease
     submit       how the Spark job is submitted (shared by the CLI and the DAGs)
@@ -11,7 +12,7 @@
     slots        output files cut into pieces, pieces packed into write tasks (pure)
     memory       how much of the input a write task sorts without spilling (pure)
     staging      after the write: pieces stitched, list and map field ids (in the executors)
-    partitions   partition values as keys, and splitting rows by partition
+    partitions   partition values as keys, splitting rows by partition, the staged directories' names
     fingerprint  order-independent content hashes (xxh64: the hash Spark computes)
     proof        inputs' manifest statistics against the staged files' footers, by field id
     commit       the atomic Iceberg rewrite, validated as Iceberg's RewriteFiles is
