@@ -29,9 +29,15 @@ def load_job():
     return module
 
 
+def job_part(name: str):
+    """A module of the job's own package (jobs/compaction), importable once the job is loaded (`load_job`)."""
+    load_job()
+    return importlib.import_module(f"compaction.{name}")
+
+
 def in_process_submit(spark, job):
     """A stand-in for `layout.compaction.driver.submit` running the job's own functions on the test's session."""
-    from layout.compaction.planner import RewritePlan
+    from layout.compaction.plan import RewritePlan
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())

@@ -18,7 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lossless import OWNER, assert_same, by_field_id, in_process_submit, load_job, rows_for, run, spec_for
+from lossless import (
+    OWNER,
+    assert_same,
+    by_field_id,
+    in_process_submit,
+    job_part,
+    load_job,
+    rows_for,
+    run,
+    spec_for,
+)
 from pyiceberg.partitioning import PartitionField, PartitionFieldValue, PartitionKey, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import (
@@ -422,13 +432,14 @@ def _wrong_reader(monkeypatch, job, change):
     fingerprint is then taken over the wrong rows and agrees with the output; only the proof can tell. (It
     reports no natively read file and no native scan, so neither the job's own per-file row check nor its
     count against the manifests stands in for the proof.)"""
-    real = job.read_inputs
+    job_run, job_read = job_part("run"), job_part("read")
+    real = job_run.read_inputs
 
     def read_inputs(spark, plan, groups):
         df, columns, _, _ = real(spark, plan, groups)
-        return job.Inputs(change(df), columns, {}, None)
+        return job_read.Inputs(change(df), columns, {}, None)
 
-    monkeypatch.setattr(job, "read_inputs", read_inputs)
+    monkeypatch.setattr(job_run, "read_inputs", read_inputs)
 
 
 @pytest.mark.parametrize(("change", "named"), [
@@ -462,16 +473,17 @@ def test_a_file_spark_reads_short_is_named_without_a_first_pass(iceberg_catalog,
     from layout.errors import InputError
 
     job = load_job()
-    real = job.read_inputs
+    job_run, job_read = job_part("run"), job_part("read")
+    real = job_run.read_inputs
 
     def read_inputs(spark, plan, groups):
         got = real(spark, plan, groups)
         assert got.scan is not None and got.native, "the table's files are read by Spark's own reader"
         short = got.rows.where("id != 33")  # a row of the second file
         scan = got.scan._replace(rows=got.scan.rows.where("id != 33"))
-        return job.Inputs(short, got.columns, got.native, scan)
+        return job_read.Inputs(short, got.columns, got.native, scan)
 
-    monkeypatch.setattr(job, "read_inputs", read_inputs)
+    monkeypatch.setattr(job_run, "read_inputs", read_inputs)
     monkeypatch.setattr(layout.compaction.driver, "submit", in_process_submit(spark, job))
     cat = iceberg_catalog
     cat.create_namespace("t")

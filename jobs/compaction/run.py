@@ -1,0 +1,299 @@
+"""The job's parts in order, in one Spark application (`compact_groups`), the session conf they need, and the
+staged-output manifest (`write_manifest`) that verify and commit read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from layout.compaction.figures import (
+    ManifestRangeMiss,
+    check_native_rows,
+    check_ranges,
+    file_counts,
+    manifest_figures,
+)
+from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
+from layout.compaction.partitions import GROUP, PART, PART_KEY
+from layout.compaction.slots import task_keys
+from layout.compaction.sort_prefix import key_ordinals
+from layout.manifest import JobWarning, StagedGroup, StagedManifest
+
+from .fingerprints import InputFingerprint
+from .frames import ordered, sql_array
+from .placement import PREFIX, SLOT, slot_frame, slot_values, with_slots
+from .read import SOURCE, read_inputs
+from .readback import key_problems, list_outputs, read_back
+from .sample import as_summary, sample_keys, summarize
+from .schema import as_declared, spark_schema
+from .write import (
+    curve_column,
+    finish_files,
+    hadoop_fs,
+    place_flat_files,
+    plan_write,
+    staging_dir,
+    write_dir,
+)
+
+log = logging.getLogger("lakesort.compact")
+
+
+SESSION_CONF = {
+    # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # The write keeps the rows in the order each task sorted them (by the sort key alone: a task holds at most
+    # one slot, so one file, of each group and partition: `layout.compaction.slots`). By default Spark plans a
+    # partitioned write under a sort by the partition columns, which replaces the task's own sort (the key
+    # order then survives only while the sort does not spill). Without the planned write, and with a writer
+    # per partition directory kept open, each row goes to its directory's writer as it comes. Past this many
+    # writers Spark's concurrent writer sorts the rest of the task's rows by directory alone, and the key
+    # order would be lost (the files would fail verification's order checks): the job raises it to one more
+    # than the most slots a task holds.
+    "spark.sql.optimizer.plannedWrite.enabled": "false",
+    "spark.sql.maxConcurrentOutputFileWriters": "2",
+    # Let adaptive execution coalesce the shuffle partitions of a cached plan (the per-file summary): by
+    # default it keeps spark.sql.shuffle.partitions of them, 400 tasks of nothing at TPC-H SF1 (4 s).
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+    # What the fingerprint's xxhash64 needs (hashing maps: their entries keep their order from read to
+    # write, so the hash Spark refuses on maps by default is deterministic here).
+    **FINGERPRINT_CONF,
+}
+
+
+def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None) -> Staged:
+    """All groups in one Spark job, in parallel in every stage, each row sorted once:
+
+    1. one pass over the planned files' sort and partition columns (`read_inputs`; Parquet reads only those):
+       per (group, partition, natively read file) the rows and a Bernoulli sample of the sort key; keyed
+       tables first keep one row per key (a window partitioned by the keys: parallel); natively read
+       files' row counts are checked. When Spark reads every file natively (no merge rule, a linear order)
+       there is no such pass: rows and the sort prefix's key ranges come from the manifests
+       (`layout.compaction.figures`), the write checks both, and only partitions cut into several slots draw a sample
+       (`sample_keys`: the drawn rows alone are tagged); a value outside the bounds writes it all again;
+    2. how many files each (group, partition) gets (its share of the group's planned output files), their
+       slots and write tasks (`plan_write`), and where a partition has several slots, their boundaries:
+       quantiles of the sample, sorted in Spark (`boundaries`);
+    3. a second read (or the persisted rows, when some files go through pyiceberg: reading them is the
+       costly part), every row's slot (its partition's first slot plus the number of boundaries at or
+       below its key, so equal keys share a slot and a partition's slots hold disjoint, ordered key ranges),
+       the input's fingerprint (`InputFingerprint`: observed in this pass, the one that reads every
+       column), one shuffle that sends each slot to its task, a sort within each task, and the write;
+    4. files written in pieces stitched, list and map field ids added (`finish_files`, in the executors);
+    5. the staged files read back from storage by Spark (`read_back`): each file's rows and fingerprint.
+
+    Every row's hash is salted with its group id: the fingerprint is one sum over all groups (observed
+    metrics are global), and a row in another group's files still changes it. `timings` gets each part's
+    seconds.
+    """
+    if not groups:
+        return Staged([], 0)
+    timings = timings if timings is not None else {}
+    try:
+        return _compact(spark, plan, groups, timings, trust_manifests=True)
+    except ManifestRangeMiss as miss:
+        log.warning("%s; writing again with ranges from a pass over the input", miss)
+        timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
+        staged = _compact(spark, plan, groups, timings, trust_manifests=False)
+        warning = JobWarning(rule="manifest_bounds", column=miss.column,
+                             message=f"{miss}; the job wrote its files again with key ranges from a pass over the input")
+        return staged._replace(warnings=(warning,))
+
+
+def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests: bool) -> Staged:
+    clock = _Clock(timings, spark, "read, sample")
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+    df, columns, native, scan = read_inputs(spark, plan, groups)
+    df_read = df
+    cached = []  # unpersisted after the write
+    if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(df)
+    read = None
+    if plan.keys is not None:  # rows as read, before the merge: per group, and per natively read file
+        counted = df.groupBy(GROUP, SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect()
+        check_native_rows(native, [(r[SOURCE], r["rows"]) for r in counted])
+        read = {}
+        for r in counted:
+            read[r[GROUP]] = read.get(r[GROUP], 0) + r["rows"]
+        order = F.col(plan.keys.sequence)
+        order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
+        # Keys are unique per current-spec partition: a partition column is a function of the row.
+        window = Window.partitionBy(GROUP, PART, *plan.keys.columns).orderBy(order)
+        df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
+        df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(df)
+    if plan.strategy != "linear":
+        rows = sum(f.rows for g in groups for f in g.inputs)
+        df = df.withColumn("__lakesort_z", curve_column(df, plan.strategy, [k.column for k in plan.sort_keys], rows))
+        keys = [("__lakesort_z", "asc", "last")]
+    else:
+        keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
+    ordinals = key_ordinals(plan.table_schema_json, [name for name, _, _ in keys])
+    known = (manifest_figures(groups, ordinals)
+             if trust_manifests and scan is not None and plan.keys is None and plan.strategy == "linear" else None)
+    if known is not None:  # no first pass: rows and key ranges from the manifests, checked by the write
+        parts, figures = known
+        summary = None
+    else:
+        summary = summarize(spark, df, groups, keys, ordinals).cache()  # small: a row per partition and file
+        cached.append(summary)
+        ranges = [(f"__low{i}", f"__high{i}") for i, o in enumerate(ordinals) if o is not None]
+        figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows",
+                                 *[c for pair in ranges for c in pair]).collect()
+        parts = {}
+        for r in figures:
+            pair = (r[GROUP], r[PART])
+            parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
+        if plan.keys is None:
+            check_native_rows(native, [(r[SOURCE], r["rows"]) for r in figures])
+    clock.lap("read, sample", "file boundaries")
+    if read is None:
+        read = {}
+        for (gid, _), (_, rows) in parts.items():
+            read[gid] = read.get(gid, 0) + rows
+    expected: dict[int, int] = {}
+    for (gid, _), (_, rows) in parts.items():
+        expected[gid] = expected.get(gid, 0) + rows
+    files_of = file_counts(groups, parts)
+    slots, prefix, flat = plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures)
+    order = [ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
+    drawn = None
+    if summary is None and any(n > 1 for n in slots.slot_counts().values()):
+        drawn = sample_keys(spark, scan, groups, keys)
+        summary = as_summary(drawn, keys)
+    placed = known is not None and scan.single is None and bool(slots.slot_counts())
+    if placed:
+        # Files of several partitions: the join that tags each row with its file's group and partition
+        # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
+        info = slot_frame(spark, summary, slots.slot_counts(), keys, prefix)
+        df = scan.tagged(scan.rows, info).select(*columns, GROUP, PART, PART_KEY, SOURCE,
+                                                 *[c for c in info.columns if c not in (GROUP, PART)])
+    if prefix is not None:
+        df = df.withColumn(PREFIX, F.expr(prefix.sql()))
+    df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix, placed=placed, drawn=drawn)
+    if prefix is not None:
+        # Computed again after the shuffle from the key columns (a few integer operations per row) rather than
+        # carried through it: see `slot_values`.
+        order = [F.expr(prefix.sql())] if prefix.exact else [F.expr(prefix.sql()), *order]
+        log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys), sum(k.bits for k in prefix.keys),
+                 " (exact: the prefix alone)" if prefix.exact else ", then the keys")
+    # Only the table's columns and the slot (and a curve's index) cross the shuffle: the row's group and
+    # partition are the slot's (`slot_values`), its task key is computed from the slot by the partitioning.
+    df = df.select(*columns, SLOT, *(["__lakesort_z"] if "__lakesort_z" in df.columns else []))
+    watched = [k.ordinal for k in prefix.keys] if known is not None and prefix is not None else []
+    fingerprint = InputFingerprint(df, columns, watched, salt=slot_values(slots, "group_id"))
+    clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
+    # A task holds slots of distinct (group, partition)s: sorted by the key (its prefix, where the key types
+    # allow it), written as sorted by a writer per slot's directory (SESSION_CONF), a file per slot.
+    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(max(2, slots.most_per_task + 1)))
+    keys_of = task_keys(max(1, slots.tasks))
+    task_key = F.element_at(sql_array([keys_of[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1)
+    df = fingerprint.observed.repartition(max(1, slots.tasks), task_key).sortWithinPartitions(*order)
+    # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
+    # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
+    declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in spark_schema(plan).fields]
+    target = write_dir(plan)
+    mode = "errorifexists" if trust_manifests else "overwrite"  # written again: the first attempt's files go
+    pairs = sorted(slots.slot_counts())
+    if len(pairs) == 1:
+        # One (group, partition): its directory is written as a plain directory, without a writer looking up
+        # each row's partition directory.
+        (gid, part), = pairs
+        df.select(*declared).write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
+    elif flat:
+        if not trust_manifests:  # written again: the first attempt's files, already placed, go
+            fs, path = hadoop_fs(spark, target)
+            fs.delete(path(target), True)
+        df.select(*declared).write.mode("errorifexists").options(**plan.writer_options).parquet(f"{target}/_flat")
+        place_flat_files(spark, f"{target}/_flat", target, slots)
+    else:
+        df = df.select(*declared, F.expr(slot_values(slots, "group_id")).alias(GROUP),
+                       F.expr(slot_values(slots, "part")).alias(PART))
+        df.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+
+    def diagnose():  # without a first pass, a count per file names the file that reads short
+        check_native_rows(native, [(r[0], r[1]) for r in df_read.groupBy(SOURCE).count().collect()])
+
+    _, hash_sum = fingerprint.result(sum(expected.values()), diagnose if known is not None else None)
+    for frame in cached:
+        frame.unpersist()
+    if watched:
+        check_ranges(prefix, fingerprint.ranges(), [name for name, _, _ in keys])
+    clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
+    finish_files(spark, plan, target, slots)
+    clock.lap("stitch, field ids", "read back")
+    checked = read_back(spark, plan, target, columns)
+    problems = key_problems(spark, plan, target) if plan.keys is not None else {}
+    clock.lap("read back")
+    staged = []
+    for g in groups:
+        outputs = []
+        for (gid, part), (key, _) in sorted(parts.items()):
+            if gid == g.group_id:
+                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key,
+                                        {name: v for (g, p, name), v in checked.items() if (g, p) == (gid, part)})
+        staged.append(StagedGroup(
+            group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
+            input_rows=int(read.get(g.group_id, 0)), expected_rows=int(expected.get(g.group_id, 0)),
+            outputs=tuple(outputs), seconds=clock.total(),
+            duplicate_keys=problems.get(g.group_id, (0, 0))[0] if plan.keys is not None else None,
+            null_keys=problems.get(g.group_id, (0, 0))[1] if plan.keys is not None else None,
+        ))
+        log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
+                 read.get(g.group_id, 0), len(g.inputs), expected.get(g.group_id, 0), len(outputs))
+    log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(read.values()), clock.total(),
+             ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
+    return Staged(staged, hash_sum)
+
+
+class Staged(NamedTuple):
+    """What the job staged: per group its files and figures, the input's fingerprint over all groups, and what
+    it noticed in the input and worked around."""
+
+    groups: list[StagedGroup]
+    hash_sum: int
+    warnings: tuple[JobWarning, ...] = ()
+
+
+class _Clock:
+    """Times the job's parts; each part's Spark jobs run in the job group `lakesort: <part>` (the Spark UI
+    shows it; tests find a part's stages by it)."""
+
+    def __init__(self, laps: dict[str, float], spark, first: str) -> None:
+        self.laps, self.started, self.last = laps, time.perf_counter(), time.perf_counter()
+        self.spark = spark
+        spark.sparkContext.setJobGroup(f"lakesort: {first}", first)
+
+    def lap(self, name: str, following: str | None = None) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self.last
+        self.last = now
+        if following:
+            self.spark.sparkContext.setJobGroup(f"lakesort: {following}", following)
+
+    def total(self) -> float:
+        return time.perf_counter() - self.started
+
+
+def write_manifest(spark, plan, staged: Staged, target: str, seconds: float,
+                   timings: dict[str, float] | None = None) -> None:
+
+    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
+                                                                                  "spark.executor", "spark.driver"))}
+    manifest = StagedManifest(
+        run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged.groups),
+        expected_hash_sum=str(staged.hash_sum),
+        spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
+        writer_options=plan.writer_options, seconds=seconds, timings=timings or {}, warnings=staged.warnings,
+    )
+    Path(target).write_text(manifest.to_json())
+    log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged.groups), seconds)
