@@ -68,6 +68,9 @@ SESSION_CONF = {
 }
 
 
+LOGGED_GROUPS = 20  # groups logged one line each (the manifest holds them all)
+
+
 def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None) -> Staged:
     """All groups in one Spark job, in parallel in every stage, each row sorted once:
 
@@ -248,8 +251,11 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
             duplicate_keys=problems.get(g.group_id, (0, 0))[0] if plan.keys is not None else None,
             null_keys=problems.get(g.group_id, (0, 0))[1] if plan.keys is not None else None,
         ))
-        log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
-                 read.get(g.group_id, 0), len(g.inputs), expected.get(g.group_id, 0), len(outputs))
+        if len(staged) <= LOGGED_GROUPS:
+            log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
+                     read.get(g.group_id, 0), len(g.inputs), expected.get(g.group_id, 0), len(outputs))
+    if len(staged) > LOGGED_GROUPS:
+        log.info("... and %d more group(s): the manifest holds each group's files and figures", len(staged) - LOGGED_GROUPS)
     log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(read.values()), clock.total(),
              ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
     return Staged(staged, hash_sum)
