@@ -306,11 +306,14 @@ class PeakMemory:
                 for child in me.children(recursive=True):
                     try:
                         name, rss = child.name(), child.memory_info().rss
+                        # Python started by Spark (the job's driver, its workers): a child of this process
+                        # between fork and exec has its name and (shared) pages too, 2.5 GiB once.
+                        spark_python = name.startswith("python") and any(p.name() == "java" for p in child.parents())
                     except psutil.Error:
                         continue
                     if name == "java":
                         self.driver = max(self.driver, rss)
-                    elif name.startswith("python"):
+                    elif spark_python:
                         workers += rss
                 self.workers = max(self.workers, workers)
             except psutil.Error:
