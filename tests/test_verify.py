@@ -141,6 +141,24 @@ def test_layout_facts_table(files):
     assert facts.schema.field("pages").metadata[b"description"]
 
 
+def test_files_opened_once_serve_the_rules_and_the_facts(files, monkeypatch):
+    """The compaction's verify step opens the staged files once (`open_staged`) for the layout rules and the
+    GX facts: given opened files, neither reads a footer again, and both see what they see from paths."""
+    from layout.parquet import ParquetFile
+    from layout.verify.facts import open_files
+
+    paths = sorted(files["good"].glob("*.parquet"))
+    opened = open_files(paths, None)
+    from_paths = (verify_files(paths, _good_spec()), layout_facts(paths))
+    opens = []
+    real = ParquetFile.open.__func__
+    monkeypatch.setattr(ParquetFile, "open", classmethod(lambda cls, *a, **k: opens.append(a) or real(cls, *a, **k)))
+    shared = (verify_files(opened, _good_spec()), layout_facts(opened))
+    assert opens == [] and open_files(opened, None) == opened
+    assert shared[0].findings == from_paths[0].findings and shared[0].files == 3
+    assert shared[1].equals(from_paths[1])
+
+
 def test_cli_exit_codes_and_json(files, tmp_path, capsys):
     spec_path = tmp_path / "t.yaml"
     spec_path.write_text(json.dumps(_good_spec().model_dump(mode="json", exclude_none=True)))

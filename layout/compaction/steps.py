@@ -58,6 +58,7 @@ from layout.settings import settings
 from layout.spec import TableSpec, resolve_sort_keys
 from layout.verify.expectations import gx_verifier
 from layout.verify.rules import Finding, VerificationFailed, verify_staged
+from layout.verify.sources import open_staged
 
 __all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "Trigger", "VerifyOutcome", "abandon", "check_inputs",
            "commit", "live_totals", "measure", "prepare", "record", "staged_manifest", "verify"]
@@ -329,12 +330,14 @@ def _verify_layout(table: Table, manifest: StagedManifest, spec: TableSpec | Non
     before either refuses, so the Data Docs always show this run. Returns the findings (warnings)."""
     spec = spec or find_spec(".".join(table.name()))
     keys = resolve_sort_keys(spec, table)
-    report = verify_staged(manifest, spec, keys)
+    # The rules and the GX facts read the same footers and page indexes: opened once, for both.
+    opened = open_staged(manifest)
+    report = verify_staged(manifest, spec, keys, opened=opened)
     for finding in report.by_severity("warning"):
         log.warning("%s: %s", finding.rule, finding.diagnosis)
     failures: list[Exception] = [] if report.ok else [VerificationFailed(report)]
     try:
-        gx_verifier(spec, keys, docs_dir=settings().report_dir / "gx")(manifest)
+        gx_verifier(spec, keys, docs_dir=settings().report_dir / "gx")(manifest, opened=opened)
     except LakesortError as exc:
         failures.append(exc)
     if failures:

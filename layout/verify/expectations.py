@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from layout.errors import LakesortError
-from layout.verify.facts import layout_facts
+from layout.verify.facts import OpenedFile, layout_facts
 from layout.verify.rules import Intent
 from layout.verify.sources import resolve_source, staged_files
 
@@ -406,12 +406,16 @@ def validate_staged_data(manifest: StagedManifest, spec: TableSpec, sort_keys: S
 
 
 def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
-                docs_dir: str | os.PathLike[str] | None = None) -> Callable[[StagedManifest], None]:
+                docs_dir: str | os.PathLike[str] | None = None) -> Callable[..., None]:
     """For `commit_rewrite(..., verify=...)` after `staged_verifier`: run the facts and data suites on
     the staged outputs; raise `ExpectationsFailed` when an error-severity expectation fails."""
-    def verify(manifest: StagedManifest) -> None:
-        files = _staged_paths(manifest)
-        facts = layout_facts([(fs, p) for fs, p, _ in files], partitions={p: part for _, p, part in files})
+    def verify(manifest: StagedManifest, opened: Sequence[OpenedFile] | None = None) -> None:
+        """`opened`: the staged files already opened for the layout rules (`open_staged`); else opened here."""
+        if opened is not None:
+            facts = layout_facts(opened)
+        else:
+            files = _staged_paths(manifest)
+            facts = layout_facts([(fs, p) for fs, p, _ in files], partitions={p: part for _, p, part in files})
         session = _Session(Path(docs_dir) if docs_dir is not None else None)
         result = validate_facts(facts, spec, sort_keys, _session=session).merge(
             validate_staged_data(manifest, spec, sort_keys, _session=session))

@@ -30,9 +30,14 @@ class OpenedFile:
 
 def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None,
                runs: Mapping[str, str] | None = None) -> list[OpenedFile]:
-
+    """Each file (a path, a (filesystem, path) pair, or an `OpenedFile`, kept as it is) with its footer read:
+    a caller that checks the same files twice (the layout rules, then the facts GX validates) opens them once,
+    and the page indexes the first read are remembered for the second."""
     out = []
     for item in files:
+        if isinstance(item, OpenedFile):
+            out.append(item)
+            continue
         filesystem, path = item if isinstance(item, tuple) else resolve(item)
         pf = ParquetFile.open(path, filesystem=filesystem)
         # Default partition: the directory (Hive-style partition directories, one per partition).

@@ -616,8 +616,12 @@ def verify_source(source: str, spec: TableSpec | None = None) -> VerifyReport:
     return _sorted(report.findings + tuple(extra), report.files, report.row_groups)
 
 
-def verify_staged(manifest: StagedManifest, spec: TableSpec, sort_keys: Sequence[SortKey]) -> VerifyReport:
-    """The staged outputs of a run, each group's files one partition for the overlap rule."""
+def verify_staged(manifest: StagedManifest, spec: TableSpec, sort_keys: Sequence[SortKey], *,
+                  opened: Sequence[OpenedFile] | None = None) -> VerifyReport:
+    """The staged outputs of a run, each group's files one partition for the overlap rule; `opened`: the
+    same files already opened (`layout.verify.sources.open_staged`), shared with the GX facts."""
+    if opened is not None:
+        return verify_files(opened, spec, sort_keys=sort_keys)
     files, partitions = staged_files(manifest)
     return verify_files(files, spec, sort_keys=sort_keys, partitions=partitions)
 

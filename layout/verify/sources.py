@@ -21,6 +21,7 @@ from layout.io import data_files, resolve
 from layout.manifest import StagedManifest
 from layout.registry import find_spec
 from layout.spec import SortKey, TableSpec, resolve_sort_keys
+from layout.verify.facts import OpenedFile, open_files
 
 __all__ = ["Source", "resolve_source", "staged_files", "table_files", "table_runs"]
 
@@ -80,6 +81,12 @@ def table_runs(table: Table) -> dict[str, str]:
             stamp = stamp_of(entry.data_file.file_path)
             runs[path] = run_of.get(entry.snapshot_id) or (stamp[0] if stamp else f"file {path}")
     return runs
+
+
+def open_staged(manifest: StagedManifest) -> list[OpenedFile]:
+    """A run's staged output files opened (footers read), each group's files one partition: what the layout
+    rules and the GX facts both read (`verify_staged(..., opened=)`, `gx_verifier(...)(manifest, opened=)`)."""
+    return open_files(*staged_files(manifest))
 
 
 def staged_files(manifest: StagedManifest) -> tuple[Files, dict[str, str]]:
