@@ -23,7 +23,7 @@ from layout.registry import find_spec
 from layout.spec import SortKey, TableSpec, resolve_sort_keys
 from layout.verify.facts import OpenedFile, open_files
 
-__all__ = ["Source", "resolve_source", "staged_files", "table_files", "table_runs"]
+__all__ = ["Source", "open_staged", "resolve_source", "staged_files", "table_files", "table_runs"]
 
 log = logging.getLogger(__name__)
 
