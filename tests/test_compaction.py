@@ -15,7 +15,6 @@ name two months (`MONTHS`) to keep the Spark work small.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
@@ -33,6 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from lossless import job_part, load_job
 
 import layout.compaction.driver
 import layout.compaction.submit
@@ -118,21 +118,9 @@ def demo_home(pristine, monkeypatch) -> Path:
     return pristine
 
 
-def _load_job() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("lakesort_job_compact", REPO / "jobs" / "compact.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def job() -> types.ModuleType:
-    return _load_job()
-
-
-def _part(name: str) -> types.ModuleType:
-    """A module of the job's own package (jobs/compaction), importable once the job is loaded (`job`)."""
-    return importlib.import_module(f"compaction.{name}")
+    return load_job()
 
 
 @pytest.fixture
@@ -711,7 +699,7 @@ TAMPERING = [
 def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManifest:
     """The manifest as the job's tail (read-back, then footers) would write it for the staged files as they
     are now: what the job reports when its write went wrong."""
-    checked = _part("readback").read_back(spark, plan, _part("write").staging_dir(plan), staged_columns(plan))
+    checked = job_part("readback").read_back(spark, plan, job_part("write").staging_dir(plan), staged_columns(plan))
 
     def now(f):
         filesystem, local = resolve(f.path)
@@ -1190,7 +1178,7 @@ def test_a_single_partition_s_boundaries_picked_in_python_are_spark_s(spark, job
     drawn = spark.createDataFrame(rows, "lakesort_group int, lakesort_part string, a long, b long")
     keys = [("a", "asc", "first"), ("b", "desc", "last")]
     prefix = plan_prefix([("CAST(`a` AS BIGINT)", "asc", "first", 0, 999), ("CAST(`b` AS BIGINT)", "desc", "last", -25, 24)])
-    (row,) = _part("sample").boundaries(spark, _part("sample").as_summary(drawn, keys), {(0, "p"): slots}, keys, prefix).collect()
+    (row,) = job_part("sample").boundaries(spark, job_part("sample").as_summary(drawn, keys), {(0, "p"): slots}, keys, prefix).collect()
     picked = quantile_picks(sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect()), slots)
     assert list(row["__bounds"]) == picked and len(picked) == slots - 1
     assert quantile_picks([], slots) == []
@@ -1214,11 +1202,11 @@ def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directio
         return ("nan" if x is not None and math.isnan(x) else (0.0 if x == 0 else x)), s
 
     rank: dict = {}
-    for r in df.orderBy(*[_part("frames").ordered(F.col(n), d, nl) for n, d, nl in keys]).collect():
+    for r in df.orderBy(*[job_part("frames").ordered(F.col(n), d, nl) for n, d, nl in keys]).collect():
         rank.setdefault(norm(r.x, r.s), len(rank))
     left = df.select(F.col("x"), F.col("s"))
     right = df.select(F.struct(F.col("x").alias("k0"), F.col("s").alias("k1")).alias("b"))
-    pairs = left.crossJoin(right).select("x", "s", "b", _part("frames").before([F.col("x"), F.col("s")], F.col("b"), keys)
+    pairs = left.crossJoin(right).select("x", "s", "b", job_part("frames").before([F.col("x"), F.col("s")], F.col("b"), keys)
                                         .alias("before")).collect()
 
     wrong = [(p.x, p.s, p.b.k0, p.b.k1, p.before) for p in pairs
@@ -1230,10 +1218,10 @@ def test_literal_frames_keep_every_value_and_type(spark, job):
     """Small lookup tables (file listing, per-partition rates and first file ids) are one SQL VALUES clause:
     strings with quotes, backslashes, newlines and non-ASCII characters, ints and doubles come back as given."""
     rows = [("it's", 1, 0.25), ("a\\b'", 2**40, 1.0), ("new\nline \u00fc \u2713", -3, 1e-300), ("", 0, 3.0)]
-    frame = _part("frames").literal_frame(spark, rows, ["s", "__n", "rate"])
+    frame = job_part("frames").literal_frame(spark, rows, ["s", "__n", "rate"])
     assert [tuple(r) for r in frame.collect()] == rows
     assert [f.dataType.simpleString() for f in frame.schema.fields] == ["string", "bigint", "double"]
-    assert _part("frames").literal_frame(spark, [(1,)], ["g"]).schema.fields[0].dataType.simpleString() == "int"
+    assert job_part("frames").literal_frame(spark, [(1,)], ["g"]).schema.fields[0].dataType.simpleString() == "int"
 
 
 def test_task_keys_send_each_slot_to_its_own_task(spark):
