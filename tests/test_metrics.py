@@ -36,7 +36,8 @@ import pytest
 import thriftpy2
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
-from test_compaction import _build_demo, _isolate, _load_job, demo_spec
+from lossless import load_job
+from test_compaction import _build_demo, _isolate, demo_spec
 from thriftpy2.protocol import TCompactProtocol
 
 import layout.compaction.driver
@@ -71,7 +72,7 @@ def compacted(tmp_path_factory, spark):
     generate_lineitem(0.01, tpch)
     root = tmp_path_factory.mktemp("metrics")
     _build_demo(root, tpch)
-    job = _load_job()
+    job = load_job()
     # One sort key: four standard probes (each measured cold and warm, before and after) keep this module quick.
     spec = demo_spec(probes=PROBES, sort={"keys": [{"column": "l_shipdate"}]})
 
