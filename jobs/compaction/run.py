@@ -237,13 +237,20 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     checked = read_back(spark, plan, target, columns)
     problems = key_problems(spark, plan, target) if plan.keys is not None else {}
     clock.lap("read back")
+    # Indexed once: a table of thousands of partitions has as many groups, and a scan of every partition and
+    # every file per group grew with their square.
+    parts_of: dict[int, list[tuple[str, str]]] = {}
+    for (gid, part), (key, _) in sorted(parts.items()):
+        parts_of.setdefault(gid, []).append((part, key))
+    checked_in: dict[tuple[int, str], dict[str, tuple[int, int]]] = {}
+    for (gid, part, name), got in checked.items():
+        checked_in.setdefault((gid, part), {})[name] = got
     staged = []
     for g in groups:
         outputs = []
-        for (gid, part), (key, _) in sorted(parts.items()):
-            if gid == g.group_id:
-                outputs += list_outputs(f"{target}/{GROUP}={gid}/{PART}={part}", key,
-                                        {name: v for (g, p, name), v in checked.items() if (g, p) == (gid, part)})
+        for part, key in parts_of.get(g.group_id, []):
+            outputs += list_outputs(f"{target}/{GROUP}={g.group_id}/{PART}={part}", key,
+                                    checked_in.get((g.group_id, part), {}))
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
             input_rows=int(read.get(g.group_id, 0)), expected_rows=int(expected.get(g.group_id, 0)),
