@@ -200,28 +200,36 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(max(2, slots.most_per_task + 1)))
     keys_of = task_keys(max(1, slots.tasks))
     task_key = F.element_at(sql_array([keys_of[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1)
-    df = fingerprint.observed.repartition(max(1, slots.tasks), task_key).sortWithinPartitions(*order)
+    shuffled = fingerprint.observed.repartition(max(1, slots.tasks), task_key)
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in spark_schema(plan).fields]
     target = write_dir(plan)
     mode = "errorifexists" if trust_manifests else "overwrite"  # written again: the first attempt's files go
     pairs = sorted(slots.slot_counts())
+    if len(pairs) == 1 or flat:
+        # The columns as declared, projected after the shuffle and before the sort: one copy of each row
+        # there (Spark copies the rows to drop the slot before a sort anyway), where a projection after the
+        # sort copied each row a second time (TPC-H SF1 by month: see the bench README).
+        curve = ["__lakesort_z"] if "__lakesort_z" in df.columns else []
+        written = shuffled.select(*declared, *curve).sortWithinPartitions(*order).drop(*curve)
     if len(pairs) == 1:
         # One (group, partition): its directory is written as a plain directory, without a writer looking up
         # each row's partition directory.
         (gid, part), = pairs
-        df.select(*declared).write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
+        written.write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
     elif flat:
         if not trust_manifests:  # written again: the first attempt's files, already placed, go
             fs, path = hadoop_fs(spark, target)
             fs.delete(path(target), True)
-        df.select(*declared).write.mode("errorifexists").options(**plan.writer_options).parquet(f"{target}/_flat")
+        written.write.mode("errorifexists").options(**plan.writer_options).parquet(f"{target}/_flat")
         place_flat_files(spark, f"{target}/_flat", target, slots)
     else:
-        df = df.select(*declared, F.expr(slot_values(slots, "group_id")).alias(GROUP),
-                       F.expr(slot_values(slots, "part")).alias(PART))
-        df.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+        # Each row's directory comes from its slot, which the sort keeps: the writer copies each row to drop
+        # the directory columns in any case.
+        written = shuffled.sortWithinPartitions(*order).select(
+            *declared, F.expr(slot_values(slots, "group_id")).alias(GROUP), F.expr(slot_values(slots, "part")).alias(PART))
+        written.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
 
     def diagnose():  # without a first pass, a count per file names the file that reads short
         check_native_rows(native, [(r[0], r[1]) for r in df_read.groupBy(SOURCE).count().collect()])
