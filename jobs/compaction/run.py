@@ -111,11 +111,52 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
 
 
 def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests: bool) -> Staged:
+    """The parts in order (`compact_groups`), each timed by the clock."""
     clock = _Clock(timings, spark, "read, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
-    df, columns, native, scan = read_inputs(spark, plan, groups)
-    df_read = df
+    inputs = read_inputs(spark, plan, groups)
+    first = _first_pass(spark, plan, groups, inputs, trust_manifests=trust_manifests)
+    clock.lap("read, sample", "file boundaries")
+    placed = _place(spark, plan, groups, inputs, first)
+    clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
+    target = write_dir(plan)
+    _write(spark, plan, placed, target, trust_manifests=trust_manifests)
+    hash_sum = _input_hash_sum(inputs, first, placed)
+    clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
+    finish_files(spark, plan, target, placed.slots)
+    clock.lap("stitch, field ids", "read back")
+    checked = read_back(spark, plan, target, inputs.columns)
+    problems = key_problems(spark, plan, target) if plan.keys is not None else {}
+    clock.lap("read back")
+    staged = _staged_groups(plan, groups, first, target, checked, problems, clock.total())
+    log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(first.read.values()), clock.total(),
+             ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
+    return Staged(staged, hash_sum)
+
+
+class FirstPass(NamedTuple):
+    """What the job knows before it places a row: the rows to write (merged, with a curve's index), the sort
+    key as (column, direction, nulls), each key's ordinal, per (group, partition) its partition key and rows,
+    the per-file figures and summary they came from (None: the manifests'), rows read and expected per group,
+    and the frames persisted until the write is done."""
+
+    rows: object
+    keys: list[tuple[str, str, str]]
+    ordinals: list
+    parts: dict[tuple[int, str], tuple[str, int]]
+    figures: list
+    summary: object | None
+    known: bool  # rows and key ranges from the manifests (no pass over the input)
+    read: dict[int, int]
+    expected: dict[int, int]
+    cached: list
+
+
+def _first_pass(spark, plan, groups, inputs, *, trust_manifests: bool) -> FirstPass:
+    """Part 1 of `compact_groups`: keyed tables merged, a curve's index, and per (group, partition, file) the
+    rows and key ranges: from a pass over the sort and partition columns, or from the manifests."""
+    df, native, scan = inputs.rows, inputs.native, inputs.scan
     cached = []  # unpersisted after the write
     if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -158,22 +199,38 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
             parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
         if plan.keys is None:
             check_native_rows(native, [(r[SOURCE], r["rows"]) for r in figures])
-    clock.lap("read, sample", "file boundaries")
-    if read is None:
-        read = {}
-        for (gid, _), (_, rows) in parts.items():
-            read[gid] = read.get(gid, 0) + rows
     expected: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
         expected[gid] = expected.get(gid, 0) + rows
-    files_of = file_counts(groups, parts)
-    slots, prefix, flat = plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures)
+    return FirstPass(df, keys, ordinals, parts, figures, summary, known is not None,
+                     read if read is not None else dict(expected), expected, cached)
+
+
+class Placement(NamedTuple):
+    """Part 2 of `compact_groups`: the rows with their slots and the input's fingerprint observed on them,
+    the slots, whether the files are written flat, the sort order within a task, the sort prefix (None: the
+    keys themselves) and the prefix keys whose ranges the write observes (the manifests' ranges checked)."""
+
+    fingerprint: InputFingerprint
+    slots: object
+    flat: bool
+    order: list
+    prefix: object | None
+    watched: list
+
+
+def _place(spark, plan, groups, inputs, first: FirstPass) -> Placement:
+    """Part 2 of `compact_groups`: each (group, partition)'s files, their slots and write tasks, the slots'
+    boundaries, and every row's slot; only the table's columns and the slot go on to the shuffle."""
+    df, columns, scan, keys = first.rows, inputs.columns, inputs.scan, first.keys
+    files_of = file_counts(groups, first.parts)
+    slots, prefix, flat = plan_write(spark, plan, groups, first.parts, files_of, keys, first.ordinals, first.figures)
     order = [ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
-    drawn = None
+    summary, drawn = first.summary, None
     if summary is None and any(n > 1 for n in slots.slot_counts().values()):
         drawn = sample_keys(spark, scan, groups, keys)
         summary = as_summary(drawn, keys)
-    placed = known is not None and scan.single is None and bool(slots.slot_counts())
+    placed = first.known and scan.single is None and bool(slots.slot_counts())
     if placed:
         # Files of several partitions: the join that tags each row with its file's group and partition
         # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
@@ -192,33 +249,38 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
     # Only the table's columns and the slot (and a curve's index) cross the shuffle: the row's group and
     # partition are the slot's (`slot_values`), its task key is computed from the slot by the partitioning.
     df = df.select(*columns, SLOT, *(["__lakesort_z"] if "__lakesort_z" in df.columns else []))
-    watched = [k.ordinal for k in prefix.keys] if known is not None and prefix is not None else []
+    watched = [k.ordinal for k in prefix.keys] if first.known and prefix is not None else []
     fingerprint = InputFingerprint(df, columns, watched, salt=slot_values(slots, "group_id"))
-    clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
+    return Placement(fingerprint, slots, flat, order, prefix, watched)
+
+
+def _write(spark, plan, placed: Placement, target: str, *, trust_manifests: bool) -> None:
+    """Part 3 of `compact_groups`: one shuffle sends each slot to its task, which sorts its rows and writes
+    them, a file per slot, in the staging directory `target`."""
+    slots, order = placed.slots, placed.order
     # A task holds slots of distinct (group, partition)s: sorted by the key (its prefix, where the key types
     # allow it), written as sorted by a writer per slot's directory (SESSION_CONF), a file per slot.
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(max(2, slots.most_per_task + 1)))
     keys_of = task_keys(max(1, slots.tasks))
     task_key = F.element_at(sql_array([keys_of[s.task] for s in slots.slots] or [0]), F.col(SLOT) + 1)
-    shuffled = fingerprint.observed.repartition(max(1, slots.tasks), task_key)
+    shuffled = placed.fingerprint.observed.repartition(max(1, slots.tasks), task_key)
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
     declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in spark_schema(plan).fields]
-    target = write_dir(plan)
     mode = "errorifexists" if trust_manifests else "overwrite"  # written again: the first attempt's files go
     pairs = sorted(slots.slot_counts())
-    if len(pairs) == 1 or flat:
+    if len(pairs) == 1 or placed.flat:
         # The columns as declared, projected after the shuffle and before the sort: one copy of each row
         # there (Spark copies the rows to drop the slot before a sort anyway), where a projection after the
         # sort copied each row a second time (TPC-H SF1 by month: see the bench README).
-        curve = ["__lakesort_z"] if "__lakesort_z" in df.columns else []
+        curve = ["__lakesort_z"] if "__lakesort_z" in shuffled.columns else []
         written = shuffled.select(*declared, *curve).sortWithinPartitions(*order).drop(*curve)
     if len(pairs) == 1:
         # One (group, partition): its directory is written as a plain directory, without a writer looking up
         # each row's partition directory.
         (gid, part), = pairs
         written.write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
-    elif flat:
+    elif placed.flat:
         if not trust_manifests:  # written again: the first attempt's files, already placed, go
             fs, path = hadoop_fs(spark, target)
             fs.delete(path(target), True)
@@ -231,24 +293,28 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
             *declared, F.expr(slot_values(slots, "group_id")).alias(GROUP), F.expr(slot_values(slots, "part")).alias(PART))
         written.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
 
-    def diagnose():  # without a first pass, a count per file names the file that reads short
-        check_native_rows(native, [(r[0], r[1]) for r in df_read.groupBy(SOURCE).count().collect()])
 
-    _, hash_sum = fingerprint.result(sum(expected.values()), diagnose if known is not None else None)
-    for frame in cached:
+def _input_hash_sum(inputs, first: FirstPass, placed: Placement) -> int:
+    """The input's fingerprint that the write observed (or a pass of its own computed), once the write ran; the
+    persisted frames released, and the manifests' key ranges checked against what the write saw."""
+
+    def diagnose():  # without a first pass, a count per file names the file that reads short
+        check_native_rows(inputs.native, [(r[0], r[1]) for r in inputs.rows.groupBy(SOURCE).count().collect()])
+
+    _, hash_sum = placed.fingerprint.result(sum(first.expected.values()), diagnose if first.known else None)
+    for frame in first.cached:
         frame.unpersist()
-    if watched:
-        check_ranges(prefix, fingerprint.ranges(), [name for name, _, _ in keys])
-    clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
-    finish_files(spark, plan, target, slots)
-    clock.lap("stitch, field ids", "read back")
-    checked = read_back(spark, plan, target, columns)
-    problems = key_problems(spark, plan, target) if plan.keys is not None else {}
-    clock.lap("read back")
+    if placed.watched:
+        check_ranges(placed.prefix, placed.fingerprint.ranges(), [name for name, _, _ in first.keys])
+    return hash_sum
+
+
+def _staged_groups(plan, groups, first: FirstPass, target: str, checked, problems, seconds: float) -> list[StagedGroup]:
+    """Per group, its staged files with the figures read back, as the manifest records them."""
     # Indexed once: a table of thousands of partitions has as many groups, and a scan of every partition and
     # every file per group grew with their square.
     parts_of: dict[int, list[tuple[str, str]]] = {}
-    for (gid, part), (key, _) in sorted(parts.items()):
+    for (gid, part), (key, _) in sorted(first.parts.items()):
         parts_of.setdefault(gid, []).append((part, key))
     checked_in: dict[tuple[int, str], dict[str, tuple[int, int]]] = {}
     for (gid, part, name), got in checked.items():
@@ -261,19 +327,17 @@ def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests:
                                     checked_in.get((g.group_id, part), {}))
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
-            input_rows=int(read.get(g.group_id, 0)), expected_rows=int(expected.get(g.group_id, 0)),
-            outputs=tuple(outputs), seconds=clock.total(),
+            input_rows=int(first.read.get(g.group_id, 0)), expected_rows=int(first.expected.get(g.group_id, 0)),
+            outputs=tuple(outputs), seconds=seconds,
             duplicate_keys=problems.get(g.group_id, (0, 0))[0] if plan.keys is not None else None,
             null_keys=problems.get(g.group_id, (0, 0))[1] if plan.keys is not None else None,
         ))
         if len(staged) <= LOGGED_GROUPS:
             log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
-                     read.get(g.group_id, 0), len(g.inputs), expected.get(g.group_id, 0), len(outputs))
+                     first.read.get(g.group_id, 0), len(g.inputs), first.expected.get(g.group_id, 0), len(outputs))
     if len(staged) > LOGGED_GROUPS:
         log.info("... and %d more group(s): the manifest holds each group's files and figures", len(staged) - LOGGED_GROUPS)
-    log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(read.values()), clock.total(),
-             ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
-    return Staged(staged, hash_sum)
+    return staged
 
 
 class Staged(NamedTuple):
