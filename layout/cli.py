@@ -19,6 +19,7 @@ from layout.advise import advise
 from layout.advise.render import render_advice
 from layout.advise.sample import DEFAULT_SAMPLE_ROWS
 from layout.catalog import load_catalog, load_table
+from layout.compaction.class_archive import archive_path, build_archive
 from layout.compaction.cleanup import cleanup
 from layout.compaction.dates import DateRange, date_range, partitions_for_dates
 from layout.compaction.driver import compact
@@ -27,6 +28,7 @@ from layout.compaction.lease import LeaseOwner, TableBusy, new_run_id
 from layout.compaction.maintain import maintain_table
 from layout.compaction.planner import plan_rewrite
 from layout.compaction.runs import PlannedTable, TableRequest, prepare_table
+from layout.compaction.submit import spark_submit_binary
 from layout.demo import build_demo
 from layout.errors import InputError, LakesortError, UsageError
 from layout.io import data_files
@@ -353,6 +355,18 @@ def cmd_housekeep(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(r.error for r in results) else EXIT_OK
 
 
+def cmd_spark_archive(args: argparse.Namespace) -> int:
+    if args.path:
+        path = archive_path()
+        if path is None:
+            raise UsageError("no Java or no Spark in this environment: run `make setup`")
+        print(path if path.is_file() else f"{path} (not built: `lakesort spark-archive` builds it)")
+        return EXIT_OK
+    path = build_archive(spark_submit=spark_submit_binary(), force=args.force)
+    print(f"Spark class archive: {path} ({format_size(path.stat().st_size)})")
+    return EXIT_OK
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     spec = _spec(args)  # a missing or broken spec, or one without probes: exit 2 before any data is read
     result = advise(spec.table, spec=spec, sample_rows=args.sample, seed=args.seed, record=not args.no_record)
@@ -515,6 +529,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog", metavar="NAME", help="the catalog (default: pyiceberg's default catalog)")
     p.add_argument("--dry-run", action="store_true", help="report what maintenance would delete; change nothing")
     p.set_defaults(func=cmd_housekeep)
+
+    p = sub.add_parser("spark-archive", help="build the class archive every job's Spark driver starts from",
+                       description="Run a small Spark job once with the JVM storing the classes it loads (about 30 s); "
+                                   "every compaction's driver JVM then starts from that archive, about 3 s sooner on "
+                                   "two cores (LAKESORT_SPARK_CLASS_ARCHIVE=false: without). `make setup` runs it. The "
+                                   "archive is kept in this environment, one per Java and Spark version.")
+    p.add_argument("--force", action="store_true", help="build it again even when it is there")
+    p.add_argument("--path", action="store_true", help="print where the archive is (or would be) and build nothing")
+    p.set_defaults(func=cmd_spark_archive)
 
     p = sub.add_parser("advise", help="predict which sort would serve the owners' probes best",
                        description="Sample the table, lay the sample out as the compaction would for each candidate "

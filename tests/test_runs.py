@@ -172,6 +172,7 @@ def test_payload_models_refuse_unknown_fields():
 
 
 def test_the_description_follows_the_settings(events, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAKESORT_SPARK_CLASS_ARCHIVE", "false")  # its option: tests/test_class_archive.py
     planned = runs.prepare_table(runs.TableRequest(table="t.events", trigger="nightly"), owner=NIGHT)
     prepared = planned.prepared()
     (kwargs,) = operator_kwargs(prepared)
@@ -196,6 +197,7 @@ def test_the_description_follows_the_settings(events, tmp_path, monkeypatch):
 def test_submit_runs_the_description(tmp_path, monkeypatch, registry):
     """`lakesort compact`'s spark-submit is the description's command, with its environment."""
     monkeypatch.setenv("LAKESORT_SPARK_CONF", '{"spark.ui.enabled": "false"}')
+    monkeypatch.setenv("LAKESORT_SPARK_CLASS_ARCHIVE", "false")
     seen = {}
 
     def run(cmd, *, stdout, stderr, env, check):

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from layout.compaction.class_archive import java_options, with_java_options
 from layout.errors import InputError, LakesortError
 from layout.models import Frozen
 from layout.settings import settings
@@ -90,6 +91,7 @@ def executor_python() -> str:
 def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Sequence[int] | None, name: str,
                  work_dir: str | Path, conf: Mapping[str, str] | None = None) -> SparkSubmission:
     """The one description of a Spark job; `conf` adds to (and overrides) BASE_CONF and $LAKESORT_SPARK_CONF.
+    The driver's Java options get the class archive's (`layout.compaction.class_archive`), when there is one.
 
     With LAKESORT_SHIP_LAYOUT=zip the run's `layout.zip` in `work_dir` is built when it is not there yet.
     """
@@ -102,7 +104,7 @@ def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Se
     return SparkSubmission(
         application=config.spark_application or str(JOB),
         application_args=tuple(job_arguments(plan_path, manifest_path, groups)),
-        name=name, conf={**BASE_CONF, **config.spark_conf, **(conf or {})},
+        name=name, conf=with_java_options({**BASE_CONF, **config.spark_conf, **(conf or {})}, java_options()),
         env_vars={"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}, py_files=py_files,
     )
 
