@@ -531,8 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_housekeep)
 
     p = sub.add_parser("spark-archive", help="build the class archive every job's Spark driver starts from",
-                       description="Run a small Spark job once with the JVM storing the classes it loads (about 30 s); "
-                                   "every compaction's driver JVM then starts from that archive, about 3 s sooner on "
+                       description="Run a small Spark job once with the JVM storing the classes it loads (about 40 s); "
+                                   "every compaction's driver JVM then starts from that archive, 2-3 s sooner on "
                                    "two cores (LAKESORT_SPARK_CLASS_ARCHIVE=false: without). `make setup` runs it. The "
                                    "archive is kept in this environment, one per Java and Spark version.")
     p.add_argument("--force", action="store_true", help="build it again even when it is there")

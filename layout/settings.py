@@ -98,8 +98,8 @@ class Settings(Frozen):
     ship_layout: Literal["zip", "installed"] = _setting("zip", "`zip`: ship the layout package to executors "
                                                         "with --py-files; `installed`: the image has it.")
     spark_class_archive: bool = _setting(True, "Start the job's driver JVM from the class archive that `lakesort "
-                                         "spark-archive` (run by `make setup`) builds, when there is one: about "
-                                         "3 s less start-up per job on two cores.")
+                                         "spark-archive` (run by `make setup`) builds, when there is one: 2-3 s "
+                                         "less start-up per job on two cores.")
     # -- Airflow (read when the DAG files are parsed) --------------------------------------------------
     spark_conn_id: str = _setting("spark_default", "The Airflow connection of the Spark cluster.")
     nightly_cron: str = _setting("0 2 * * *", "When lakesort_nightly runs (cron, UTC).")
