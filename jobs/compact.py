@@ -24,18 +24,21 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark import cloudpickle
-from pyspark.sql import SparkSession
-
-from layout.compaction.plan import RewritePlan
-
 # spark-submit runs this file with its directory first on sys.path, which makes `compaction` the job's own
 # package (jobs/compaction); a test that loads this file by its path has to put it there.
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+import installed_pyspark
+
+installed_pyspark.prefer_installed()  # before pyspark is imported (0.45 s less compiling: see the module)
+
 import compaction
 from compaction.run import compact_groups, write_manifest
+from pyspark import SparkConf, SparkContext, cloudpickle
+from pyspark.sql import SparkSession
+
+from layout.compaction.plan import RewritePlan
 
 # The executors import `layout` (the zip or the installed package) but not this package: what they run of it
 # travels by value.
@@ -52,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = RewritePlan.from_json(Path(args.plan).read_text())
     wanted = {int(g) for g in args.groups.split(",")} if args.groups else None
     groups = [g for g in plan.groups if wanted is None or g.group_id in wanted]
-    spark = (SparkSession.builder.appName(f"lakesort-compact {plan.table} {plan.run_id}")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark = spark_session(f"lakesort-compact {plan.table} {plan.run_id}")
     started = time.perf_counter()
     try:
         timings: dict[str, float] = {}
@@ -62,6 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     return 0
+
+
+def spark_session(name: str) -> SparkSession:
+    """The job's session, in UTC; on a local master its Python daemon imports the installed pyspark
+    (`installed_pyspark`: 0.5 s less before the first Python task of the job)."""
+    SparkContext._ensure_initialized()  # the gateway spark-submit started: its conf names the master
+    submitted = dict(SparkConf().getAll())
+    builder = SparkSession.builder.appName(name).config("spark.sql.session.timeZone", "UTC")
+    for key, value in installed_pyspark.daemon_conf(submitted.get("spark.master", ""), submitted).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 if __name__ == "__main__":
