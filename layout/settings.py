@@ -43,6 +43,17 @@ def _json_object(value: object) -> object:
     return {str(k): str(v) for k, v in value.items()}
 
 
+def _json_fields(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object of fields, like {\"max_age\": \"30d\"}")  # noqa: TRY004 - pydantic wants ValueError
+    return value
+
+
 def _boolean(value: object) -> object:
     # Only the four spellings the docs name: "yes" or "on" would be guesses.
     if isinstance(value, str):
@@ -60,6 +71,7 @@ Hours = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PositiveSeconds = Annotated[float, Field(gt=0)]
 Boolean = Annotated[bool, BeforeValidator(_boolean)]
 SparkConf = Annotated[dict[str, str], BeforeValidator(_json_object)]
+JsonFields = Annotated[dict[str, Any], BeforeValidator(_json_fields)]
 
 
 def _setting(default: Any, description: str, **kwargs: Any) -> Any:
@@ -109,6 +121,11 @@ class Settings(Frozen):
                                                                 "(then exponential backoff).")
     spark_parallelism: Annotated[int, Field(gt=0)] = _setting(2, "Spark applications of one DAG run at a "
                                                               "time.")
+    # -- lakesort's own tables (layout.compaction.housekeeping) ---------------------------------------
+    housekeeping_retention: JsonFields = _setting(
+        {}, "The history `lakesort housekeep` (and the nightly report task) keeps of lakesort's own tables, as "
+        "a JSON object of a table spec's `retention` fields, like {\"max_age\": \"30d\", \"min_snapshots\": "
+        "20}; a field left out keeps its value of max_age 7d, min_snapshots 10, orphan_grace 1d.")
     # -- measuring (layout.metrics) -------------------------------------------------------------------
     engine_check: Boolean = _setting(True, "Run each measured probe with DataFusion too and record what it "
                                      "reads next to lakesort's model (true/false; `lakesort measure "

@@ -474,6 +474,16 @@ def test_java_17_is_installed(dockerfile):
     assert image_env(dockerfile)["JAVA_HOME"].endswith("java-17"), "JAVA_HOME must point at the Java 17 install"
 
 
+def test_the_image_builds_the_spark_class_archive(dockerfile):
+    """As `make setup` does (layout.compaction.class_archive): every job's driver in the image starts from it.
+    It runs Spark, so it comes after the ENV that puts the venv on PATH and names Java."""
+    text = DOCKERFILE.read_text()
+    runs = [r for r in instr(dockerfile, "RUN") if "spark-archive" in r]
+    assert runs and runs[0].startswith("lakesort --quiet spark-archive"), "RUN lakesort --quiet spark-archive"
+    assert "|| echo" in runs[0], "as in the Makefile, a failed build only warns"
+    assert text.index("JAVA_HOME=") < text.index("RUN lakesort --quiet spark-archive"), "after the ENV naming Java"
+
+
 def test_copied_files_exist_and_pass_the_dockerignore(dockerfile):
     allowed = [line[1:].rstrip("/") for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
                if line.startswith("!")]

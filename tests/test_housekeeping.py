@@ -85,3 +85,26 @@ def test_a_writer_committing_meanwhile_leaves_the_table_as_it_was(iceberg_catalo
 
 def test_no_lakesort_tables_yet_is_nothing_to_do(iceberg_catalog):
     assert housekeep(iceberg_catalog) == []
+
+
+def test_the_retention_is_a_setting(iceberg_catalog, monkeypatch, capsys):
+    """$LAKESORT_HOUSEKEEPING_RETENTION changes the fields it names (here: keep 3 snapshots, not 10); a value it
+    cannot take is an error naming the variable and the fields, before any table is touched (exit 2)."""
+    for run in range(6):
+        _record(iceberg_catalog, run)
+    snapshots = len(iceberg_catalog.load_table(RECORDS).metadata.snapshots)
+    assert snapshots > 3
+    monkeypatch.setenv("LAKESORT_HOUSEKEEPING_RETENTION", '{"min_snapshots": 3, "max_age": "2d"}')
+    assert housekeeping.own_retention().model_dump() == {
+        "max_age": dt.timedelta(days=2), "min_snapshots": 3, "orphan_grace": housekeeping.OWN_RETENTION.orphan_grace}
+    before = _rows(iceberg_catalog)
+    [result] = housekeep(iceberg_catalog, now=dt.datetime.now(dt.UTC) + dt.timedelta(days=3))
+    table = iceberg_catalog.load_table(RECORDS)
+    assert len(table.metadata.snapshots) == 3 and result.snapshots_expired == snapshots - 3
+    assert _rows(iceberg_catalog).equals(before)
+
+    monkeypatch.setenv("LAKESORT_HOUSEKEEPING_RETENTION", '{"min_snapshot": 3}')
+    assert main(["housekeep"]) == 2
+    err = capsys.readouterr().err
+    assert "LAKESORT_HOUSEKEEPING_RETENTION" in err and "min_snapshot" in err and "min_snapshots" in err
+    assert len(iceberg_catalog.load_table(RECORDS).metadata.snapshots) == 3

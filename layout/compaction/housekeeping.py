@@ -8,9 +8,10 @@ the `lakesort` namespace:
 
 1. has its rows rewritten into one file when it has more than MAX_FILES data files (one commit; the
    tables hold only figures, kilobytes to a few megabytes, so one process reads them whole);
-2. is maintained like a registered table (`layout.maintenance.run.maintain`) with OWN_RETENTION:
-   snapshots older than a week expired (the newest 10 kept), then the files nothing retained references
-   deleted, a file no snapshot ever listed only once it is a day old.
+2. is maintained like a registered table (`layout.maintenance.run.maintain`) with `own_retention()`: by
+   default (OWN_RETENTION) snapshots older than a week expired (the newest 10 kept), then the files nothing
+   retained references deleted, a file no snapshot ever listed only once it is a day old;
+   $LAKESORT_HOUSEKEEPING_RETENTION changes any of these, as a JSON object of a spec's `retention` fields.
 
 Writers of these tables take no lease: a commit that lands meanwhile makes the rewrite's commit fail
 (pyiceberg's optimistic commit, then its validation that no rows were added since the scan; nothing is
@@ -22,22 +23,39 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 
+from pydantic import ValidationError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, ValidationException
 
+from layout.errors import ConfigError
 from layout.maintenance.run import maintain
 from layout.metrics.store import NAMESPACE
 from layout.models import Frozen
+from layout.settings import settings
 from layout.spec import Retention
 
-__all__ = ["MAX_FILES", "OWN_RETENTION", "OwnTable", "housekeep"]
+__all__ = ["MAX_FILES", "OWN_RETENTION", "OwnTable", "housekeep", "own_retention"]
 
 log = logging.getLogger(__name__)
 
 OWN_RETENTION = Retention(max_age=dt.timedelta(days=7), min_snapshots=10, orphan_grace=dt.timedelta(days=1))
 MAX_FILES = 8
+
+
+def own_retention() -> Retention:
+    """OWN_RETENTION with the fields $LAKESORT_HOUSEKEEPING_RETENTION gives; a field it cannot take is a
+    ConfigError naming the variable, before any table is touched."""
+    given = settings().housekeeping_retention
+    try:
+        return Retention.model_validate({**OWN_RETENTION.model_dump(), **given})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '?'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"$LAKESORT_HOUSEKEEPING_RETENTION={json.dumps(given)}: {problems}. It takes a table "
+                          "spec's retention fields, max_age (a duration: 36h, 3d, 2w), min_snapshots (at least 1) "
+                          "and orphan_grace (at least 1h); unset it for 7d, 10 and 1d") from None
 
 
 class OwnTable(Frozen):
@@ -64,6 +82,7 @@ class OwnTable(Frozen):
 def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | None = None) -> list[OwnTable]:
     """Rewrite and maintain every table of the `lakesort` namespace of `catalog` (none yet: nothing to do).
     A dry run rewrites, expires and deletes nothing, and reports what maintenance would do now."""
+    retention = own_retention()
     try:
         identifiers = sorted(catalog.list_tables(NAMESPACE))
     except NoSuchNamespaceError:
@@ -88,7 +107,7 @@ def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | Non
                 log.warning("%s", result.summary())
                 results.append(result)
                 continue
-        done = maintain(table.refresh(), OWN_RETENTION, lease=contextlib.nullcontext(), dry_run=dry_run, now=now,
+        done = maintain(table.refresh(), retention, lease=contextlib.nullcontext(), dry_run=dry_run, now=now,
                         run_id=f"housekeeping-{(now or dt.datetime.now(dt.UTC)):%Y%m%dT%H%M%SZ}")
         result = OwnTable(table=name, files_before=before, files_after=_data_files(table.refresh()),
                           rewritten=rewritten, snapshots_expired=len(done.snapshots_expired),
