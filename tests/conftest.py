@@ -73,8 +73,18 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+    builder = SparkSession.builder.master("local[2]")
+    # The Python daemon a job on a local master runs (jobs/installed_pyspark.py): the in-process job's Python
+    # tasks (pyiceberg's reader, stitching, curves) run in workers it forked, as they do under spark-submit.
+    # (Not for speed: the session's workers are reused, and the lossless suite took as long either way.)
+    if str(REPO_ROOT / "jobs") not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT / "jobs"))
+    import installed_pyspark
+
+    for key, value in installed_pyspark.daemon_conf("local[2]", {}).items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder
         .appName("lakesort-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

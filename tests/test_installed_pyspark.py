@@ -13,8 +13,10 @@ from pathlib import Path
 
 from layout.compaction.submit import JOB, spark_submit_binary
 
-sys.path.insert(0, str(JOB.parent))
-import installed_pyspark  # noqa: E402  (jobs/ is not a package: spark-submit puts its directory on sys.path)
+# jobs/ is not a package: spark-submit puts the job's directory on sys.path, and so does this test.
+if str(JOB.parent) not in sys.path:
+    sys.path.insert(0, str(JOB.parent))
+import installed_pyspark
 
 SITE = "/venv/lib/python3.11/site-packages"
 HOME = f"{SITE}/pyspark"
@@ -95,3 +97,16 @@ def test_the_jobs_driver_and_workers_import_the_installed_pyspark(spark, tmp_pat
     assert set(got["workers"]) == {installed}, got
     assert got["squares"] == [x * x for x in range(8)]
     assert Path(installed).parent.joinpath("python", "lib", "pyspark.zip").is_file(), "the zip Spark puts first"
+
+
+def test_the_test_sessions_workers_are_forked_by_the_same_daemon(spark):
+    """tests/conftest.py's session runs the job's daemon too, so the in-process job's Python tasks run as under
+    spark-submit."""
+
+    def where(_):
+        import pyspark
+
+        return pyspark.__file__
+
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "installed_pyspark"
+    assert set(spark.sparkContext.parallelize(range(4), 2).map(where).collect()) == {find_spec("pyspark").origin}
