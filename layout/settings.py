@@ -32,26 +32,24 @@ __all__ = ["PREFIX", "Settings", "settings", "variables"]
 PREFIX = "LAKESORT_"
 
 
-def _json_object(value: object) -> object:
+def _json_dict(value: object, like: str) -> dict:
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise ValueError(f"not JSON ({exc.msg})") from None
     if not isinstance(value, dict):
-        raise ValueError("expected a JSON object of Spark properties, like {\"spark.executor.memory\": \"4g\"}")  # noqa: TRY004 - pydantic wants ValueError
-    return {str(k): str(v) for k, v in value.items()}
+        raise ValueError(f"expected a JSON object of {like}")  # noqa: TRY004 - pydantic wants ValueError
+    return value
+
+
+def _json_object(value: object) -> object:
+    spark = _json_dict(value, "Spark properties, like {\"spark.executor.memory\": \"4g\"}")
+    return {str(k): str(v) for k, v in spark.items()}
 
 
 def _json_fields(value: object) -> object:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise ValueError("expected a JSON object of fields, like {\"max_age\": \"30d\"}")  # noqa: TRY004 - pydantic wants ValueError
-    return value
+    return _json_dict(value, "fields, like {\"max_age\": \"30d\"}")
 
 
 def _boolean(value: object) -> object:
