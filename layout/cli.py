@@ -524,8 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("housekeep", help="compact and expire lakesort's own tables (lakesort.*)",
                        description="lakesort's own tables (run records, metrics) get a commit and a small file per "
                                    "record: rewrite each into one file past a few files, expire its snapshots older "
-                                   "than a week (the newest 10 kept) and delete the files nothing retained "
-                                   "references. The nightly DAG does it in its report task.")
+                                   "than a week (the newest 10 kept; $LAKESORT_HOUSEKEEPING_RETENTION changes "
+                                   "it) and delete the files nothing retained references. The nightly DAG does it "
+                                   "in its report task.")
     p.add_argument("--catalog", metavar="NAME", help="the catalog (default: pyiceberg's default catalog)")
     p.add_argument("--dry-run", action="store_true", help="report what maintenance would delete; change nothing")
     p.set_defaults(func=cmd_housekeep)
