@@ -34,7 +34,7 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	@touch $@
 
 # The class archive every Spark job's driver JVM starts from (about 40 s once; each job then starts about 2-3 s
-# sooner: layout/compaction/class_archive.py). A failure only warns: the jobs run without it.
+# sooner: layout/compaction/pipeline/class_archive.py). A failure only warns: the jobs run without it.
 $(VENV)/.spark-archive: $(VENV)/.synced
 	$(VENV)/bin/lakesort --quiet spark-archive \
 		|| echo "warning: no Spark class archive (jobs start without it); retry with: $(VENV)/bin/lakesort spark-archive" >&2

@@ -38,7 +38,7 @@ _TABLES = common.registered_tables()
 def lakesort_backfill():
     @task
     def check_request(params=None):
-        from layout.compaction.runs import backfill_request
+        from layout.compaction.pipeline.runs import backfill_request
 
         return [backfill_request(params).model_dump(mode="json")]
 

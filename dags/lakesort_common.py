@@ -1,4 +1,4 @@
-"""The task graph of a lakesort compaction, shared by the DAGs; each step is a `layout.compaction.runs` call.
+"""The task graph of a lakesort compaction, shared by the DAGs; each step is a `layout.compaction.pipeline.runs` call.
 
     prepare (mapped per table) -> planned -> spark_jobs -> compact (SparkSubmitOperator, mapped per job)
     -> table.verify -> table.commit -> table.measure (a mapped group per table)
@@ -68,14 +68,15 @@ def read(model, payload: dict):
 
 def owner():
     """This DAG run as a table lease's owner."""
-    from layout.compaction.lease import LeaseOwner
+    from layout.upkeep.lease import LeaseOwner
     context = get_current_context()
     return LeaseOwner.dag(context["dag"].dag_id, context["run_id"])
 
 
 @task(map_index_template=_LABEL)
 def prepare(item: dict):  # no `-> dict`: TaskFlow would push every key as an XCom of its own
-    from layout.compaction import lease, runs
+    from layout.compaction.pipeline import runs
+    from layout.upkeep import lease
     request = read(runs.TableRequest, item)
     try:
         return runs.prepare_table(request, owner=owner()).model_dump(mode="json")
@@ -87,7 +88,7 @@ def prepare(item: dict):  # no `-> dict`: TaskFlow would push every key as an XC
 
 @task(trigger_rule="all_done")
 def planned(prepared) -> list[dict]:
-    from layout.compaction import runs
+    from layout.compaction.pipeline import runs
     # One slice request (iterating probes past the end, logging "XCom not found"); a failed prepare is None.
     return [r.model_dump(mode="json") for r in runs.to_compact(runs.PlannedTable.model_validate(p)
                                                                for p in prepared[:] if p)]
@@ -95,7 +96,7 @@ def planned(prepared) -> list[dict]:
 
 @task
 def spark_jobs(tables) -> list[dict]:
-    from layout.compaction import runs
+    from layout.compaction.pipeline import runs
     return runs.spark_jobs(runs.PlannedTable.model_validate(t) for t in tables)
 
 
@@ -103,7 +104,7 @@ def spark_jobs(tables) -> list[dict]:
 def finish(run):
     @task(trigger_rule="all_done", map_index_template=_LABEL)  # after failed Spark jobs too: abandons the run
     def verify(run: dict):
-        from layout.compaction import runs
+        from layout.compaction.pipeline import runs
         try:
             return runs.verify_table(read(runs.PlannedTable, run)).model_dump(mode="json")
         except runs.SparkJobsFailed as exc:
@@ -111,7 +112,7 @@ def finish(run):
 
     @task(outlets=[AssetAlias(ASSET_ALIAS)], map_index_template=_LABEL)
     def commit(run: dict):
-        from layout.compaction import runs
+        from layout.compaction.pipeline import runs
         done = runs.commit_table(read(runs.VerifiedRun, run))
         get_current_context()["outlet_events"][AssetAlias(ASSET_ALIAS)].add(Asset(done.asset_uri()),
                                                                             extra=done.event_extra())
@@ -119,7 +120,7 @@ def finish(run):
 
     @task(map_index_template=_LABEL)
     def measure(run: dict):
-        from layout.compaction import runs
+        from layout.compaction.pipeline import runs
         return runs.measure_table(read(runs.CommittedRun, run)).model_dump(mode="json")
 
     measure(commit(verify(run)))
@@ -127,7 +128,8 @@ def finish(run):
 
 @task(trigger_rule="all_done", map_index_template=_LABEL)  # after every table's compaction, failed or not
 def maintain(item: dict):
-    from layout.compaction import lease, runs
+    from layout.compaction.pipeline import runs
+    from layout.upkeep import lease
     request = read(runs.TableRequest, item)
     try:
         return runs.maintain_table(request, owner=owner()).model_dump(mode="json")
@@ -137,7 +139,7 @@ def maintain(item: dict):
 
 @task(trigger_rule="all_done")
 def report() -> str | None:
-    from layout.compaction.lease import sweep_leases
+    from layout.upkeep.lease import sweep_leases
     if swept := sweep_leases(owner()):  # the leases of tables whose tasks stopped early (upstream_failed)
         log.info("released %d table lease(s) left by failed tasks of this run", swept)
     if get_current_context()["params"].get("dry_run"):
@@ -154,8 +156,8 @@ def housekeeping() -> None:
     """lakesort's own tables in each catalog of the registry, compacted and expired (`lakesort housekeep`);
     a failure is logged, never fails the report."""
     from layout.catalog import load_catalog
-    from layout.compaction.housekeeping import housekeep
     from layout.registry import find_spec
+    from layout.upkeep.housekeeping import housekeep
     catalogs = set()
     for table in registered_tables():
         try:

@@ -25,7 +25,7 @@ from airflow.sdk import CronTriggerTimetable, dag, task
 def lakesort_nightly():
     @task
     def list_tables():
-        from layout.compaction.runs import TableRequest
+        from layout.compaction.pipeline.runs import TableRequest
 
         return [TableRequest(table=t, trigger="nightly").model_dump(mode="json") for t in common.registered_tables()]
 

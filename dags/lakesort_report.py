@@ -20,7 +20,7 @@ def lakesort_report():
 
     @task(map_index_template="{{ lakesort_table }}")
     def measure(table):
-        from layout.compaction.runs import measure_current
+        from layout.compaction.pipeline.runs import measure_current
 
         return measure_current(common.label(table)).model_dump(mode="json")
 

@@ -1,5 +1,5 @@
 """A small Spark job that does what a compaction does, so that the JVM loads the classes a compaction needs:
-`lakesort spark-archive` runs it once with `-XX:ArchiveClassesAtExit` (`layout.compaction.class_archive`).
+`lakesort spark-archive` runs it once with `-XX:ArchiveClassesAtExit` (`layout.compaction.pipeline.class_archive`).
 
 `spark-submit jobs/warm_classes.py WORK_DIR`: writes and reads a few thousand rows of every common type under
 WORK_DIR (the caller removes it). Only pyspark: it runs before anything else is set up.

@@ -27,7 +27,7 @@ CONFIG_FILE = ".pyiceberg.yaml"
 DEFAULT_CATALOG = "lakesort"
 
 # Snapshot summary properties lakesort writes on every commit: the planner derives a partition's sorted
-# runs from them (`layout.compaction.sorted_runs`), verification and maintenance read them too.
+# runs from them (`layout.compaction.planning.sorted_runs`), verification and maintenance read them too.
 RUN_ID = "lakesort.run-id"
 SPEC_HASH = "lakesort.spec-hash"
 # Where a run's files live, under the table's data directory: `<STAGING>/<run id>/spec=<spec hash>/...`. The

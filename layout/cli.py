@@ -19,16 +19,12 @@ from layout.advise import advise
 from layout.advise.render import render_advice
 from layout.advise.sample import DEFAULT_SAMPLE_ROWS
 from layout.catalog import load_catalog, load_table
-from layout.compaction.class_archive import archive_path, build_archive
-from layout.compaction.cleanup import cleanup
-from layout.compaction.dates import DateRange, date_range, partitions_for_dates
-from layout.compaction.driver import compact
-from layout.compaction.housekeeping import housekeep
-from layout.compaction.lease import LeaseOwner, TableBusy, new_run_id
-from layout.compaction.maintain import maintain_table
-from layout.compaction.planner import plan_rewrite
-from layout.compaction.runs import PlannedTable, TableRequest, prepare_table
-from layout.compaction.submit import spark_submit_binary
+from layout.compaction.pipeline.class_archive import archive_path, build_archive
+from layout.compaction.pipeline.driver import compact
+from layout.compaction.pipeline.runs import PlannedTable, TableRequest, prepare_table
+from layout.compaction.pipeline.submit import spark_submit_binary
+from layout.compaction.planning.dates import DateRange, date_range, partitions_for_dates
+from layout.compaction.planning.planner import plan_rewrite
 from layout.demo import build_demo
 from layout.errors import InputError, LakesortError, UsageError
 from layout.io import data_files
@@ -42,6 +38,10 @@ from layout.report.render import write_reports
 from layout.settings import settings
 from layout.sizes import format_size
 from layout.spec import TableSpec, load_spec
+from layout.upkeep.cleanup import cleanup
+from layout.upkeep.housekeeping import housekeep
+from layout.upkeep.lease import LeaseOwner, TableBusy, new_run_id
+from layout.upkeep.maintain import maintain_table
 from layout.verify.expectations import facts_for_source, validate_facts
 from layout.verify.rules import SEVERITIES, verify_source
 

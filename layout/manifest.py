@@ -3,7 +3,7 @@
 The Spark job writes one per job (JSON): per group the input's rows, the input's fingerprint over all
 groups (computed by Spark executors in the pass that reads the input for the write), and per staged file
 its size and footer row count and the rows and fingerprint Spark read back from storage after the write.
-Every row's hash is salted with its group id (`layout.compaction.fingerprint.salted`), so one sum over
+Every row's hash is salted with its group id (`layout.compaction.integrity.fingerprint.salted`), so one sum over
 all groups tells a row in its group from the same row in another; the commit takes all groups or none. The verify step compares them and
 proves the output against Iceberg's metadata; the commit checks that the verified files are unchanged.
 """
@@ -19,7 +19,7 @@ class StagedFile(Frozen):
     path: str  # full URI as Iceberg will record it
     size: int
     rows: int
-    partition_key: str = "[]"  # its partition values under the plan's spec (`layout.compaction.partitions`)
+    partition_key: str = "[]"  # its partition values under the plan's spec (`layout.compaction.executor.partitions`)
     # What Spark read back from the file in storage after the write (None: a manifest without read-back).
     read_back_rows: int | None = None
     read_back_hash_sum: str | None = None  # decimal string (exact), each row's hash salted with its group id

@@ -70,6 +70,8 @@ PositiveSeconds = Annotated[float, Field(gt=0)]
 Boolean = Annotated[bool, BeforeValidator(_boolean)]
 SparkConf = Annotated[dict[str, str], BeforeValidator(_json_object)]
 JsonFields = Annotated[dict[str, Any], BeforeValidator(_json_fields)]
+# How the verify step re-reads staged files outside Spark (`layout.compaction.integrity.staged`).
+Recheck = Literal["none", "sample", "all"]
 
 
 def _setting(default: Any, description: str, **kwargs: Any) -> Any:
@@ -92,7 +94,7 @@ class Settings(Frozen):
     cleanup_grace_hours: Hours = _setting(24.0, "`lakesort cleanup` deletes an unreferenced staged file only "
                                           "when it is older than this.")
     # -- checking the staged output --------------------------------------------------------------------
-    recheck: Literal["none", "sample", "all"] = _setting(
+    recheck: Recheck = _setting(
         "sample", "Staged files the verify step re-reads outside Spark (pyarrow, one process) to confirm the "
         "fingerprints Spark read back: `none`, a seeded `sample` up to recheck_sample_bytes, or `all` (small "
         "tables only: about 13 MB/s).")
@@ -119,7 +121,7 @@ class Settings(Frozen):
                                                                 "(then exponential backoff).")
     spark_parallelism: Annotated[int, Field(gt=0)] = _setting(2, "Spark applications of one DAG run at a "
                                                               "time.")
-    # -- lakesort's own tables (layout.compaction.housekeeping) ---------------------------------------
+    # -- lakesort's own tables (layout.upkeep.housekeeping) ---------------------------------------
     housekeeping_retention: JsonFields = _setting(
         {}, "The history `lakesort housekeep` (and the nightly report task) keeps of lakesort's own tables, as "
         "a JSON object of a table spec's `retention` fields, like {\"max_age\": \"30d\", \"min_snapshots\": "

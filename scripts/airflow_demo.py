@@ -108,9 +108,9 @@ def show(line: str, state: dict) -> str | None:
         return f"   {'ok ' if new == 'success' else '!! '}{task}: {new} ({time.perf_counter() - state['started']:.0f}s)"
     if logger.startswith("lakesort"):
         return f"     {msg}"
-    if logger == "layout.compaction.steps" and not msg.startswith("  "):  # not the per-partition decisions
+    if logger == "layout.compaction.pipeline.steps" and not msg.startswith("  "):  # not the per-partition decisions
         return f"     {msg}"
-    if logger in ("layout.compaction.commit", "layout.report.render", "layout.verify.expectations") or (
+    if logger in ("layout.compaction.pipeline.commit", "layout.report.render", "layout.verify.expectations") or (
             logger == "layout.metrics.measure" and "measured" in msg):
         return f"     {msg}"
     if "lakesort.compact:" in msg and ": group " not in msg:  # the Spark job's own summary lines

@@ -36,7 +36,7 @@ def job_part(name: str):
 
 
 def in_process_submit(spark, job):
-    """A stand-in for `layout.compaction.driver.submit` running the job's own functions on the test's session."""
+    """A stand-in for `layout.compaction.pipeline.driver.submit` running the job's own functions on the test's session."""
     from layout.compaction.plan import RewritePlan
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
@@ -57,7 +57,7 @@ def spec_for(name: str, **extra):
 
 def run(name: str, **kw):
     """Compact through the real pipeline (forced unless told), layout verification replaced by nothing."""
-    from layout.compaction.driver import compact
+    from layout.compaction.pipeline.driver import compact
 
     return compact(name, spec=kw.pop("spec", None) or spec_for(name), force=kw.pop("force", True),
                    verify=lambda manifest: None, **kw)

@@ -23,12 +23,12 @@ LAYOUT = REPO / "layout"
 # Optional (the `pipeline` extra) and slow to import: imported only where they are used (DataFusion: half a
 # second, for the engine check of a measurement only; the report reads the metrics rows without it).
 # pyiceberg's catalogs and Arrow I/O: 0.2 s and 0.5 s to import (one run), in every Spark job driver and Python
-# worker that imports `layout.catalog` or `layout.compaction.inputs` for their names but never loads a catalog
+# worker that imports `layout.catalog` or `layout.compaction.executor.inputs` for their names but never loads a catalog
 # or reads a file through pyiceberg.
 LOCAL_IMPORTS_ALLOWED = ("great_expectations", "pyspark", "datafusion", "pyiceberg.catalog", "pyiceberg.io.pyarrow")
 # The Spark job's driver imports pyiceberg's reader (the executors' path for files Spark cannot read as Iceberg
 # does) only when a plan has such files: 0.4 s of the job's start, before Spark, otherwise.
-JOB_LOCAL_IMPORTS_ALLOWED = ("layout.compaction.inputs",)
+JOB_LOCAL_IMPORTS_ALLOWED = ("layout.compaction.executor.inputs",)
 
 
 def _sources(*roots: Path) -> list[Path]:

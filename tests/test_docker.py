@@ -3,7 +3,7 @@
 No Docker engine is needed: compose.yaml is parsed (and validated by `docker compose config` where a Compose
 plugin is installed), the Dockerfile is read as text, and the Airflow Spark hook resolves the connection the
 stack defines. The distributed path itself (spark-submit to a standalone master) is tested without Docker by
-tests/test_compaction.py::test_compaction_on_a_standalone_cluster.
+tests/compaction/test_compaction.py::test_compaction_on_a_standalone_cluster.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"
 DOCKERFILE = DOCKER / "Dockerfile"
 AIRFLOW_COMMANDS = {"api-server", "scheduler", "dag-processor", "triggerer"}
-STANDALONE_TEST = "tests/test_compaction.py::test_compaction_on_a_standalone_cluster"
+STANDALONE_TEST = "tests/compaction/test_compaction.py::test_compaction_on_a_standalone_cluster"
 # Conventions the DAGs follow (dags/README.md): the env var naming the Spark connection id.
 CONN_ID_VAR = "LAKESORT_SPARK_CONN_ID"
 
@@ -475,7 +475,7 @@ def test_java_17_is_installed(dockerfile):
 
 
 def test_the_image_builds_the_spark_class_archive(dockerfile):
-    """As `make setup` does (layout.compaction.class_archive): every job's driver in the image starts from it.
+    """As `make setup` does (layout.compaction.pipeline.class_archive): every job's driver in the image starts from it.
     It runs Spark, so it comes after the ENV that puts the venv on PATH and names Java."""
     text = DOCKERFILE.read_text()
     runs = [r for r in instr(dockerfile, "RUN") if "spark-archive" in r]

@@ -9,8 +9,13 @@ import logging
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from layout.compaction.fingerprint import exact_hash_sum, hash_halves, spark_hash_halves, spark_row_hash_expr
-from layout.compaction.partitions import GROUP
+from layout.compaction.executor.partitions import GROUP
+from layout.compaction.integrity.fingerprint import (
+    exact_hash_sum,
+    hash_halves,
+    spark_hash_halves,
+    spark_row_hash_expr,
+)
 from layout.errors import InputError
 
 log = logging.getLogger("lakesort.compact")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from layout.expr.predicate import sql_literal
+from layout.literals import sql_literal
 
 
 def literal_frame(spark, rows, names):

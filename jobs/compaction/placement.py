@@ -1,4 +1,4 @@
-"""Each row's slot, a piece of an output file (`layout.compaction.slots`): its partition's first slot plus
+"""Each row's slot, a piece of an output file (`layout.compaction.executor.slots`): its partition's first slot plus
 the number of that partition's boundaries at or below its key, by a binary search compiled into the plan.
 """
 
@@ -6,26 +6,26 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from layout.compaction.partitions import GROUP, PART
-from layout.compaction.slots import (
+from layout.compaction.executor.partitions import GROUP, PART
+from layout.compaction.executor.slots import (
     SlotPlan,
     quantile_picks,
 )
-from layout.compaction.sort_prefix import PrefixPlan
-from layout.expr.predicate import sql_literal
+from layout.compaction.executor.sort_prefix import PrefixPlan
+from layout.literals import sql_literal
 
 from .frames import before, literal_frame
 from .sample import boundaries
 
-SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.slots`)
+SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.executor.slots`)
 
 
-PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.sort_prefix`)
+PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.executor.sort_prefix`)
 
 
 def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None, *, placed: bool = False,
                drawn=None):
-    """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.slots`): its (group,
+    """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.executor.slots`): its (group,
     partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
     equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
     prefix (column PREFIX) the boundaries and the comparisons are the prefix's:

@@ -1,5 +1,5 @@
 """Reading exactly the planned files as Iceberg defines their rows: Spark's own reader for the files the
-prepare step marked native, pyiceberg's reader in the executors for the others (`layout.compaction.inputs`),
+prepare step marked native, pyiceberg's reader in the executors for the others (`layout.compaction.executor.inputs`),
 each row tagged with its group, its current-spec partition and the file it came from.
 """
 
@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from layout.compaction import partitions as partitioning
-from layout.compaction.partitions import GROUP, PART, PART_KEY
+from layout.compaction.executor import partitions as partitioning
+from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
 from layout.errors import InputError
 
 from .frames import literal_frame
@@ -30,7 +30,7 @@ def read_inputs(spark, plan, groups):
     """The planned files' rows as Iceberg defines them, tagged with group, partition key and SOURCE (the file
     a natively read row came from; null for the others). Files marked `spark_native` by the prepare step
     are read by Spark's own vectorized reader; the others by pyiceberg's reader in the executors
-    (`layout.compaction.inputs`), spread over tasks balanced by bytes. Returns (rows, column names, the
+    (`layout.compaction.executor.inputs`), spread over tasks balanced by bytes. Returns (rows, column names, the
     native files by SOURCE, Spark's name for them -> (path, rows the manifest records))."""
 
     schema = spark_schema(plan)
@@ -78,7 +78,7 @@ def read_inputs(spark, plan, groups):
                                         file_schema)
         # pyiceberg's reader (and its table module) is imported only when some file needs it: 0.4 s of the
         # driver's start otherwise.
-        from layout.compaction.inputs import InputSource, tagged_batches
+        from layout.compaction.executor.inputs import InputSource, tagged_batches
 
         source = InputSource(metadata_location=plan.metadata_location, io_properties=dict(plan.io_properties),
                              schema_json=plan.table_schema_json)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from layout.compaction.fingerprint import exact_hash_sum
-from layout.compaction.partitions import GROUP, PART
+from layout.compaction.executor.partitions import GROUP, PART
+from layout.compaction.integrity.fingerprint import exact_hash_sum
 from layout.io import find_parquet_files, list_parquet_files
 from layout.manifest import StagedFile
 from layout.parquet import ParquetFile

@@ -13,17 +13,17 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from layout.compaction.figures import (
+from layout.compaction.executor.figures import (
     ManifestRangeMiss,
     check_native_rows,
     check_ranges,
     file_counts,
     manifest_figures,
 )
-from layout.compaction.fingerprint import SPARK_CONF as FINGERPRINT_CONF
-from layout.compaction.partitions import GROUP, PART, PART_KEY
-from layout.compaction.slots import task_keys
-from layout.compaction.sort_prefix import key_ordinals
+from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
+from layout.compaction.executor.slots import task_keys
+from layout.compaction.executor.sort_prefix import key_ordinals
+from layout.compaction.integrity.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.manifest import JobWarning, StagedGroup, StagedManifest
 
 from .fingerprints import InputFingerprint
@@ -50,7 +50,7 @@ SESSION_CONF = {
     # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The write keeps the rows in the order each task sorted them (by the sort key alone: a task holds at most
-    # one slot, so one file, of each group and partition: `layout.compaction.slots`). By default Spark plans a
+    # one slot, so one file, of each group and partition: `layout.compaction.executor.slots`). By default Spark plans a
     # partitioned write under a sort by the partition columns, which replaces the task's own sort (the key
     # order then survives only while the sort does not spill). Without the planned write, and with a writer
     # per partition directory kept open, each row goes to its directory's writer as it comes. Past this many
@@ -79,7 +79,7 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
        tables first keep one row per key (a window partitioned by the keys: parallel); natively read
        files' row counts are checked. When Spark reads every file natively (no merge rule, a linear order)
        there is no such pass: rows and the sort prefix's key ranges come from the manifests
-       (`layout.compaction.figures`), the write checks both, and only partitions cut into several slots draw a sample
+       (`layout.compaction.executor.figures`), the write checks both, and only partitions cut into several slots draw a sample
        (`sample_keys`: the drawn rows alone are tagged); a value outside the bounds writes it all again;
     2. how many files each (group, partition) gets (its share of the group's planned output files), their
        slots and write tasks (`plan_write`), and where a partition has several slots, their boundaries:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from layout.compaction.partitions import GROUP, PART, PART_KEY
-from layout.compaction.sort_prefix import PrefixPlan
+from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
+from layout.compaction.executor.sort_prefix import PrefixPlan
 
 from .frames import before, key_struct, literal_frame
 from .read import SOURCE, NativeScan

@@ -25,7 +25,7 @@ def _struct_field(field):
 
 def _spark_type(t):
     """Iceberg type -> Spark type. Types Spark cannot write (uuid, fixed, time) are refused at plan time
-    (`layout.compaction.admission`); reaching one here is a bug."""
+    (`layout.compaction.planning.admission`); reaching one here is a bug."""
 
     simple = {I.BooleanType: T.BooleanType, I.IntegerType: T.IntegerType, I.LongType: T.LongType,
               I.FloatType: T.FloatType, I.DoubleType: T.DoubleType, I.DateType: T.DateType,

@@ -1,5 +1,5 @@
 """The write's plan and its finishing touches: slots and tasks (`plan_write`), pieces sized to a task's sort
-memory (`layout.compaction.memory`), a curve's index column, the flat write's moves into the slots'
+memory (`layout.compaction.executor.memory`), a curve's index column, the flat write's moves into the slots'
 directories, and the staged files finished in the executors (stitched from pieces, list and map field ids).
 """
 
@@ -18,9 +18,9 @@ from pyspark.sql.functions import arrow_udf
 
 from layout import curves
 from layout.catalog import STAGING, stamped_dir
-from layout.compaction.memory import memory_per_input_byte, memory_piece_bytes, task_memory
-from layout.compaction.partitions import GROUP, PART
-from layout.compaction.slots import (
+from layout.compaction.executor.memory import memory_per_input_byte, memory_piece_bytes, task_memory
+from layout.compaction.executor.partitions import GROUP, PART
+from layout.compaction.executor.slots import (
     PACK_BYTES,
     PIECE_BYTES,
     SlotPlan,
@@ -28,8 +28,8 @@ from layout.compaction.slots import (
     plan_slots,
     stitch_lists,
 )
-from layout.compaction.sort_prefix import sort_prefix
-from layout.compaction.staging import finish_staged_file, nested_field_ids
+from layout.compaction.executor.sort_prefix import sort_prefix
+from layout.compaction.executor.staging import finish_staged_file, nested_field_ids
 from layout.io import find_parquet_files, resolve
 
 from .read import is_local
@@ -56,8 +56,8 @@ def write_dir(plan) -> str:
 
 
 def plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures):
-    """The write's slots and tasks (`layout.compaction.slots`), from each (group, partition)'s files and bytes
-    (its group's input bytes by its share of the rows), and the sort prefix (`layout.compaction.sort_prefix`)."""
+    """The write's slots and tasks (`layout.compaction.executor.slots`), from each (group, partition)'s files and bytes
+    (its group's input bytes by its share of the rows), and the sort prefix (`layout.compaction.executor.sort_prefix`)."""
     group_bytes = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
     group_rows: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
@@ -86,7 +86,7 @@ def plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures):
 
 def _piece_bytes(spark, groups, schema) -> int:
     """The input bytes a piece of an output file aims for: spark.lakesort.compact.pieceBytes when set, else
-    PIECE_BYTES or less, so that a write task sorts its rows in memory (`layout.compaction.memory`)."""
+    PIECE_BYTES or less, so that a write task sorts its rows in memory (`layout.compaction.executor.memory`)."""
     configured = spark.conf.get("spark.lakesort.compact.pieceBytes", None)
     if configured:
         return int(configured)

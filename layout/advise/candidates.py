@@ -37,7 +37,7 @@ __all__ = ["MAX_CANDIDATES", "MAX_COLUMNS", "Candidate", "candidates", "probe_co
 MAX_COLUMNS = 4
 MAX_CANDIDATES = 24
 MIN_TIE_PAGES = 0.25
-# Iceberg types the Spark job's curves rank (layout.compaction.admission allows these for curve keys).
+# Iceberg types the Spark job's curves rank (layout.compaction.planning.admission allows these for curve keys).
 CURVE_TYPES = frozenset({"IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType", "DateType",
                          "TimestampType", "TimestamptzType", "StringType"})
 # Types a linear sort may use: any primitive the job writes (the admission refuses the others anyway).

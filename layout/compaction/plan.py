@@ -1,6 +1,6 @@
 """The rewrite plan: the frozen value the planner produces and the Spark job, verify and commit consume.
 
-`layout.compaction.planner` decides what to rewrite and returns a `RewritePlan`; the job
+`layout.compaction.planning.planner` decides what to rewrite and returns a `RewritePlan`; the job
 (jobs/compact.py) reads it from JSON in the Spark driver. Consumers depend on this module, never on the
 planner: the job's driver imports it in 0.1 s where the planner (with pyiceberg's table, the table spec's
 SQL parser and the admission checks) took 0.4-0.7 s, on the job's critical path before Spark starts.
@@ -43,11 +43,11 @@ class InputFile(Frozen):
     # None where unknown or the type has no ordinal. The job takes its sort prefix's ranges from them.
     ranges: tuple[tuple[int, int] | None, ...] = ()
     spec_id: int = 0  # the partition spec the file was written under
-    partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.partitions`)
-    # Spark's own reader reads it as Iceberg does (`layout.compaction.inputs.native_reason`), decided by the
+    partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.executor.partitions`)
+    # Spark's own reader reads it as Iceberg does (`layout.compaction.executor.inputs.native_reason`), decided by the
     # prepare step from the footer: the job reads it natively instead of through pyiceberg in Python.
     spark_native: bool = False
-    # Estimated bytes of its variable-length values once decoded (`layout.compaction.memory.value_bytes`, from
+    # Estimated bytes of its variable-length values once decoded (`layout.compaction.executor.memory.value_bytes`, from
     # the footer, by the prepare step; None before): how large a write task's piece may be.
     value_bytes: int | None = None
 
@@ -63,7 +63,7 @@ class PartitionDecision(Frozen):
     foreign_files: int  # not written by lakesort under this spec
     overlap_depth: int
     delete_files: int = 0
-    sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.sorted_runs`)
+    sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.planning.sorted_runs`)
 
 
 class RewriteGroup(Frozen):

@@ -19,17 +19,14 @@ Semantics, which pruning must respect:
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, ClassVar, Generic, TypeVar
 
 from layout.errors import UsageError
-
-LiteralValue = bool | int | float | Decimal | str | bytes | dt.date | dt.datetime | dt.time
+from layout.literals import LiteralValue, sql_literal
 
 SUPPORTED = (
     "supported: AND, OR, NOT, parentheses, TRUE/FALSE, comparisons (= <> != < <= > >=) between one "
@@ -364,24 +361,6 @@ def _like_literal(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return sql_literal(escaped + "%")
 
-
-def sql_literal(value: LiteralValue) -> str:
-    """A literal as SQL text that `parse_where` reads back (floats come back as DECIMAL)."""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(value, bytes):
-        return f"X'{value.hex().upper()}'"
-    if isinstance(value, dt.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, dt.date):
-        return f"DATE '{value.isoformat()}'"
-    if isinstance(value, dt.time):
-        return f"TIME '{value.isoformat()}'"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return repr(value)
 
 
 # -- visitors -------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ retained references.
          lease can make one) protects what it references; so does a retained reference by another path;
       6. delete, top-down (a dry run deletes nothing and reports what a real run would delete now).
 
-The lease is the caller's (`layout.compaction.maintain` takes the table lease, as every lakesort run
-does): this package sits below `layout.compaction` and holds whatever it is given for the whole run.
+The lease is the caller's (`layout.upkeep.maintain` takes the table lease, as every lakesort run
+does): this package sits below `layout.upkeep` and holds whatever it is given for the whole run.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ rows R, pages P, compressed bytes B over the row groups the ideal evaluates):
 
 summed over the columns, rounded to whole bytes. With every page of a column holding r rows (N a
 multiple of r), ceil(m / r) pages is the least any placement of m rows can touch, and packing the
-rows from the first page reaches it in every column at once (`tests/test_clustered.py` checks both by
+rows from the first page reaches it in every column at once (`tests/metrics/test_clustered.py` checks both by
 brute force over every placement). Dictionary pages are in B, spread over the rows like the data.
 
 Page size stays a property of the table: a table of tiny files has tiny pages, which the perfectly

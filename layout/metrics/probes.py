@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.table import Table
 
-from layout.expr.predicate import sql_literal
 from layout.io import resolve
+from layout.literals import sql_literal
 from layout.read.iceberg import snapshot_files
 from layout.spec import TableSpec, resolve_sort_keys
 

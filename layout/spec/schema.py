@@ -1,6 +1,6 @@
 """The JSON schema of table specs, published as `schemas/table-spec.schema.json` for editors.
 
-Regenerate the file after changing a model of `layout.spec.models` (tests/test_spec_schema.py checks it):
+Regenerate the file after changing a model of `layout.spec.models` (tests/spec/test_spec_schema.py checks it):
 
     python -m layout.spec --schema > schemas/table-spec.schema.json
 

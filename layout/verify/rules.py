@@ -396,7 +396,7 @@ def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Findi
 
 def _stacked_runs(files: Sequence[OpenedFile], by_run: Mapping[tuple[str, str], list[tuple[str, Any, Any]]],
                   intent: Intent) -> Iterable[Finding]:
-    """A table's partition may hold up to max_sorted_runs sorted runs (`layout.compaction.sorted_runs`); deeper
+    """A table's partition may hold up to max_sorted_runs sorted runs (`layout.compaction.planning.sorted_runs`); deeper
     than that, a reader of one key reads more files than the spec allows until the next compaction."""
     if intent.max_sorted_runs is None or not any(f.run is not None for f in files):
         return

@@ -231,7 +231,7 @@ class Timers:
 
 
 def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str], master: str, work: Path) -> dict:
-    from layout.compaction.submit import spark_submit_binary
+    from layout.compaction.pipeline.submit import spark_submit_binary
 
     work.mkdir(parents=True, exist_ok=True)
     script, args_path, out = work / "naive_sort.py", work / "naive_args.json", work / "out"
@@ -387,18 +387,18 @@ def spec_for(case: Case):
 
 
 STEPS = (  # (module, function, label), wrapped in place
-    ("layout.compaction.steps", "prepare", "prepare"),
-    ("layout.compaction.driver", "submit", "submit"),
-    ("layout.compaction.steps", "check_staged", "verify: Spark's figures, recheck"),
-    ("layout.compaction.steps", "prove_staged", "verify: metadata proof"),
-    ("layout.compaction.steps", "_verify_layout", "verify: layout rules, GX"),
-    ("layout.compaction.steps", "commit", "commit"),
-    ("layout.compaction.steps", "live_totals", "live totals"),
+    ("layout.compaction.pipeline.steps", "prepare", "prepare"),
+    ("layout.compaction.pipeline.driver", "submit", "submit"),
+    ("layout.compaction.pipeline.steps", "check_staged", "verify: Spark's figures, recheck"),
+    ("layout.compaction.pipeline.steps", "prove_staged", "verify: metadata proof"),
+    ("layout.compaction.pipeline.steps", "_verify_layout", "verify: layout rules, GX"),
+    ("layout.compaction.pipeline.steps", "commit", "commit"),
+    ("layout.compaction.pipeline.steps", "live_totals", "live totals"),
 )
 
 
 def run_compact(spec, conf: dict[str, str], master: str, work: Path, timers: Timers) -> dict:
-    from layout.compaction.driver import compact
+    from layout.compaction.pipeline.driver import compact
 
     timers.reset()
     work.mkdir(parents=True, exist_ok=True)
@@ -416,7 +416,7 @@ def run_compact(spec, conf: dict[str, str], master: str, work: Path, timers: Tim
 
 
 def run_measure(spec, work: Path) -> float:
-    from layout.compaction.steps import PreparedRun, measure
+    from layout.compaction.pipeline.steps import PreparedRun, measure
 
     prepared = PreparedRun.load(work)
     t0 = time.perf_counter()

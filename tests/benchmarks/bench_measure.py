@@ -13,7 +13,7 @@ dags/tables/demo_lineitem.yaml: the owners' 4 probes and 8 standard ones, drawn 
 before, as a compaction run does. `layout.metrics.measure.measure` is timed on the unsorted snapshot
 the ingest leaves ("before": one small file per month per append, every row group selected by probes
 off the partition column); then, unless `--no-after`, the table is compacted by
-`layout.compaction.driver.compact` (spark-submit, local[*], as bench_compact runs it) and the sorted
+`layout.compaction.pipeline.driver.compact` (spark-submit, local[*], as bench_compact runs it) and the sorted
 snapshot is measured too ("after"). Each measurement is broken down into planning cold and warm and
 the ideal, and is run again with the ideal computed exactly (no row-group budget) to show what the cap
 saves and what the estimate misses. The figure: drawing + before + after against the compaction.
@@ -127,7 +127,7 @@ def scale_mode(args: argparse.Namespace) -> None:
 
     # pyiceberg may be imported only now that PYICEBERG_HOME points at the temporary catalog.
     from layout.catalog import load_table
-    from layout.compaction.driver import compact
+    from layout.compaction.pipeline.driver import compact
     from layout.demo import build_demo
     from layout.metrics import measure as measuring
     from layout.spec import parse_spec
@@ -146,7 +146,7 @@ def scale_mode(args: argparse.Namespace) -> None:
           f"{mib(sum(files.values()))}, in {time.perf_counter() - started:.0f}s")
     print(f"{os.cpu_count()} CPUs, load average now {os.getloadavg()[0]:.1f} (other jobs share the machine)")
 
-    # As a compaction run does (layout.compaction.steps.measure): the probes drawn once, on the snapshot
+    # As a compaction run does (layout.compaction.pipeline.steps.measure): the probes drawn once, on the snapshot
     # before, and measured on both.
     snapshot = table.current_snapshot().snapshot_id
     started = time.perf_counter()

@@ -45,9 +45,9 @@ def maintain(spec, nights: int):
     minutes, so snapshots are kept by count (each night commits two: the append and the compaction), not
     by age. Every retained snapshot is then read in full (pyiceberg), as the issue asks."""
     from layout.catalog import load_table
-    from layout.compaction.lease import LeaseOwner, new_run_id
-    from layout.compaction.maintain import maintain_table
     from layout.spec import Retention
+    from layout.upkeep.lease import LeaseOwner, new_run_id
+    from layout.upkeep.maintain import maintain_table
 
     kept = spec.model_copy(update={"retention": Retention(max_age="1s", min_snapshots=2 * nights)})
     result = maintain_table(spec.table, owner=LeaseOwner.cli(new_run_id("expire")), spec=kept)
@@ -65,7 +65,7 @@ def probes_against_full(spec, args, home: Path, *, first_day: dt.date, new_key: 
     order), planned on the table as the nights left it and again after `compact --full` of the partitions
     the nights touched: the worst ratio of bytes selected. Run after the last night (a full compaction
     every night would cost what the sorted runs save)."""
-    from layout.compaction.driver import compact
+    from layout.compaction.pipeline.driver import compact
     from layout.read.plan import plan
     from layout.spec import Probe
 
@@ -93,7 +93,7 @@ def probes_against_full(spec, args, home: Path, *, first_day: dt.date, new_key: 
 
 def plan_partitions(spec):
     from layout.catalog import load_table
-    from layout.compaction.planner import plan_rewrite
+    from layout.compaction.planning.planner import plan_rewrite
 
     return plan_rewrite(load_table(spec.table, spec.catalog), spec).partitions
 
@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     home = isolated_home("lakesort-bench-nightly-", keep=args.keep)
 
     from layout.catalog import load_table
-    from layout.compaction.driver import compact
-    from layout.compaction.planner import plan_rewrite
+    from layout.compaction.pipeline.driver import compact
+    from layout.compaction.planning.planner import plan_rewrite
     from layout.demo import build_demo
     from layout.spec import parse_spec
 

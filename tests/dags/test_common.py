@@ -1,7 +1,7 @@
 """The DAGs' wiring (dags/lakesort_common.py) without Airflow running: the registry and its default, the
 task bodies' Airflow side (a busy table skips a nightly and fails a backfill; a failed Spark job fails
 `verify` without retries), and the spark-submit command the DAG's `compact` task runs. What the steps do
-is tested in tests/test_runs.py."""
+is tested in tests/compaction/pipeline/test_runs.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import lakesort_common as common
 import pytest
 
-from layout.compaction import runs
-from layout.compaction.lease import LeaseOwner, acquire_lease, read_lease, release_lease
-from layout.compaction.submit import describe_job
+from layout.compaction.pipeline import runs
+from layout.compaction.pipeline.submit import describe_job
+from layout.upkeep.lease import LeaseOwner, acquire_lease, read_lease, release_lease
 
 
 @contextlib.contextmanager
@@ -125,7 +125,7 @@ def test_the_dags_submit_command(events, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from layout.compaction.planner import RewritePlan
+    from layout.compaction.planning.planner import RewritePlan
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     bag = DagBag(dag_folder=common.DAGS_DIR)
@@ -168,7 +168,7 @@ def test_the_dags_submit_command(events, monkeypatch):
     assert cmd[cmd.index("--py-files") + 1] == task.py_files
     assert "spark.sql.session.timeZone=UTC" in cmd
     assert cmd[-7:] == [task.application, *task.application_args]
-    # `lakesort compact` (layout.compaction.submit.submit) runs this very command for the same job.
+    # `lakesort compact` (layout.compaction.pipeline.submit.submit) runs this very command for the same job.
     job = run.prepared().jobs[0]
     same = describe_job(plan_path=args["--plan"], manifest_path=job.manifest_path, groups=job.group_ids,
                         name=task.name, work_dir=run.work_dir)

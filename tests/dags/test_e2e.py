@@ -205,9 +205,9 @@ def test_then_nothing_is_left_to_do(dry_run, lake, monkeypatch, caplog):
     the dry run's above): nothing to do, said so, recorded, no lease left."""
     import logging
 
-    from layout.compaction.lease import LeaseOwner
-    from layout.compaction.runs import TableRequest, prepare_table
+    from layout.compaction.pipeline.runs import TableRequest, prepare_table
     from layout.metrics.measure import read_runs
+    from layout.upkeep.lease import LeaseOwner
 
     for name, value in {"PYICEBERG_HOME": str(lake.root), "LAKESORT_TABLES_DIR": str(lake.root / "tables"),
                         "LAKESORT_WORK_DIR": str(lake.root / "work")}.items():

@@ -1,0 +1,8 @@
+"""A compaction run's steps, in order: prepare (plan and check inputs), the Spark job's submission (`submit`,
+with the driver JVM's class archive, `class_archive`), verify, commit (`commit`), record and measure (`steps`);
+the same steps as separate Airflow tasks (`runs`) and as one `lakesort compact` process (`driver`).
+
+May import: layout.compaction.planning, layout.compaction.executor, layout.compaction.integrity,
+layout.compaction.plan, layout.upkeep (the lease, staged-file cleanup, maintenance), layout.verify,
+layout.metrics, layout.read and the ground floor. Never Spark or Airflow: the job is spark-submitted.
+"""

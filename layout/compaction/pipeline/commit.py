@@ -1,0 +1,301 @@
+"""The verified atomic commit of a compaction's staged output.
+
+The verify step checked the staged output (`layout.compaction.integrity.staged`). The commit checks only that
+the verified files are unchanged (`confirm_unchanged`: the manifest's digest, by the caller, and every file's
+size) and that every input file is still live; one Iceberg snapshot removes exactly the input files and adds
+the staged ones. Any failure before that leaves the table as it was and deletes the staged files
+(`layout.upkeep.cleanup.delete_staged`). pyiceberg's optimistic commit fails cleanly when another writer
+committed in between, and the commit retries at once on the new state while every input is still live.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ValidationException
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+)
+from pyiceberg.table import Table as IcebergTable
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+from layout.catalog import RUN_ID, SPEC_HASH
+from layout.compaction.executor import partitions as partitioning
+from layout.compaction.integrity.proof import footer_statistics
+from layout.compaction.integrity.staged import (
+    CommitRefused,
+    ManifestScans,
+    check_staged,
+    confirm_unchanged,
+    prove_staged,
+    staged_columns,
+)
+from layout.compaction.plan import RewritePlan
+from layout.manifest import StagedManifest
+from layout.upkeep.cleanup import delete_staged
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    run_id: str
+    snapshot_id: int | None  # None when there was nothing to commit
+    files_removed: int
+    files_added: int
+    rows: int
+    bytes_removed: int
+    bytes_added: int
+    seconds: float
+
+
+def commit_rewrite(
+    table: Table, plan: RewritePlan, manifest: StagedManifest, *,
+    verify: Callable[[StagedManifest], None] | None = None, verified: bool = False,
+) -> CommitResult:
+    """Check the staged output against the manifest and commit it; on any failure, clean up and raise.
+
+    `verified`: the caller made sure the verify step passed on exactly this manifest (its digest), so only
+    `confirm_unchanged` runs here; otherwise `check_staged` and `prove_staged` run first, then `verify`
+    (layout verification), which may raise to refuse.
+    """
+
+    started = time.perf_counter()
+    done = committed_run(table.refresh(), plan.run_id)
+    if done is not None:  # a retried step after the commit went through: its files are the table's now
+        log.info("run %s is already committed as snapshot %s: nothing to do", plan.run_id, done.snapshot_id)
+        return done
+    try:
+        if manifest.run_id != plan.run_id:
+            raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
+        if verified:
+            confirm_unchanged(manifest)
+        else:
+            check_staged(manifest, staged_columns(plan))
+            prove_staged(table, plan, manifest)
+            if verify is not None:
+                verify(manifest)
+        return _commit(table, plan, manifest, started)
+    except CommitStateUnknownException:
+        # The catalog may have taken the commit: deleting the staged files could delete live data.
+        log.error("commit of run %s: state unknown; staged files kept. Check the table's history, then run "
+                  "`lakesort cleanup %s`, which removes only unreferenced staged files", plan.run_id, plan.table)
+        raise
+    except BaseException:
+        removed = delete_staged(table, plan.run_id)
+        log.warning("commit of run %s abandoned: the table is unchanged; removed %d staged file(s)",
+                    plan.run_id, removed)
+        raise
+
+
+# Against a writer that commits every few hundred milliseconds, what wins is a short path from reading
+# the table to the catalog's compare-and-swap: attempts follow each other at once (a back-off only lets
+# the other writer in again), each on freshly read state, until this deadline.
+COMMIT_TIMEOUT_S = 300
+
+
+def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: float) -> CommitResult:
+    """One atomic snapshot that swaps the inputs for the outputs, retried while other writers commit.
+
+    Validation is Iceberg's rewrite semantics (`_RewriteFiles`): every input must still be live and no new
+    delete file may apply to it. Rows other writers appended meanwhile, even to the same partitions, do
+    not conflict: the next plan picks them up.
+    """
+
+    inputs = {p for g in manifest.groups for p in g.inputs}
+    outputs = [f for g in manifest.groups for f in g.outputs]
+    if not inputs and not outputs:
+        return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started)
+    rows = sum(g.expected_rows for g in manifest.groups)
+    added_bytes = sum(f.size for f in outputs)
+    table = table.refresh()
+    planned = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
+    scans = ManifestScans(inputs, {m.manifest_path for m in planned.manifests(table.io)} if planned else set())
+    live = scans.live(table)
+    gone = sorted(inputs - live.keys())
+    if gone:
+        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
+                            f"rewrote or removed them), e.g. {gone[0]}; nothing committed, the next run retries")
+    new_files = output_data_files(table, plan, outputs)
+    removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
+    props = {
+        RUN_ID: plan.run_id, SPEC_HASH: plan.spec_hash, "lakesort.rows": str(rows),
+        "lakesort.input-files": str(len(inputs)), "lakesort.output-files": str(len(outputs)),
+        "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
+        "lakesort.base-snapshot-id": str(plan.snapshot_id),
+    }
+    deadline = time.monotonic() + COMMIT_TIMEOUT_S
+    attempt = 0
+    while True:
+        attempt += 1
+        if attempt > 1:
+            table = table.refresh()
+        if table.spec().spec_id != plan.partition_spec_id:
+            raise CommitRefused(f"{plan.table}: the partition spec changed since planning (now {table.spec().spec_id}, "
+                                f"planned {plan.partition_spec_id}); nothing committed, the next run rewrites into the new spec")
+        try:
+            # The one step that changes the table: atomic in the catalog. Each attempt is built on the state
+            # just read; the inputs' DataFiles (equal by path) are the ones read once above.
+            with _one_shot(table).transaction() as tx, _RewriteFiles.start(tx, table, props, scans) as rewrite:
+                for path in sorted(inputs):
+                    rewrite.delete_data_file(live[path])
+                for df in new_files:
+                    rewrite.append_data_file(df)
+            break
+        except ValidationException as exc:
+            # An input was removed or got deletes since planning (the producer checks it against the new state).
+            raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next run "
+                                "retries") from exc
+        except CommitFailedException as exc:
+            if time.monotonic() > deadline:
+                raise CommitRefused(f"{plan.table}: {attempt} commit attempts in {COMMIT_TIMEOUT_S}s lost the race to "
+                                    f"other writers ({exc}); nothing committed, the next run retries") from exc
+            (log.warning if attempt % 10 == 1 else log.debug)(
+                "commit of run %s: the table moved on (attempt %d): %s; retrying at once on the new state",
+                plan.run_id, attempt, exc)
+    try:
+        snapshot = _snapshot_of_run(table.refresh(), plan.run_id)
+    except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup
+        snapshot = None
+    result = CommitResult(plan.run_id, snapshot.snapshot_id if snapshot else None, len(inputs), len(outputs), rows,
+                          removed_bytes, added_bytes, time.perf_counter() - started)
+    log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows", plan.run_id, result.snapshot_id,
+             len(inputs), len(outputs), rows)
+    return result
+
+
+def _run_snapshot(table: Table, run_id: str):
+    """The snapshot this run committed (others may have committed after it), or None."""
+    for snap in reversed(table.snapshots()):
+        if snap.summary is not None and snap.summary.additional_properties.get(RUN_ID) == run_id:
+            return snap
+    return None
+
+
+def _snapshot_of_run(table: Table, run_id: str):
+    return _run_snapshot(table, run_id) or table.current_snapshot()
+
+
+def committed_run(table: Table, run_id: str) -> CommitResult | None:
+    """What this run committed, from its snapshot's summary, when it has committed (an Airflow retry of a step
+    whose commit went through before its worker died); None when it has not (or its snapshot has expired:
+    `delete_staged` still keeps every file a snapshot references)."""
+    snap = _run_snapshot(table, run_id)
+    if snap is None:
+        return None
+    props = snap.summary.additional_properties
+    files_in, files_out, rows, bytes_in, bytes_out = (
+        int(props.get(f"lakesort.{key}", 0)) for key in ("input-files", "output-files", "rows", "input-bytes",
+                                                         "output-bytes"))
+    return CommitResult(run_id, snap.snapshot_id, files_in, files_out, rows, bytes_in, bytes_out, 0.0)
+
+
+def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
+    """DataFiles of the staged outputs: statistics from their footers as pyiceberg computes them, partition
+    values from the job (the plan's spec), never inferred from footer min/max."""
+
+
+    schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
+    order_id = table.sort_order().order_id
+    files = []
+    for f in outputs:
+        input_file = table.io.new_input(f.path)
+        with input_file.open() as stream:
+            metadata = pq.read_metadata(stream)
+        # The statistics the proof checked (NaN-tainted float bounds left out, never committed wrong).
+        serialized = footer_statistics(metadata, schema, table.metadata.properties)
+        data_file = DataFile.from_args(
+            content=DataFileContent.DATA, file_path=f.path, file_format=FileFormat.PARQUET,
+            partition=partitioning.decode(f.partition_key, spec, schema), file_size_in_bytes=len(input_file),
+            # The rows are sorted by the table's order when the spec takes its keys from it (the default).
+            sort_order_id=order_id or None, equality_ids=None, key_metadata=None, **serialized,
+        )
+        data_file.spec_id = spec.spec_id
+        files.append(data_file)
+    return files
+
+
+def _one_shot(table: Table) -> Table:
+    """The table with pyiceberg's own commit retries off (in memory only): `_commit` retries itself, at once
+    and on freshly read state, where pyiceberg would back off up to seconds and revalidate each time."""
+
+    properties = {**table.metadata.properties, "commit.retry.num-retries": "0"}
+    return IcebergTable(identifier=table._identifier, metadata=table.metadata.model_copy(update={"properties": properties}),
+                        metadata_location=table.metadata_location, io=table.io, catalog=table.catalog)
+
+
+class _RewriteFiles:
+    """pyiceberg 0.12's overwrite, validated and retried as Iceberg's RewriteFiles is.
+
+    - Validation: pyiceberg validates an overwrite at the table's isolation level, `serializable` by
+      default, so any data file another writer added since the base snapshot fails it, and under a
+      streaming ingest every compaction was thrown away. A rewrite changes no rows, so (as Java's
+      `RewriteFiles`) it needs only its inputs still live (`_validate_required_deletes`, against the state
+      the attempt is built on) and no delete file added since planning.
+    - Speed of a retry: pyiceberg reads every manifest of the table again on each attempt, so against an
+      ingest committing a manifest every few hundred milliseconds an attempt grows slower than the other
+      writer's cycle and never wins. Manifests are immutable: what each holds of the inputs is read once
+      per commit (`ManifestScans`) and later attempts read only the manifests that are new.
+    """
+
+    @staticmethod
+    def start(tx, table: Table, props: dict[str, str], scans: ManifestScans):
+
+        class RewriteFiles(_OverwriteFiles):
+            def _validate_concurrency(self) -> None:
+                """Never reached: pyiceberg's own retries are off (`_one_shot`); each attempt is built anew."""
+
+            def _head_manifests(self):
+                snapshot = self._transaction.table_metadata.snapshot_by_name(name=self._target_branch)
+                manifests = snapshot.manifests(io=self._io) if snapshot else []
+                for manifest in manifests:
+                    if manifest.content == ManifestContent.DELETES and scans.is_new(manifest):
+                        raise ValidationException(
+                            f"a delete file was committed since planning (manifest {manifest.manifest_path}); "
+                            "it may apply to the inputs")
+                return manifests
+
+            def _existing_manifests(self):
+                out = []
+                for manifest in self._head_manifests():
+                    deleted, kept = scans.scan(manifest, self._io)
+                    if not deleted:
+                        out.append(manifest)
+                    elif kept:
+                        with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:
+                            for entry in kept:
+                                writer.add_entry(ManifestEntry.from_args(
+                                    status=ManifestEntryStatus.EXISTING, snapshot_id=entry.snapshot_id,
+                                    sequence_number=entry.sequence_number,
+                                    file_sequence_number=entry.file_sequence_number, data_file=entry.data_file))
+                        out.append(writer.to_manifest_file())
+                return out
+
+            def _deleted_entries(self):
+                entries = [
+                    ManifestEntry.from_args(status=ManifestEntryStatus.DELETED, snapshot_id=self._snapshot_id,
+                                            sequence_number=e.sequence_number,
+                                            file_sequence_number=e.file_sequence_number, data_file=e.data_file)
+                    for manifest in self._head_manifests()
+                    for e in scans.scan(manifest, self._io)[0]
+                ]
+                self._validate_required_deletes(entries)
+                return entries
+
+        return RewriteFiles(operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=props)
+
+

@@ -1,0 +1,333 @@
+"""One table's compaction as a sequence of separate tasks (the Airflow DAGs), each step a function of the
+value the step before returned.
+
+    TableRequest --prepare_table--> PlannedTable --(Spark)--> verify_table --> VerifiedRun
+                 --commit_table--> CommittedRun --measure_table--> MeasuredRun
+    TableRequest --maintain_table--> MaintenanceResult   (nightly, after every table's compaction)
+
+The values are `Frozen` models because they travel between processes and hosts as XCom: a task returns
+`model.model_dump(mode="json")` and the next reads it with `Model.model_validate(payload)`, so a payload
+of another version or a typo fails where it is read, naming the field. Each carries what the later
+steps need (the run's work directory, the lease owner); the run itself is the `PreparedRun` saved there.
+
+The table lease (`layout.upkeep.lease`) spans the steps: `prepare_table` takes it (unless dry run)
+and every step releases it when it fails or, the last one, when it is done, so a failed task never
+leaves a table locked; whatever still slips through, the DAG run's last task sweeps
+(`lease.sweep_leases`). `lakesort compact` runs the same steps in one process (`driver.compact`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from layout.compaction.pipeline import steps
+from layout.compaction.pipeline.steps import MeasureOutcome, PreparedRun, SparkJob, Trigger
+from layout.compaction.pipeline.submit import operator_kwargs
+from layout.compaction.plan import PartitionDecision
+from layout.compaction.planning.dates import DateRange, date_range, partitions_for_dates
+from layout.errors import LakesortError
+from layout.maintenance import MaintenanceResult
+from layout.metrics.measure import measure as measure_snapshot
+from layout.models import Frozen
+from layout.registry import find_spec
+from layout.spec import TableSpec
+from layout.upkeep.lease import LeaseOwner, acquire_lease, release_lease
+from layout.upkeep.maintain import maintain_table as _maintain
+
+__all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "TableMeasurement",
+           "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table", "maintain_table",
+           "measure_current", "measure_table", "prepare_table", "spark_jobs", "to_compact", "verify_table"]
+
+log = logging.getLogger(__name__)
+
+Status = Literal["planned", "dry-run", "nothing-to-do"]
+
+
+class SparkJobsFailed(LakesortError):
+    """Spark jobs of a run failed (after their retries): the run was abandoned, the table is unchanged."""
+
+
+class TableRequest(Frozen):
+    """What to do to one table: every changed partition, or the `partitions`, or those of `dates`."""
+
+    table: str
+    trigger: Trigger
+    partitions: tuple[str, ...] | None = None
+    dates: DateRange | None = None
+    force: bool = False
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> TableRequest:
+        if self.partitions and self.dates:
+            raise ValueError(f"{self.table}: give either partitions or a date range ({self.dates}), not both")
+        return self
+
+    def describe(self) -> str:
+        what = (f"partitions {', '.join(self.partitions)}" if self.partitions else
+                f"the partitions of {self.dates}" if self.dates else "every partition")
+        return f"{self.table}: {what}{', forced' if self.force else ''}{', dry run' if self.dry_run else ''}"
+
+
+class GroupView(Frozen):
+    group_id: int
+    partition: str
+    input_files: int
+    bytes: int
+    rows: int
+    output_files: int
+
+
+class PlanView(Frozen):
+    """The plan as a dry run shows it (task log and XCom): the decision per partition and the groups."""
+
+    table: str
+    run_id: str
+    summary: str
+    plan_path: str
+    forced: bool
+    input_bytes: int
+    partitions: tuple[PartitionDecision, ...]
+    groups: tuple[GroupView, ...]
+    spark_jobs: tuple[SparkJob, ...]
+
+    @classmethod
+    def of(cls, prepared: PreparedRun) -> PlanView:
+        plan = prepared.plan()
+        return cls(table=prepared.table, run_id=prepared.run_id, summary=prepared.summary(),
+                   plan_path=prepared.plan_path, forced=plan.forced, input_bytes=plan.input_bytes,
+                   partitions=plan.partitions, spark_jobs=prepared.jobs,
+                   groups=tuple(GroupView(group_id=g.group_id, partition=g.partition, input_files=len(g.inputs),
+                                          bytes=g.bytes, rows=g.rows, output_files=g.output_files)
+                                for g in plan.groups))
+
+
+class PlannedTable(Frozen):
+    """`prepare_table`'s result. Only status "planned" goes on (Spark, then verify); the others are done."""
+
+    table: str
+    owner: LeaseOwner
+    status: Status
+    run_id: str | None = None  # None: a date range that covers no partition (nothing was planned)
+    work_dir: str | None = None
+    summary: str
+    partitions: tuple[str, ...] = ()
+    jobs: tuple[SparkJob, ...] = ()
+    plan: PlanView | None = None  # dry runs only
+
+    def prepared(self) -> PreparedRun:
+        if self.work_dir is None:
+            raise LakesortError(f"{self.table}: {self.status}, no run was prepared; nothing to load")
+        return PreparedRun.load(self.work_dir)
+
+
+class VerifiedRun(Frozen):
+    table: str
+    owner: LeaseOwner
+    run_id: str
+    work_dir: str
+    verification: Literal["passed"]
+    warnings: int
+
+
+class CommittedRun(Frozen):
+    """A committed run; also the "table compacted" asset event (`asset_uri`, `event_extra`)."""
+
+    table: str
+    owner: LeaseOwner
+    catalog: str | None
+    run_id: str
+    work_dir: str
+    trigger: Trigger
+    snapshot_id: int
+    partitions: tuple[str, ...]
+    files_removed: int
+    files_added: int
+    rows: int
+
+    def asset_uri(self) -> str:
+        return asset_uri(self.table, catalog=self.catalog)
+
+    def event_extra(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", include={"table", "run_id", "trigger", "snapshot_id", "partitions",
+                                                     "files_removed", "files_added", "rows"})
+
+
+class MeasuredRun(Frozen):
+    table: str
+    run_id: str
+    measured: MeasureOutcome
+
+
+class TableMeasurement(Frozen):
+    """The probes on a table's current snapshot (`lakesort_report`)."""
+
+    table: str
+    snapshot_id: int | None
+    probes: int
+    bytes_selected: int  # by the owners' probes
+
+
+def asset_uri(table: str, *, catalog: str | None) -> str:
+    """The Airflow asset of a table: what downstream DAGs schedule on."""
+    return f"iceberg://{catalog or 'default'}/{table}"
+
+
+def backfill_request(params: Mapping[str, Any]) -> TableRequest:
+    """The backfill DAG's params checked together (Airflow's JSON schema checks each on its own): a
+    registered table (ConfigError listing the registered ones), partitions or a date range (`date_range`)."""
+    table = str(params.get("table") or "")
+    find_spec(table)  # ConfigError: "no spec for table ... (specs exist for: ...)"
+    partitions = tuple(params.get("partitions") or ()) or None
+    request = TableRequest(table=table, trigger="backfill", partitions=partitions,
+                           dates=date_range(params.get("from"), params.get("to"), partitions=partitions),
+                           force=bool(params.get("force")), dry_run=bool(params.get("dry_run")))
+    log.info("backfill of %s", request.describe())
+    return request
+
+
+def prepare_table(request: TableRequest, *, owner: LeaseOwner, spec: TableSpec | None = None) -> PlannedTable:
+    """Take the table's lease (unless a dry run, which only reads and may run beside a compaction), map
+    dates to partitions, plan (with `spec`, default: the registry's). A dry run and a run with nothing to
+    do are recorded and end here, lease released. Raises `lease.TableBusy` (nothing done) when another run
+    holds the table; on any other error the lease is released and the error (a corrupt input: naming the
+    file) raised again.
+    """
+    table = request.table
+    if not request.dry_run:
+        acquire_lease(table, owner)
+    try:
+        spec = spec or find_spec(table)
+        partitions = request.partitions
+        if request.dates is not None:
+            partitions = tuple(partitions_for_dates(spec, dates=request.dates))
+            log.info("%s: %s covers %s", table, request.dates, ", ".join(partitions) or "no partition")
+            if not partitions:
+                summary = f"{table}: nothing to do (no partition holds rows of {request.dates})"
+                log.info("%s", summary)
+                release_lease(table, owner)
+                return PlannedTable(table=table, owner=owner, status="nothing-to-do", summary=summary)
+        prepared = steps.prepare(table, spec=spec, partitions=partitions, force=request.force,
+                                 trigger=request.trigger, dry_run=request.dry_run)
+        planned = PlannedTable(table=table, owner=owner, status="planned", run_id=prepared.run_id,
+                               work_dir=prepared.work_dir, summary=prepared.summary(),
+                               partitions=prepared.partitions, jobs=prepared.jobs)
+        if prepared.dry_run:
+            steps.record(prepared, "dry-run")
+            view = PlanView.of(prepared)
+            log.info("dry run, nothing changes: %s", prepared.summary())
+            for g in view.groups:
+                log.info("  group %d (%s): %d file(s), %d bytes, %d rows -> %d file(s)", g.group_id, g.partition,
+                         g.input_files, g.bytes, g.rows, g.output_files)
+            log.info("  plan: %s", prepared.plan_path)
+            release_lease(table, owner)
+            return planned.model_copy(update={"status": "dry-run", "jobs": (), "plan": view})
+        if prepared.nothing_to_do:
+            steps.record(prepared, "nothing-to-do")  # prepare logged "<table>: nothing to do (N partition(s) checked)"
+            release_lease(table, owner)
+            return planned.model_copy(update={"status": "nothing-to-do"})
+        return planned
+    except BaseException as exc:
+        log.error("%s: prepare failed: %s", table, exc)  # a corrupt input: the error names the file
+        release_lease(table, owner)
+        raise
+
+
+@contextmanager
+def _lease_released_on_failure(run: PlannedTable | VerifiedRun) -> Iterator[None]:
+    """A step that fails releases the run's lease (a failed task must never leave the table locked)."""
+    try:
+        yield
+    except BaseException:
+        release_lease(run.table, run.owner)
+        raise
+
+
+def to_compact(results: Iterable[PlannedTable]) -> list[PlannedTable]:
+    """The runs with Spark work (status "planned"); the others' summaries go to the log."""
+    runs = []
+    for result in results:
+        if result.status == "planned":
+            runs.append(result)
+        else:
+            log.info("%s", result.summary)
+    log.info("%d table(s) to compact: %s", len(runs), ", ".join(r.table for r in runs) or "none")
+    return runs
+
+
+def spark_jobs(runs: Iterable[PlannedTable]) -> list[dict[str, Any]]:
+    """SparkSubmitOperator's arguments for every Spark job of every planned run (`submit.operator_kwargs`)."""
+    runs = list(runs)
+    out = [kwargs for run in runs for kwargs in operator_kwargs(run.prepared())]
+    log.info("%d Spark job(s) for %d table(s)", len(out), len(runs))
+    return out
+
+
+def verify_table(run: PlannedTable) -> VerifiedRun:
+    """Abandon the run if one of its Spark jobs failed (SparkJobsFailed: staged files removed, failure
+    recorded), else verify the staged output; either failure releases the lease."""
+    prepared = run.prepared()
+    with _lease_released_on_failure(run):
+        failed = [j.job_id for j in prepared.jobs if not Path(j.manifest_path).exists()]
+        if failed:
+            steps.abandon(prepared, f"spark: job(s) {', '.join(map(str, failed))} failed (no manifest)")
+            raise SparkJobsFailed(
+                f"{run.table} run {prepared.run_id}: Spark job(s) {failed} failed: run abandoned, staged files "
+                "removed, table unchanged (see the `compact` task logs)")
+        outcome = steps.verify(prepared, spec=find_spec(run.table))
+    return VerifiedRun(table=run.table, owner=run.owner, run_id=prepared.run_id, work_dir=prepared.work_dir,
+                       verification=outcome.status, warnings=len(outcome.findings))
+
+
+def commit_table(run: VerifiedRun) -> CommittedRun:
+    """Commit the verified output (one atomic Iceberg overwrite); a failure releases the lease."""
+    prepared = PreparedRun.load(run.work_dir)
+    with _lease_released_on_failure(run):
+        result = steps.commit(prepared)
+    committed = CommittedRun(
+        table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id, work_dir=run.work_dir,
+        trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,
+        files_removed=result.files_removed, files_added=result.files_added, rows=result.rows)
+    log.info("%s: committed snapshot %s: %d file(s) -> %d file(s), %d rows, %d partition(s); asset %s",
+             run.table, result.snapshot_id, result.files_removed, result.files_added, result.rows,
+             len(prepared.partitions), committed.asset_uri())
+    return committed
+
+
+def measure_table(run: CommittedRun) -> MeasuredRun:
+    """The probes on the snapshot before and after the commit (rows in lakesort.pruning_metrics); the run's
+    last step, so it releases the lease whatever happens."""
+    try:
+        measured = steps.measure(PreparedRun.load(run.work_dir), run.snapshot_id, spec=find_spec(run.table))
+    finally:
+        release_lease(run.table, run.owner)
+    before, after = measured.bytes_selected_before, measured.bytes_selected_after
+    if before and after is not None:
+        log.info("%s: the owners' probes select %d bytes before and %d after (%.0f%% less), %d probe(s) measured",
+                 run.table, before, after, 100 * (1 - after / before), measured.probes)
+    return MeasuredRun(table=run.table, run_id=run.run_id, measured=measured)
+
+
+def measure_current(table: str) -> TableMeasurement:
+    """The probes on the table's current snapshot, recorded with phase `on-demand`."""
+    rows = measure_snapshot(table, spec=find_spec(table))
+    snapshot = rows[0].snapshot_id if rows else None
+    selected = sum(m.bytes_selected for m in rows if m.probe_kind == "owner")
+    log.info("%s: %d probe(s) measured on snapshot %s; the owners' probes select %d bytes", table, len(rows),
+             snapshot, selected)
+    return TableMeasurement(table=table, snapshot_id=snapshot, probes=len(rows), bytes_selected=selected)
+
+
+def maintain_table(request: TableRequest, *, owner: LeaseOwner) -> MaintenanceResult:
+    """Expire the table's snapshots by its spec's retention and delete the files nothing retained references
+    (`layout.upkeep.maintain`), under the table's lease taken as `owner`: TableBusy (nothing done) when
+    another run holds it. A lease this run still holds (a compaction task that failed before releasing it)
+    is taken over: every task of the run that could work on the table has finished by then."""
+    trigger = "nightly" if request.trigger == "nightly" else "manual"
+    return _maintain(request.table, owner=owner, dry_run=request.dry_run, trigger=trigger)

@@ -1,0 +1,169 @@
+"""How a compaction's Spark job is submitted: the job file, its arguments, the `layout` zip, spark-submit.
+
+One description (`SparkSubmission`) serves both callers, so they cannot drift apart: `lakesort compact`
+runs `spark-submit` itself (`submit`), the DAGs hand the same description to Airflow's
+SparkSubmitOperator (`operator_kwargs`). Both take the job file, Spark conf, executor Python and how
+`layout` is shipped from `layout.settings`. The Spark job runs in local mode by default and on a cluster
+with `--master spark://host:7077` (or YARN, Kubernetes). The `layout` package travels to executors as a
+`--py-files` zip (`LAKESORT_SHIP_LAYOUT=zip`), so a cluster needs only the same Python dependencies (the
+locked environment), not this repository; with `installed` the cluster's image has it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layout.compaction.pipeline.class_archive import java_options, with_java_options
+from layout.errors import InputError, LakesortError
+from layout.models import Frozen
+from layout.settings import settings
+
+if TYPE_CHECKING:
+    from layout.compaction.pipeline.steps import PreparedRun
+
+__all__ = ["BASE_CONF", "JOB", "CompactionFailed", "SparkSubmission", "describe_job", "job_arguments",
+           "layout_zip", "operator_kwargs", "spark_submit_binary", "submit"]
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[3]
+JOB = REPO / "jobs" / "compact.py"
+# Every job runs in UTC: timestamps are written as instants, and date partitions must not shift.
+BASE_CONF = {"spark.sql.session.timeZone": "UTC"}
+LAYOUT_ZIP = "layout.zip"
+
+
+class CompactionFailed(LakesortError):
+    """The Spark job failed; the table is unchanged and its staged files were removed."""
+
+
+class SparkSubmission(Frozen):
+    """One `spark-submit` of jobs/compact.py, as SparkSubmitOperator's arguments name its parts."""
+
+    application: str  # the job file as the Spark driver sees it
+    application_args: tuple[str, ...]
+    name: str  # the Spark application's name (the UI, the cluster's logs, the mapped task's label)
+    conf: dict[str, str]
+    env_vars: dict[str, str]  # PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON: one environment on driver and executors
+    py_files: str | None = None  # the `layout` zip, unless the cluster has `layout` installed
+
+    def operator_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of Airflow's SparkSubmitOperator (mapped: one dict per Spark application)."""
+        kwargs: dict[str, Any] = {"application": self.application, "application_args": list(self.application_args),
+                                  "name": self.name, "conf": dict(self.conf), "env_vars": dict(self.env_vars)}
+        if self.py_files:
+            kwargs["py_files"] = self.py_files
+        return kwargs
+
+    def command(self, *, binary: str, master: str) -> list[str]:
+        """The spark-submit command line, in the order SparkSubmitHook builds it."""
+        cmd = [binary, "--master", master]
+        for key, value in self.conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        if self.py_files:
+            cmd += ["--py-files", self.py_files]
+        return [*cmd, "--name", self.name, self.application, *self.application_args]
+
+
+def job_arguments(plan_path: str | Path, manifest_path: str | Path, groups: Sequence[int] | None = None) -> list[str]:
+    """The arguments of `jobs/compact.py` for one job (all the plan's groups when `groups` is None)."""
+    args = ["--plan", str(plan_path), "--manifest", str(manifest_path)]
+    if groups is not None:
+        args += ["--groups", ",".join(str(g) for g in groups)]
+    return args
+
+
+def executor_python() -> str:
+    """The Python of the job's driver and executors: $LAKESORT_SPARK_PYTHON, else $PYSPARK_PYTHON, else this
+    interpreter (executors run the submitter's Python unless told otherwise; a cluster: the image's)."""
+    return settings().spark_python or os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Sequence[int] | None, name: str,
+                 work_dir: str | Path, conf: Mapping[str, str] | None = None) -> SparkSubmission:
+    """The one description of a Spark job; `conf` adds to (and overrides) BASE_CONF and $LAKESORT_SPARK_CONF.
+    The driver's Java options get the class archive's (`layout.compaction.pipeline.class_archive`), when there is one.
+
+    With LAKESORT_SHIP_LAYOUT=zip the run's `layout.zip` in `work_dir` is built when it is not there yet.
+    """
+    config = settings()
+    python = executor_python()
+    py_files = None
+    if config.ship_layout == "zip":
+        shipped = Path(work_dir) / LAYOUT_ZIP
+        py_files = str(shipped if shipped.is_file() else layout_zip(Path(work_dir)))
+    return SparkSubmission(
+        application=config.spark_application or str(JOB),
+        application_args=tuple(job_arguments(plan_path, manifest_path, groups)),
+        name=name, conf=with_java_options({**BASE_CONF, **config.spark_conf, **(conf or {})}, java_options()),
+        env_vars={"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}, py_files=py_files,
+    )
+
+
+def operator_kwargs(prepared: PreparedRun) -> list[dict[str, Any]]:
+    """SparkSubmitOperator's arguments for every Spark job of a prepared run (what the DAGs' `compact` maps)."""
+    if not shutil.which("spark-submit"):
+        log.warning("spark-submit is not on this worker's PATH: the Spark tasks will fail (put the venv's bin "
+                    "directory, %s, or $SPARK_HOME/bin on PATH)", Path(sys.executable).parent)
+    return [describe_job(plan_path=prepared.plan_path, manifest_path=job.manifest_path, groups=job.group_ids,
+                         name=f"lakesort-compact {prepared.table} {prepared.run_id} job {job.job_id}",
+                         work_dir=prepared.work_dir).operator_kwargs()
+            for job in prepared.jobs]
+
+
+def spark_submit_binary() -> str:
+    for candidate in (Path(sys.executable).with_name("spark-submit"),
+                      Path(os.environ.get("SPARK_HOME", "/nonexistent")) / "bin" / "spark-submit"):
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which("spark-submit")
+    if not found:
+        raise InputError("spark-submit not found: run `make setup` (pyspark installs it in .venv/bin) or set SPARK_HOME")
+    return found
+
+
+def layout_zip(directory: Path) -> Path:
+    """The `layout` package as a zip for `--py-files`, so executors on a cluster can import it."""
+    target = directory / LAYOUT_ZIP
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in (REPO / "layout").rglob("*.py"):
+            zf.write(path, path.relative_to(REPO))
+    return target
+
+
+def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
+           conf: Mapping[str, str] | None = None, work_dir: Path, groups: Sequence[int] | None = None) -> None:
+    """Run the compaction job with spark-submit (as `describe_job` describes it); raise CompactionFailed with
+    the log tail on failure."""
+    if settings().ship_layout == "zip":
+        layout_zip(work_dir)  # fresh for this job: a reused work directory may hold an older zip
+    job = describe_job(plan_path=plan_path, manifest_path=manifest_path, groups=groups, name=name,
+                       work_dir=work_dir, conf=conf)
+    cmd = job.command(binary=spark_submit_binary(), master=master)
+    log.info("spark-submit --master %s %s", master, job.application)
+    started = time.perf_counter()
+    log_path = work_dir / "spark-submit.log"
+    with open(log_path, "w") as out:
+        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **job.env_vars},
+                              check=False)
+    if done.returncode != 0:
+        raise CompactionFailed(f"the Spark job failed (exit {done.returncode}, log {log_path}):\n"
+                               + failure_summary(log_path.read_text(errors="replace")))
+    log.info("Spark job finished in %.1fs", time.perf_counter() - started)
+
+
+def failure_summary(log_text: str) -> str:
+    """The lines that say what went wrong (exceptions and their causes), then the log's last lines."""
+    lines = log_text.splitlines()
+    causes = [ln.strip() for ln in lines if ("Exception" in ln or "Error" in ln) and not ln.lstrip().startswith("at ")]
+    seen = list(dict.fromkeys(causes))[:8]
+    return "\n".join([*seen, "...", *lines[-10:]])

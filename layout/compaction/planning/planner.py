@@ -1,0 +1,395 @@
+"""The rewrite planner: which partitions of an Iceberg table need sorting and compacting, and why.
+
+For each candidate partition (the ones changed since lakesort's last commit, or the ones a manual run
+names) the planner reads the manifest entries (no data files) and decides:
+
+- refuse: the partition has delete files (rewriting would have to apply them; never ignore deletes);
+- rewrite, with reasons: forced; at least `min_small_files` files under `small_file_size`; files not
+  written by lakesort under this spec (so not sorted per the spec); sorted runs overlapping in the
+  first sort key (the maximum overlap depth is reported);
+- skip: already compacted under the same spec and unchanged since, so reruns do nothing.
+
+Linear, unkeyed tables keep sorted runs (`layout.compaction.planning.sorted_runs`): a nightly rewrite sorts only
+the files that are no run yet (other writers' appends, files of another spec) into a new run, merged with
+the newest runs when they are small beside it or when the partition would hold more than
+`max_sorted_runs`. Keyed tables (one row per key needs every overlapping file merged), z-ordered tables
+and `max_sorted_runs: 1` rewrite every file whose key range overlaps a new or small file instead, so the
+partition is one run again. The chosen files are packed into groups of at most `max_group_size` input
+bytes, never splitting a set of overlapping files. The plan is a frozen, JSON-serialisable value: the
+Spark job and the commit step read it.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import logging
+import math
+import re
+import struct
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.conversions import from_bytes
+from pyiceberg.types import DateType, NestedField, TimestampType, TimestamptzType
+from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
+
+from layout.catalog import RUN_ID, SPEC_HASH, stamp_of
+from layout.compaction.executor import partitions as partitioning
+from layout.compaction.executor.inputs import shareable_io_properties
+from layout.compaction.executor.sort_prefix import bound_ordinal
+from layout.compaction.plan import (
+    InputFile,
+    MergeRuleModel,
+    PartitionDecision,
+    RewriteGroup,
+    RewritePlan,
+    SortKeyModel,
+)
+from layout.compaction.planning.admission import check_table
+from layout.compaction.planning.sorted_runs import SortedRun, runs_to_merge, sorted_runs
+from layout.durations import format_duration_short
+from layout.errors import UsageError
+from layout.models import Frozen
+from layout.read.overlap import overlap_depth
+from layout.spec import resolve_sort_keys
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from layout.spec import TableSpec
+
+log = logging.getLogger(__name__)
+
+
+# ---- reading the table's manifests ------------------------------------------------------------------
+
+
+class _Entry(Frozen):
+    """A live manifest entry as the planner needs it: its file, partition and bounds of the first sort key."""
+
+    path: str
+    size: int
+    rows: int
+    content: int  # 0 data, 1 position deletes, 2 equality deletes
+    partition: str
+    snapshot_id: int
+    sequence_number: int
+    spec_id: int = 0
+    partition_key: str = "[]"
+    lo: Any = None
+    hi: Any = None
+    ranges: tuple[tuple[int, int] | None, ...] = ()
+
+
+def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> list[_Entry]:
+    """The live entries of the current snapshot, straight from its manifests (not `inspect.entries`,
+    which decodes every column's metrics and fails on uuid columns). A file under an older partition
+    spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current spec."""
+
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    schema, specs, current = table.schema(), table.specs(), table.spec().spec_id
+    key_field = schema.find_field(first_key)
+    key_fields = [schema.find_field(k) for k in keys]
+    out = []
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            df = entry.data_file
+            spec = specs[manifest.partition_spec_id]
+            label = spec.partition_to_path(df.partition, schema) if spec.fields else ""
+            if spec.spec_id != current:
+                label = f"spec-{spec.spec_id}/{label}"
+            lo, hi = (df.lower_bounds or {}).get(key_field.field_id), (df.upper_bounds or {}).get(key_field.field_id)
+            out.append(_Entry(
+                path=df.file_path, size=df.file_size_in_bytes, rows=df.record_count, content=int(df.content),
+                partition=label, snapshot_id=entry.snapshot_id, sequence_number=entry.sequence_number or 0,
+                spec_id=spec.spec_id, partition_key=partitioning.encode(df.partition, spec, schema),
+                lo=_readable(key_field.field_type, from_bytes(key_field.field_type, lo)) if lo is not None else None,
+                hi=_readable(key_field.field_type, from_bytes(key_field.field_type, hi)) if hi is not None else None,
+                ranges=tuple(_ordinal_range(f, df.lower_bounds, df.upper_bounds) for f in key_fields),
+            ))
+    return out
+
+
+def _ordinal_range(field: NestedField, lower: dict[int, bytes] | None,
+                   upper: dict[int, bytes] | None) -> tuple[int, int] | None:
+    """A sort key's manifest bounds as ordinals (`sort_prefix.bound_ordinal`), None when either is absent or
+    undecodable (a column added after the file was written, a type promoted since)."""
+    raw = ((lower or {}).get(field.field_id), (upper or {}).get(field.field_id))
+    if raw[0] is None or raw[1] is None:
+        return None
+    try:
+        lo, hi = (bound_ordinal(field.field_type, from_bytes(field.field_type, b)) for b in raw)
+    except (ValueError, TypeError, struct.error):
+        return None
+    return (lo, hi) if lo is not None and hi is not None and lo <= hi else None
+
+
+def _readable(iceberg_type: Any, value: Any) -> Any:
+    """A bound in Python's own type (dates and timestamps as such), comparable within one column."""
+
+    if isinstance(iceberg_type, DateType):
+        return days_to_date(value)
+    if isinstance(iceberg_type, TimestamptzType):
+        return micros_to_timestamptz(value)
+    if isinstance(iceberg_type, TimestampType):
+        return micros_to_timestamp(value)
+    return value
+
+
+def _lakesort_snapshots(table: Table) -> dict[int, dict[str, str]]:
+    """Snapshots committed by lakesort: id -> their lakesort summary properties, and COMMITTED_MS."""
+    out = {}
+    for snap in table.snapshots():
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        if RUN_ID in props:
+            out[snap.snapshot_id] = {k: v for k, v in props.items() if k.startswith("lakesort.")}
+            out[snap.snapshot_id][COMMITTED_MS] = str(snap.timestamp_ms)
+    return out
+
+
+COMMITTED_MS = "snapshot.timestamp-ms"  # in `_lakesort_snapshots`' values: the snapshot's commit time
+
+
+# ---- deciding ---------------------------------------------------------------------------------------
+
+
+def effective_hash(spec_hash: str, keys: Sequence[Any]) -> str:
+    """The spec hash with the resolved sort keys in: keys taken from the table's sort order can change."""
+
+    text = spec_hash + "|" + ";".join(f"{k.column},{k.direction},{k.nulls}" for k in keys)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _components(files: Sequence[_Entry]) -> list[list[_Entry]]:
+    """Files grouped so that no two groups overlap in the key: sort by lo, sweep."""
+    known = sorted((f for f in files if f.lo is not None and f.hi is not None), key=lambda f: (f.lo, f.hi))
+    unknown = [f for f in files if f.lo is None or f.hi is None]
+    if unknown:  # a file without bounds may overlap anything: everything is one component
+        return [list(files)]
+    comps: list[list[_Entry]] = []
+    reach = None
+    for f in known:
+        if comps and reach is not None and f.lo <= reach:
+            comps[-1].append(f)
+            reach = max(reach, f.hi)
+        else:
+            comps.append([f])
+            reach = f.hi
+    return comps
+
+
+def plan_rewrite(
+    table: Table, spec: TableSpec, *, partitions: Sequence[str] | None = None, force: bool = False,
+    run_id: str | None = None,
+) -> RewritePlan:
+    """Decide per partition; group the files to rewrite. Reads manifests only."""
+
+    started = time.perf_counter()
+    check_table(table, spec, probes="warn")  # every mistake the schema reveals, before any work (exit 2)
+    keys = resolve_sort_keys(spec, table)
+    layout_hash = effective_hash(spec.spec_hash, keys)
+    first = keys[0].column
+    entries = _entries(table, first, [k.column for k in keys])
+    ours = _lakesort_snapshots(table)
+    by_partition: dict[str, list[_Entry]] = {}
+    for e in entries:
+        by_partition.setdefault(e.partition, []).append(e)
+    candidates = _candidate_partitions(by_partition, partitions)
+    decisions, groups = [], []
+    for label in candidates:
+        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash)
+        decisions.append(decision)
+        if decision.action == "rewrite":
+            groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups)))
+    snapshot = table.current_snapshot()
+    plan = RewritePlan(
+        run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
+        table=spec.table, catalog=spec.catalog, table_location=table.location(),
+        metadata_location=table.metadata_location, io_properties=shareable_io_properties(dict(table.io.properties)),
+        partition_spec_id=table.spec().spec_id,
+        snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=layout_hash,
+        strategy=spec.sort.strategy if spec.sort else "linear",
+        sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
+        target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),
+        keys=MergeRuleModel(columns=tuple(spec.keys.columns), sequence=spec.keys.sequence, merge=spec.keys.merge)
+        if spec.keys else None,
+        table_schema_json=table.schema().model_dump_json(), forced=force, created_at=time.time(),
+        partitions=tuple(decisions), groups=tuple(groups),
+    )
+    counts = {a: sum(d.action == a for d in decisions) for a in ("rewrite", "skip", "refuse")}
+    log.info("planned %s: %d partition(s) to rewrite in %d group(s) (%d bytes), %d skipped, %d refused, in %.2fs",
+             spec.table, counts["rewrite"], len(groups), plan.input_bytes, counts["skip"], counts["refuse"],
+             time.perf_counter() - started)
+    return plan
+
+
+def _candidate_partitions(by_partition: dict[str, list[_Entry]], asked: Sequence[str] | None) -> list[str]:
+    """The partitions a manual run names, or every partition: `_decide` skips the ones already compacted
+    under this spec and unchanged since (reading every manifest entry is needed for that anyway, and a
+    "changed since lakesort's last commit" shortcut would miss files appended while a run was working)."""
+    if asked:
+        unknown = [p for p in asked if p not in by_partition]
+        if unknown:
+            sample = ", ".join(sorted(by_partition)[:5])
+            raise UsageError(f"no such partition(s): {', '.join(unknown)}; partitions look like: {sample}")
+        return list(dict.fromkeys(asked))
+    return sorted(by_partition)
+
+
+def _decide(
+    label: str, entries: list[_Entry], ours: dict[int, dict[str, str]], spec: TableSpec, force: bool,
+    first_key: str, layout_hash: str,
+) -> tuple[PartitionDecision, list[_Entry]]:
+    data = [e for e in entries if e.content == 0]
+    deletes = [e for e in entries if e.content != 0]
+    small = [e for e in data if e.size < spec.small_file_size]
+    foreign = [e for e in data if _stamp(e, ours)[1] != layout_hash]
+    depth = overlap_depth((e.lo, e.hi) for e in data)
+    facts = {
+        "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
+        "rows": sum(e.rows for e in data), "small_files": len(small), "foreign_files": len(foreign),
+        "overlap_depth": depth, "delete_files": len(deletes),
+    }
+    if deletes:
+        reason = (f"{len(deletes)} delete file(s) apply to this partition: lakesort does not rewrite through "
+                  "deletes yet; run a rewrite that applies them (e.g. Spark's rewrite_data_files) first")
+        return PartitionDecision(action="refuse", reasons=(reason,), **facts), []
+    if not data:
+        return PartitionDecision(action="skip", reasons=("no data files",), **facts), []
+    reasons: list[str] = []
+    chosen: set[str] = set()
+    if force:
+        reasons.append("forced")
+        chosen = {e.path for e in data}
+    older = [e for e in data if e.partition.startswith("spec-")]
+    if older:
+        reasons.append(f"{len(older)} file(s) written under an older partition spec (id {older[0].spec_id}): "
+                       "rewritten into the current spec")
+        chosen |= {e.path for e in older}
+    if foreign:
+        reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}")
+        chosen |= {e.path for e in foreign}
+    if not force and _keeps_runs(spec):
+        return _decide_runs(data, chosen, reasons, ours, spec, layout_hash, facts)
+    if depth > 1:
+        reasons.append(f"sorted runs overlap in {first_key}: depth {depth}")
+        for comp in _components(data):
+            if len(comp) > 1:
+                chosen |= {e.path for e in comp}
+    # Small files are merged while the partition is rewritten anyway. lakesort's own outputs alone never
+    # trigger a rewrite: they are as the plan sized them, and rewriting them would not make them bigger.
+    if chosen and len(small) >= spec.min_small_files:
+        reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
+        chosen |= {e.path for e in small}
+    if not reasons or not chosen:
+        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
+                                 **facts), []
+    # Whatever overlaps a chosen file is rewritten with it, so the outputs' runs are disjoint again.
+    picked = [e for comp in _components(data) if any(e.path in chosen for e in comp) for e in comp]
+    return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), picked
+
+
+def _stamp(entry: _Entry, ours: dict[int, dict[str, str]]) -> tuple[str | None, str | None]:
+    """(run id, spec hash) of the lakesort run that wrote the file: its snapshot's summary, or its path once
+    maintenance has expired the snapshot; (None, None) for another writer's file."""
+    props = ours.get(entry.snapshot_id)
+    if props is not None:
+        return props.get(RUN_ID), props.get(SPEC_HASH)
+    return stamp_of(entry.path) or (None, None)
+
+
+def _full_merge_due(runs: Sequence[SortedRun], ours: dict[int, dict[str, str]], spec: TableSpec) -> str | None:
+    """The reason to merge every run of the partition (`full_compaction_every`): the oldest run written since
+    the last full merge (the second oldest run: the oldest is what that merge wrote) is that old."""
+    if spec.full_compaction_every is None or len(runs) < 2:
+        return None
+    created = _created(runs[-2], ours)
+    if created is None or time.time() - created < spec.full_compaction_every.total_seconds():
+        return None
+    return (f"full compaction: {len(runs)} sorted runs, the oldest since the last full merge written "
+            f"{time.strftime('%Y-%m-%d', time.gmtime(created))} (full_compaction_every "
+            f"{format_duration_short(spec.full_compaction_every)})")
+
+
+def _created(run: SortedRun, ours: dict[int, dict[str, str]]) -> float | None:
+    """When the run was committed (seconds since the epoch): its snapshot's timestamp, or the time its run id
+    starts with (`plan_rewrite` names runs `%Y%m%dT%H%M%S-...`) once the snapshot has expired."""
+    stamps = [float(ours[f.snapshot_id][COMMITTED_MS]) / 1000 for f in run.files
+              if COMMITTED_MS in ours.get(f.snapshot_id, {})]
+    if stamps:
+        return min(stamps)
+    found = re.search(r"\d{8}T\d{6}", run.run_id)
+    if found is None:
+        return None
+    return calendar.timegm(time.strptime(found.group(), "%Y%m%dT%H%M%S"))
+
+
+def _keeps_runs(spec: TableSpec) -> bool:
+    return spec.max_sorted_runs > 1 and spec.keys is None and (spec.sort is None or not spec.sort.is_curve)
+
+
+def _decide_runs(
+    data: list[_Entry], new: set[str], reasons: list[str], ours: dict[int, dict[str, str]], spec: TableSpec,
+    layout_hash: str, facts: dict[str, Any],
+) -> tuple[PartitionDecision, list[_Entry]]:
+    """Sorted runs: the new files (`new`: other writers', another spec's) become one new run, merged with the
+    newest runs that `runs_to_merge` picks; the other runs stay as they are."""
+    runs = sorted_runs((e for e in data if e.path not in new), {e.path: _stamp(e, ours)[0] for e in data})
+    new = set(new)
+    for run in runs:
+        if not run.disjoint:  # e.g. two runs' outputs stamped with one run id: sorted into the new run again
+            reasons.append(f"the files of run {run.run_id} overlap in the sort key: sorted again")
+            new |= {f.path for f in run.files}
+    runs = [r for r in runs if r.disjoint]
+    facts = {**facts, "sorted_runs": len(runs)}
+    merged = runs_to_merge(sum(e.size for e in data if e.path in new), runs, spec.max_sorted_runs)
+    due = _full_merge_due(runs, ours, spec)
+    if due:
+        reasons.append(due)
+        merged = len(runs)
+    elif merged:
+        reasons.append(f"merging the newest {merged} of {len(runs)} sorted run(s) into the new run "
+                       f"({sum(r.bytes for r in runs[:merged])} bytes): at most {spec.max_sorted_runs} per partition, "
+                       "small runs first")
+    chosen = new | {f.path for r in runs[:merged] for f in r.files}
+    if not chosen:
+        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
+                                 **facts), []
+    return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), [e for e in data if e.path in chosen]
+
+
+def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int) -> list[RewriteGroup]:
+    """Whole overlap components, in key order, packed into groups of at most max_group_size bytes."""
+    groups: list[list[_Entry]] = []
+    size = 0
+    for comp in _components(files):
+        comp_bytes = sum(e.size for e in comp)
+        if groups and size + comp_bytes <= spec.max_group_size:
+            groups[-1].extend(comp)
+            size += comp_bytes
+        else:
+            groups.append(list(comp))
+            size = comp_bytes
+    out = []
+    for i, members in enumerate(groups):
+        total = sum(e.size for e in members)
+        out.append(RewriteGroup(
+            group_id=start + i, partition=label,
+            inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi),
+                                   ranges=e.ranges,
+                                   spec_id=e.spec_id, partition_key=e.partition_key) for e in members),
+            output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
+        ))
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    """Bounds go into JSON plans for humans; exotic types become their string form."""
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,107 @@
+"""`lakesort compact` and `plan-rewrite` with a date range (--from/--to), --dry-run, and a busy table:
+usage errors exit 2 before anything is opened, a range without partitions is "nothing to do" (exit 0),
+a table held by another run exits 1 naming it. Spark is never started here: `compact` (the driver) is
+replaced where a test would get that far."""
+
+from __future__ import annotations
+
+import re
+import types
+
+import pytest
+
+import layout.cli
+from layout.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from layout.upkeep.lease import LeaseOwner, acquire_lease, read_lease
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """Stands in for the one-process driver: records what it was asked to compact."""
+    calls = []
+
+    def compact(table_id, **kwargs):
+        calls.append({"table": table_id, **kwargs})
+        return types.SimpleNamespace(nothing_to_do=True, plan=types.SimpleNamespace(partitions=["x"]))
+
+    monkeypatch.setattr(layout.cli, "compact", compact)
+    return calls
+
+
+def _nothing_opened(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("opened something before the usage error")
+
+    for name in ("_spec", "partitions_for_dates", "compact", "prepare_table", "load_table"):
+        monkeypatch.setattr(layout.cli, name, refuse)
+
+
+@pytest.mark.parametrize("command", ["compact", "plan-rewrite"])
+@pytest.mark.parametrize(("args", "message"), [
+    (["--from", "1995-02-01"], "a date range needs both --from and --to: add --to"),
+    (["--to", "1995-02-01"], "a date range needs both --from and --to: add --from"),
+    (["--from", "1995-03-01", "--to", "1995-02-01"], r"--from \(1995-03-01\) is after --to \(1995-02-01\): swap them"),
+    (["--from", "1995-02-01", "--to", "1995-02-28", "--partition", "d_month=1995-02"],
+     r"give either --partition or a date range \(--from/--to\), not both"),
+    (["--from", "1.2.1995", "--to", "1995-02-28"], "--from '1.2.1995' is not a date: write it as YYYY-MM-DD"),
+])
+def test_bad_date_ranges_exit_2_before_anything_is_opened(command, args, message, monkeypatch, capsys):
+    _nothing_opened(monkeypatch)
+    assert main([command, "t.events", *args]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"lakesort {command}: error: ") and err.count("\n") == 1, err
+    assert re.search(message, err), err
+
+
+def test_a_date_range_compacts_its_partitions(events, driver, capsys):
+    assert main(["compact", "t.events", "--from", "1995-01-31", "--to", "1995-03-01", "--force"]) == EXIT_OK
+    (call,) = driver
+    assert call["partitions"] == ["d_month=1995-01", "d_month=1995-02", "d_month=1995-03"] and call["force"]
+
+
+def test_a_range_without_partitions_is_nothing_to_do(events, driver, capsys):
+    assert main(["compact", "t.events", "--from", "1994-01-01", "--to", "1994-12-31"]) == EXIT_OK
+    assert capsys.readouterr().out == "t.events: nothing to do (no partition holds rows of 1994-01-01..1994-12-31)\n"
+    assert driver == []
+    assert main(["plan-rewrite", "t.events", "--from", "1994-01-01", "--to", "1994-01-31"]) == EXIT_OK
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_plan_rewrite_with_a_date_range(events, capsys):
+    assert main(["plan-rewrite", "t.events", "--from", "1995-02-10", "--to", "1995-02-11"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("d_month=1995-02: ") and "d_month=1995-01" not in out
+
+
+def test_a_table_not_partitioned_by_date_takes_partitions(events, driver, capsys):
+    with events.update_spec() as update:
+        update.add_identity("k")
+    assert main(["compact", "t.events", "--from", "1995-01-01", "--to", "1995-01-31"]) == EXIT_USAGE
+    assert "2 partition fields: a date range maps onto one date partition field only" in capsys.readouterr().err
+    assert driver == []
+
+
+def test_dry_run_plans_records_and_changes_nothing(events, iceberg_catalog, tmp_path, capsys):
+    from layout.metrics.measure import read_runs
+
+    snapshot = events.current_snapshot().snapshot_id
+    holder = LeaseOwner.cli()
+    acquire_lease("t.events", holder)  # a compaction runs: a dry run only reads, so it may run beside it
+    assert main(["compact", "t.events", "--dry-run", "--from", "1995-02-10", "--to", "1995-03-05", "--force"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("t.events: would rewrite 2 of 2 partition(s) (d_month=1995-02, d_month=1995-03)")
+    assert out[1].startswith("  d_month=1995-02: rewrite - forced") and out[-1].startswith("dry run, nothing changed")
+    assert read_lease("t.events").same_run(holder)
+    assert events.refresh().current_snapshot().snapshot_id == snapshot
+    assert [r["status"] for r in read_runs(iceberg_catalog, "t.events").to_pylist()] == ["dry-run"]
+
+
+def test_a_busy_table_exits_1_naming_the_holder(registry, capsys):
+    holder = LeaseOwner.dag("lakesort_nightly", "scheduled__2026-01-01")
+    acquire_lease("t.events", holder)
+    assert main(["compact", "t.events"]) == EXIT_FAILURE
+    err = capsys.readouterr().err
+    assert err.startswith("lakesort compact: table busy, nothing done: t.events: lakesort_nightly run "
+                          "scheduled__2026-01-01 is working on this table"), err
+    assert "wait for it to finish" in err
+    assert read_lease("t.events").same_run(holder)

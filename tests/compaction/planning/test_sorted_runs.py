@@ -1,0 +1,262 @@
+"""Sorted runs (`layout.compaction.planning.sorted_runs`): which runs a nightly rewrite merges, against brute force and
+over simulated nights; and the planner's decisions with runs on real tiny Iceberg tables.
+
+The policy's promise: after every rewrite a partition holds at most `max_sorted_runs` runs, the merged runs
+are always the newest ones, and over many nights each byte is rewritten a few times, not every night.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cache
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from layout.catalog import stamp_of, stamped_dir
+from layout.compaction.planning.planner import RUN_ID, SPEC_HASH, _decide, _Entry
+from layout.compaction.planning.sorted_runs import RUN_SIZE_RATIO, SortedRun, runs_to_merge, sorted_runs
+from layout.spec import parse_spec
+
+
+@dataclass(frozen=True)
+class F:
+    path: str
+    size: int
+    snapshot_id: int
+    sequence_number: int
+    lo: int | None = 0
+    hi: int | None = 0
+
+
+def run(size: int, seq: int = 1, name: str | None = None) -> SortedRun:
+    return SortedRun(name or f"r{seq}", (F(f"f{seq}", size, seq, seq),))
+
+
+def test_runs_come_from_the_commits_that_wrote_the_files_newest_first():
+    files = [F("a1", 10, 1, 1, 0, 9), F("a2", 10, 2, 2, 10, 19), F("b1", 5, 3, 3, 0, 30), F("x", 7, 99, 4, 0, 1)]
+    runs = sorted_runs(files, {"a1": "night-1", "a2": "night-1", "b1": "night-2"})  # x: another writer's
+    assert [(r.run_id, [f.path for f in r.files], r.bytes) for r in runs] == [("night-2", ["b1"], 5),
+                                                                            ("night-1", ["a1", "a2"], 20)]
+    assert all(r.disjoint for r in runs)
+    assert not SortedRun("bad", (F("p", 1, 1, 1, 0, 10), F("q", 1, 1, 1, 5, 15))).disjoint
+
+
+def test_examples():
+    # A small new run next to a huge compacted one: nothing merged, two runs.
+    assert runs_to_merge(1, [run(100)], 4) == 0
+    # Equal small runs merge (each at most twice what is gathered), the big base stays.
+    assert runs_to_merge(1, [run(1, 3), run(2, 2), run(100, 1)], 4) == 2
+    # Too many runs: the newest ones merge until at most max remain.
+    assert runs_to_merge(1, [run(50, 4), run(60, 3), run(70, 2), run(100, 1)], 4) == 1
+    assert runs_to_merge(1, [run(50, 4), run(60, 3), run(70, 2), run(100, 1)], 2) == 3
+    # Nothing new: runs merge only when there are too many, and then at least two.
+    assert runs_to_merge(0, [run(5, 2), run(100, 1)], 4) == 0
+    assert runs_to_merge(0, [run(5, 3), run(6, 2), run(100, 1)], 2) == 2
+    assert runs_to_merge(3, [run(100)], 1) == 1
+    with pytest.raises(ValueError):
+        runs_to_merge(1, [], 0)
+
+
+sizes = st.lists(st.integers(min_value=1, max_value=1000), max_size=8)
+
+
+@given(new=st.integers(min_value=0, max_value=1000), existing=sizes, max_runs=st.integers(min_value=1, max_value=6))
+def test_the_partition_never_holds_more_than_max_runs_and_merges_are_minimal(new, existing, max_runs):
+    runs = [run(b, seq=len(existing) - i) for i, b in enumerate(existing)]  # newest first
+    merged = runs_to_merge(new, runs, max_runs)
+    assert 0 <= merged <= len(runs)
+    after = len(runs) - merged + (1 if new or merged else 0)
+    if new or len(runs) > max_runs:
+        assert after <= max_runs
+    else:
+        assert merged == 0  # a rerun with nothing new does nothing
+    # Brute force: the fewest newest runs that satisfy the size ratio (each run joining is at most (1 + ratio)
+    # times what is gathered before it) and the count.
+    if new:
+        gathered, by_ratio = new, 0
+        for r in runs:
+            if r.bytes > gathered * (1 + RUN_SIZE_RATIO):
+                break
+            gathered, by_ratio = gathered + r.bytes, by_ratio + 1
+        assert merged == max(by_ratio, len(runs) + 1 - max_runs)
+
+
+def simulate(nights: list[int], base: int, max_runs: int) -> tuple[float, int]:
+    """Bytes written per byte appended over the nights, and the most runs a partition held."""
+    runs = [run(base, 0, "base")] if base else []
+    written = most = 0
+    for night, size in enumerate(nights, start=1):
+        merged = runs_to_merge(size, runs, max_runs)
+        new = SortedRun(f"n{night}", (F(f"n{night}", size + sum(r.bytes for r in runs[:merged]), night, night),))
+        written += new.bytes
+        runs = [new, *runs[merged:]]
+        most = max(most, len(runs))
+    return written / sum(nights), most
+
+
+@cache
+def _least(nights_left: int, slots: int, state: tuple[int, ...]) -> int:
+    """The least bytes any policy writes over `nights_left` unit appends, at most `slots` runs besides a
+    base that is never merged (exhaustive over every subset of runs to merge)."""
+    if nights_left == 0:
+        return 0
+    best = None
+    for k in range(len(state) + 1):
+        for chosen in set(itertools.combinations(range(len(state)), k)):
+            merged = 1 + sum(state[i] for i in chosen)
+            rest = tuple(sorted([state[i] for i in range(len(state)) if i not in chosen] + [merged]))
+            if len(rest) <= slots:
+                cost = merged + _least(nights_left - 1, slots, rest)
+                best = cost if best is None else min(best, cost)
+    return best
+
+
+def test_thirty_nights_rewrite_each_byte_a_few_times_near_the_best_possible():
+    """One equal append a night for 30 nights beside a large compacted run, at most 4 runs: the policy writes
+    3.43 bytes per byte appended (a rewrite of the whole partition each night: 30 nights x (base + growth));
+    knowing the future, the least is 2.97."""
+    amplification, most = simulate([1] * 30, base=1000, max_runs=4)
+    best = _least(30, 3, ()) / 30
+    assert most <= 4
+    assert amplification == pytest.approx(3.43, abs=0.01)
+    assert best == pytest.approx(2.97, abs=0.01) and amplification <= 1.2 * best
+    every_night_everything, _ = simulate([1] * 30, base=1000, max_runs=1)
+    assert every_night_everything > 500  # the partition rewritten whole each night
+
+
+@given(st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=40), st.integers(2, 6))
+def test_varying_nights_stay_within_max_runs_and_far_below_full_rewrites(nights, max_runs):
+    amplification, most = simulate(nights, base=10 * sum(nights), max_runs=max_runs)
+    assert most <= max_runs
+    full, _ = simulate(nights, base=10 * sum(nights), max_runs=1)
+    assert amplification <= full
+
+
+# ---- the planner's decisions with runs ------------------------------------------------------------------
+
+HASH = "0123abcd"
+OWNER = {"name": "Test Team", "email": "test@example.com"}
+
+
+def spec(**overrides):
+    doc = {"table": "t.events", "catalog": "lakesort", "owner": OWNER, "sort": {"keys": [{"column": "k"}]}}
+    return parse_spec({**doc, **overrides}, source="test-spec")
+
+
+def entry(path, lo, hi, size, snapshot_id):
+    return _Entry(path=path, size=size, rows=size, content=0, partition="part=a", snapshot_id=snapshot_id,
+                  sequence_number=snapshot_id, lo=lo, hi=hi)
+
+
+OURS = {s: {RUN_ID: f"night-{s}", SPEC_HASH: HASH} for s in range(1, 10)}  # snapshots 1-9 are lakesort runs
+BASE = [entry("base-1", 0, 499, 10_000, 1), entry("base-2", 500, 999, 10_000, 1)]
+
+
+def decide(files, **overrides):
+    decision, chosen = _decide("part=a", files, OURS, spec(**overrides), False, "k", HASH)
+    return decision, sorted(e.path for e in chosen)
+
+
+def test_a_night_s_append_becomes_a_run_of_its_own_beside_the_compacted_one():
+    decision, chosen = decide([*BASE, entry("new", 100, 900, 300, 50)])  # snapshot 50: another writer's
+    assert decision.action == "rewrite" and chosen == ["new"] and decision.sorted_runs == 1
+    assert decision.overlap_depth == 2  # the new run overlaps the base: allowed up to max_sorted_runs
+    # The next nights: small runs merge with the new one, the base stays.
+    files = [*BASE, entry("run-2", 100, 900, 300, 2), entry("new", 50, 950, 300, 50)]
+    decision, chosen = decide(files)
+    assert chosen == ["new", "run-2"] and any(r.startswith("merging the newest 1 of 2 sorted run(s)")
+                                              for r in decision.reasons)
+
+
+def test_nothing_new_does_nothing_until_runs_are_too_many():
+    files = [*BASE, entry("run-2", 0, 900, 3000, 2), entry("run-3", 0, 900, 300, 3)]
+    decision, chosen = decide(files)
+    assert decision.action == "skip" and chosen == [] and decision.sorted_runs == 3
+    decision, chosen = decide(files, max_sorted_runs=2)
+    assert decision.action == "rewrite" and chosen == ["run-2", "run-3"]
+
+
+def test_overlapping_files_of_one_run_are_sorted_again():
+    files = [*BASE, entry("bad-1", 0, 600, 300, 2), entry("bad-2", 500, 900, 300, 2)]
+    decision, chosen = decide(files)
+    assert chosen == ["bad-1", "bad-2"] and any("files of run night-2 overlap" in r for r in decision.reasons)
+
+
+def test_keyed_and_single_run_tables_merge_everything_that_overlaps():
+    files = [*BASE, entry("new", 100, 900, 300, 50)]
+    for overrides in ({"max_sorted_runs": 1}, {"keys": {"columns": ["k"], "sequence": "k"}}):
+        decision, chosen = decide(files, **overrides)
+        assert decision.action == "rewrite" and chosen == ["base-1", "base-2", "new"], overrides
+
+
+# ---- verification knows runs --------------------------------------------------------------------------
+
+
+def test_verifying_a_table_checks_each_run_and_the_depth_of_a_partition(iceberg_catalog):
+    """`lakesort verify TABLE` holds each sorted run to disjoint files, and a partition to at most max_sorted_runs
+    overlapping runs (a warning: the next compaction merges them). One lakesort run of two disjoint files,
+    then appends by another writer that overlap it."""
+    import pyarrow as pa
+
+    from layout.verify.rules import verify_source
+
+    schema = pa.schema([pa.field("k", pa.int64())])
+    iceberg_catalog.create_namespace_if_not_exists("t")
+    table = iceberg_catalog.create_table("t.events", schema=schema)
+    with table.transaction() as tx:  # one lakesort run: two files with disjoint key ranges, one commit
+        for ks in (range(50), range(50, 100)):
+            tx.append(pa.table({"k": list(ks)}, schema=schema), snapshot_properties={RUN_ID: "night-1"})
+    the_spec = spec(max_sorted_runs=2)
+
+    def overlap_findings():
+        return [f for f in verify_source("t.events", the_spec).findings if f.rule == "overlap"]
+
+    assert not [f for f in overlap_findings() if f.severity == "error"]
+    table.append(pa.table({"k": list(range(10, 90))}, schema=schema))  # another writer: a run of its own
+    found = overlap_findings()
+    assert not [f for f in found if f.severity == "error"] and not [f for f in found if "max_sorted_runs" in
+                                                                     f.diagnosis]  # depth 2: allowed
+    table.append(pa.table({"k": list(range(20, 80))}, schema=schema))
+    found = overlap_findings()
+    (deep,) = [f for f in found if "max_sorted_runs" in f.diagnosis]
+    assert deep.severity == "warning" and "overlapping 3 deep" in deep.diagnosis, deep
+    assert not [f for f in found if f.severity == "error"]
+
+
+def test_a_run_outlives_its_expired_snapshot_by_its_path():
+    """Maintenance expires old snapshots (their summaries go with them); the files a lakesort run wrote stay
+    live, and their path still names run and spec (`layout.catalog.stamped_dir`): they stay a run, not new."""
+    data = stamped_dir("s3://bucket/t/data", "20261101T000000-0badcafe", HASH)
+    assert stamp_of(f"{data}/lakesort_group=0/lakesort_part=x/part-00000-1.zstd.parquet") == (
+        "20261101T000000-0badcafe", HASH)
+    assert stamp_of("s3://bucket/t/data/part=a/00000-1.parquet") is None
+    old = [entry(f"{data}/lakesort_group=0/f{i}.parquet", lo, lo + 99, 10_000, 700) for i, lo in ((1, 0), (2, 100))]
+    decision, chosen = decide([*old, entry("new", 50, 150, 300, 50)])  # snapshot 700 expired: not in OURS
+    assert chosen == ["new"] and decision.sorted_runs == 1 and decision.foreign_files == 1
+
+
+def test_full_compaction_every_merges_the_runs_once_the_oldest_since_the_last_full_merge_is_that_old():
+    import time
+
+    from layout.compaction.planning.planner import COMMITTED_MS
+
+    now_ms = int(time.time() * 1000)
+    day = 24 * 3600 * 1000
+    ours = {1: {RUN_ID: "full", SPEC_HASH: HASH, COMMITTED_MS: str(now_ms - 30 * day)},
+            2: {RUN_ID: "night-2", SPEC_HASH: HASH, COMMITTED_MS: str(now_ms - 8 * day)},
+            3: {RUN_ID: "night-3", SPEC_HASH: HASH, COMMITTED_MS: str(now_ms - 1 * day)}}
+    files = [*BASE, entry("run-2", 0, 900, 3000, 2), entry("run-3", 0, 900, 300, 3)]
+    weekly = spec(full_compaction_every="7d")
+    decision, chosen = _decide("part=a", files, ours, weekly, False, "k", HASH)
+    assert decision.action == "rewrite" and sorted(e.path for e in chosen) == sorted(f.path for f in files)
+    assert any(r.startswith("full compaction: 3 sorted runs") for r in decision.reasons)
+    assert _decide("part=a", files, ours, spec(full_compaction_every="9d"), False, "k", HASH)[0].action == "skip"
+    # Its snapshot expired: the run id's leading time says when the run was written.
+    expired = {3: ours[3]}
+    old = [*BASE, entry("/t/data/lakesort-staging/20200101T000000-0badcafe/spec=0123abcd/f.parquet", 0, 900, 3000, 9),
+           entry("run-3", 0, 900, 300, 3)]
+    decision, chosen = _decide("part=a", old, expired, weekly, False, "k", HASH)
+    assert decision.action == "rewrite" and len(chosen) == 4
