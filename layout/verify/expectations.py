@@ -4,7 +4,7 @@
     save_suites(specs, repo_root)                       # <repo_root>/gx/expectations/lakesort/<ns>/<name>.json
     result = validate_facts(facts, spec, sort_keys, docs_dir=Path(".lakesort/reports/gx"))
     result = validate_staged_data(manifest, spec)       # suite "lakesort.<table>.data": rows, keys (figures)
-    verify = gx_verifier(spec, sort_keys, docs_dir=...) # for commit_rewrite(verify=...): raises ExpectationsFailed
+    verify = gx_verifier(spec, sort_keys, docs_dir=...) # the verify step's GX check: raises ExpectationsFailed
 
 The facts suite runs on `layout.verify.rules.layout_facts` (one row per file x row group x column) as a
 pandas DataFrame; rules about one column select its rows with a row condition (`column == "x"`,
@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from layout.errors import LakesortError
 from layout.verify.facts import OpenedFile, layout_facts
-from layout.verify.rules import Intent
+from layout.verify.findings import Intent
 from layout.verify.sources import resolve_source, staged_files
 
 if TYPE_CHECKING:
@@ -407,8 +407,8 @@ def validate_staged_data(manifest: StagedManifest, spec: TableSpec, sort_keys: S
 
 def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
                 docs_dir: str | os.PathLike[str] | None = None) -> Callable[..., None]:
-    """For `commit_rewrite(..., verify=...)` after `staged_verifier`: run the facts and data suites on
-    the staged outputs; raise `ExpectationsFailed` when an error-severity expectation fails."""
+    """The verify step's GX check, after the layout rules (`layout.compaction.pipeline.steps`): run the facts
+    and data suites on the staged outputs; raise `ExpectationsFailed` when an error-severity expectation fails."""
     def verify(manifest: StagedManifest, opened: Sequence[OpenedFile] | None = None) -> None:
         """`opened`: the staged files already opened for the layout rules (`open_staged`); else opened here."""
         if opened is not None:
