@@ -22,7 +22,8 @@ editors (VS Code YAML, JetBrains) validate a spec and show the documentation whi
 Load specs with `load_spec`/`load_specs` (`layout.spec.loading`): errors are `ConfigError` naming the
 file and the dotted key, one line per problem.
 
-The package owns the spec's models (`models`), reading them (`loading`), their JSON schema (`schema`,
+The package owns the spec's models (`models`, with their field types in `fields` and the Parquet writer
+settings in `writer`), reading them (`loading`), their JSON schema (`schema`,
 ``__main__``) and applying a spec's sort to an Iceberg table (`sorting`). It may import the floors
 below it (`layout.expr` for probe predicates, `layout.errors`, `layout.models`, `layout.sizes`,
 `layout.durations`),

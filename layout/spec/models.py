@@ -10,15 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BeforeValidator,
     Field,
-    PlainSerializer,
     PlainValidator,
     PrivateAttr,
     ValidationInfo,
@@ -27,11 +24,28 @@ from pydantic import (
     model_validator,
 )
 
-from layout.durations import DURATION_PATTERN, format_duration_short, parse_duration
+from layout.durations import format_duration_short
 from layout.errors import UsageError
 from layout.expr.sql import parse_where
 from layout.models import Frozen, Strategy
-from layout.sizes import GiB, MiB, parse_size
+from layout.sizes import GiB, MiB
+from layout.spec.fields import (
+    BoundaryOrder,
+    Columns,
+    Compression,
+    Direction,
+    Duration,
+    MergeMode,
+    NonEmpty,
+    NullOrder,
+    Size,
+    SizeOrZero,
+    _column_schema,
+    _columns_or_all,
+    _columns_schema,
+    _no_default,
+)
+from layout.spec.writer import BloomFilter, WriterSpec
 
 __all__ = [
     "CURVES",
@@ -61,11 +75,6 @@ __all__ = [
 CURVES: tuple[Strategy, ...] = ("zorder", "hilbert")
 # Most keys a Hilbert curve takes: each keeps at least 15 of the index's 63 bits.
 MAX_HILBERT_KEYS = 4
-Direction = Literal["asc", "desc"]
-NullOrder = Literal["first", "last"]
-Compression = Literal["zstd", "snappy", "gzip", "lz4_raw", "uncompressed"]
-BoundaryOrder = Literal["ASCENDING", "DESCENDING", "UNORDERED"]
-MergeMode = Literal["deduplicate", "first-row"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _TABLE = re.compile(r"[^.\s]+(\.[^.\s]+)+")
@@ -74,92 +83,6 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 # Bumped when the canonical form changes meaning, so old hashes cannot match by accident.
 _HASH_VERSION = 1
 _HASH_FIELDS = ("sort", "target_file_size", "max_group_size", "writer", "keys")
-def _bloom_bytes(ndv: int, fpp: float) -> int:
-    """The bytes of the split-block bloom filter parquet-mr writes for `ndv` values at `fpp`
-    (BlockSplitBloomFilter.optimalNumOfBits, rounded up to a power of two, 32 B .. 128 MiB)."""
-    bits = -8 * ndv / math.log(1 - fpp ** (1 / 8))
-    size = max(32, math.ceil(bits / 8))
-    return min(1 << (size - 1).bit_length(), 128 * 1024 * 1024)
-
-
-_SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4_raw": "lz4_raw", "uncompressed": "none"}
-_LEVELS = {"zstd": (1, 22), "gzip": (1, 9)}
-# Hadoop's GzipCodec reads `zlib.compress.level` with Configuration.getEnum, so it wants the enum
-# constant's name of ZlibCompressor.CompressionLevel, not the number.
-_ZLIB_LEVELS = {
-    1: "BEST_SPEED", 2: "TWO", 3: "THREE", 4: "FOUR", 5: "FIVE",
-    6: "SIX", 7: "SEVEN", 8: "EIGHT", 9: "BEST_COMPRESSION",
-}
-
-
-# --- JSON schema of the types that validation widens ---------------------------------------------
-
-
-def _size_schema(minimum: int) -> dict[str, Any]:
-    """What `parse_size` accepts: bytes, or a decimal with a binary unit (case-insensitive, like parse_size).
-
-    The schema is a little wider than the validator (``1.5B`` is no whole number of bytes): an editor must
-    not flag a valid spec, and `load_spec` still refuses the rest.
-    """
-    positive = "(?=[0.]*[1-9])" if minimum > 0 else ""
-    return {"anyOf": [
-        {"type": "integer", "minimum": minimum, "description": "a number of bytes"},
-        {
-            "type": "string",
-            "pattern": rf"^\s*{positive}\d+(\.\d+)?\s*([KkMmGgTt][Ii][Bb]|[Bb])?\s*$",
-            "description": "a number with a binary unit: B, KiB, MiB, GiB or TiB, e.g. 512KiB, 128MiB, 1.5GiB",
-        },
-    ]}
-
-
-def _column_schema() -> dict[str, Any]:
-    return {"type": "string", "minLength": 1}
-
-
-def _columns_schema(min_items: int = 0) -> dict[str, Any]:
-    array: dict[str, Any] = {"type": "array", "items": _column_schema()}
-    if min_items:
-        array["minItems"] = min_items
-    return {"anyOf": [array, {**_column_schema(), "description": "a single column"}]}
-
-
-def _no_default(schema: dict[str, Any]) -> None:
-    """For a field whose real default depends on another field (the description says which)."""
-    schema.pop("default", None)
-
-
-# --- field types ---------------------------------------------------------------------------------
-
-
-def _column_list(value: object) -> object:
-    # A single column written as a string is a common slip; reading it as one column is what was meant.
-    return [value] if isinstance(value, str) else value
-
-
-Size = Annotated[int, BeforeValidator(parse_size), Field(gt=0), WithJsonSchema(_size_schema(1))]
-SizeOrZero = Annotated[int, BeforeValidator(parse_size), Field(ge=0), WithJsonSchema(_size_schema(0))]
-Columns = Annotated[
-    tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_column_list), WithJsonSchema(_columns_schema())
-]
-NonEmpty = Annotated[str, Field(min_length=1)]
-Duration = Annotated[
-    dt.timedelta,
-    BeforeValidator(parse_duration),
-    # Dumped as written ("3d", not ISO 8601's "P3D"), so a dumped spec reads back.
-    PlainSerializer(format_duration_short, return_type=str, when_used="json"),
-    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN,
-                    "description": "a number with a unit: s, m, h, d or w, e.g. 36h, 3d, 2w"}),
-]
-
-
-def _columns_or_all(value: object) -> Literal["all"] | tuple[str, ...]:
-    if value == "all":
-        return "all"
-    if isinstance(value, list | tuple) and all(isinstance(c, str) and c for c in value):
-        return tuple(value)
-    raise ValueError(f"expected 'all' or a list of column names, got {value!r}")
-
-
 # --- models --------------------------------------------------------------------------------------
 
 
@@ -249,120 +172,6 @@ class SortSpec(Frozen):
     def is_curve(self) -> bool:
         """True for zorder and hilbert: rows follow a curve over the keys, no key is ordered."""
         return self.strategy in CURVES
-
-
-class BloomFilter(Frozen):
-    """A split-block bloom filter sized for `ndv` distinct values at false-positive rate `fpp`."""
-
-    ndv: Annotated[int, Field(gt=0)] = Field(
-        description="Distinct values the filter is sized for, per row group (parquet.bloom.filter.expected.ndv)."
-    )
-    fpp: Annotated[float, Field(gt=0, lt=1)] = Field(
-        0.01, description="False-positive probability, between 0 and 1 (parquet.bloom.filter.fpp). Default 0.01."
-    )
-
-
-class WriterSpec(Frozen):
-    """Parquet settings the Spark job passes to parquet-mr; `spark_options` turns them into writer options."""
-
-    row_group_size: Size = Field(
-        128 * MiB, description="Size a row group aims for, buffered bytes (parquet.block.size). Default 128MiB."
-    )
-    page_size: Size = Field(
-        1 * MiB,
-        description="Size a data page aims for (parquet.page.size); a page ends at this size or at "
-        "page_row_count_limit rows, whichever comes first. Default 1MiB.",
-    )
-    page_row_count_limit: Annotated[int, Field(gt=0)] = Field(
-        20_000,
-        description="Most rows per data page (parquet.page.row.count.limit); smaller pages let readers skip "
-        "more. Default 20000.",
-    )
-    column_index_truncate_length: Annotated[int, Field(gt=0)] = Field(
-        64,
-        description="Bytes kept of min/max values in the column index (parquet.columnindex.truncate.length). "
-        "Default 64.",
-    )
-    statistics_truncate_length: Annotated[int, Field(gt=0)] | None = Field(
-        None,
-        description="Bytes kept of min/max values in the footer statistics (parquet.statistics.truncate.length). "
-        "Absent or null: parquet-mr does not truncate.",
-    )
-    compression: Compression = Field(
-        "zstd", description="Compression codec: zstd (default), snappy, gzip, lz4_raw or uncompressed."
-    )
-    compression_level: int | None = Field(
-        None,
-        description="Codec level: zstd 1-22, gzip 1-9; the other codecs have none. Absent or null: the codec's "
-        "default level.",
-    )
-    dictionary: bool = Field(
-        True,
-        description="Dictionary encoding (parquet.enable.dictionary). Always off for bloom-filtered columns: "
-        "parquet-mr drops the bloom filter of an all-dictionary column chunk. Default true.",
-    )
-    bloom_filters: dict[NonEmpty, BloomFilter] = Field(
-        default_factory=dict,
-        description="Column -> the bloom filter written for it, so point lookups skip row groups without "
-        "the value. Default: none.",
-    )
-
-    @field_validator("compression_level")
-    @classmethod
-    def _level(cls, value: int | None, info: ValidationInfo) -> int | None:
-        codec = info.data.get("compression")
-        if value is None or codec is None:
-            return value
-        if codec not in _LEVELS:
-            raise ValueError(
-                f"compression {codec!r} has no level; remove compression_level or use zstd or gzip"
-            )
-        low, high = _LEVELS[codec]
-        if not low <= value <= high:
-            raise ValueError(f"{codec} levels are {low} to {high}, got {value}")
-        return value
-
-    def spark_options(self) -> dict[str, str]:
-        """The `.option(name, value)` pairs for Spark's Parquet writer (parquet-mr 1.17).
-
-        Every setting is passed, defaults included, so the written files do not depend on the
-        cluster's Spark or Hadoop defaults. The gzip level name comes from parquet-mr/Hadoop sources
-        (`zlib.compress.level`, an enum name); the other names are checked on Spark 4.2.
-        """
-        options = {
-            "compression": _SPARK_CODECS[self.compression],
-            "parquet.block.size": str(self.row_group_size),
-            "parquet.page.size": str(self.page_size),
-            "parquet.page.row.count.limit": str(self.page_row_count_limit),
-            "parquet.columnindex.truncate.length": str(self.column_index_truncate_length),
-            "parquet.enable.dictionary": "true" if self.dictionary else "false",
-        }
-        if self.statistics_truncate_length is not None:
-            options["parquet.statistics.truncate.length"] = str(self.statistics_truncate_length)
-        if self.compression_level is not None:
-            if self.compression == "zstd":
-                options["parquet.compression.codec.zstd.level"] = str(self.compression_level)
-            else:
-                options["zlib.compress.level"] = _ZLIB_LEVELS[self.compression_level]
-        if self.bloom_filters:
-            # Adaptive filters: parquet-mr sizes a filter for `ndv` whatever the file holds (a 300-row file of
-            # a nightly run carried a 128 KiB filter, 13x its data); adaptive, it keeps candidates from the
-            # size `ndv` and `fpp` ask for (the global max.bytes) down to about 1 KiB and writes the smallest
-            # that holds the values written at `fpp`. Measured on parquet-mr 1.17 (ndv 100,000): 1 KiB for 300
-            # distinct values, 8 KiB for 5,000, 128 KiB for 200,000. With expected.ndv set, parquet-mr ignores
-            # the adaptive flag, so it is not passed.
-            largest = max(_bloom_bytes(b.ndv, b.fpp) for b in self.bloom_filters.values())
-            options["parquet.bloom.filter.adaptive.enabled"] = "true"
-            options["parquet.bloom.filter.max.bytes"] = str(largest)
-        for column, bloom in sorted(self.bloom_filters.items()):
-            options[f"parquet.bloom.filter.enabled#{column}"] = "true"
-            options[f"parquet.bloom.filter.fpp#{column}"] = repr(bloom.fpp)
-            options[f"parquet.bloom.filter.candidates.number#{column}"] = str(
-                max(1, (_bloom_bytes(bloom.ndv, bloom.fpp) // 1024).bit_length()))
-            # parquet-mr drops a chunk's bloom filter when all its data pages are dictionary-encoded
-            # (ParquetFileWriter.writeColumnChunk): a bloom-filtered column is written without one.
-            options[f"parquet.enable.dictionary#{column}"] = "false"
-        return options
 
 
 class VerifySpec(Frozen):
