@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from layout.advise.result import LayoutStrategy
 from layout.expr.predicate import columns as predicate_columns
 from layout.expr.sql import parse_where
 from layout.spec import CURVES, SortKey, TableSpec
@@ -51,7 +52,7 @@ Origin = Literal["table", "spec", "probes"]
 class Candidate:
     """One layout: `strategy` over `keys` ("current" for the table as it is, with no keys)."""
 
-    strategy: Literal["current", "linear", "zorder", "hilbert"]
+    strategy: LayoutStrategy
     keys: tuple[SortKey, ...] = ()
     scaling: Scaling | None = None  # how a curve ranks its keys; None for linear and current
     origin: Origin = "probes"

@@ -27,11 +27,22 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from layout.models import Frozen
+from layout.models import Frozen, Strategy
 from layout.spec import SortKey
 
-__all__ = ["SPEC_MARGIN", "TIE_MARGIN", "Advice", "CandidateAdvice", "ProbeWeight", "Recommendation", "Unranked",
-           "rank", "recommend", "spec_snippet"]
+__all__ = [
+    "SPEC_MARGIN",
+    "TIE_MARGIN",
+    "Advice",
+    "CandidateAdvice",
+    "LayoutStrategy",
+    "ProbeWeight",
+    "Recommendation",
+    "Unranked",
+    "rank",
+    "recommend",
+    "spec_snippet",
+]
 
 # The spec's own sort is kept when it reads at most this much more than the best candidate.
 SPEC_MARGIN = 0.05
@@ -39,6 +50,9 @@ SPEC_MARGIN = 0.05
 TIE_MARGIN = 0.01
 _COMPLEXITY = {"current": 0, "linear": 1, "zorder": 2, "hilbert": 3}
 
+
+# A layout the advisor weighs: the table as it is ("current"), or a sort strategy over some keys.
+LayoutStrategy = Literal["current", Strategy]
 
 class ProbeWeight(Frozen):
     name: str
@@ -49,7 +63,7 @@ class ProbeWeight(Frozen):
 class Unranked(Frozen):
     """A layout's figures before ranking: what `rank` takes."""
 
-    strategy: Literal["current", "linear", "zorder", "hilbert"]
+    strategy: LayoutStrategy
     sort_keys: tuple[SortKey, ...] = ()
     scaling: Literal["quantile", "minmax"] | None = None
     origin: Literal["table", "spec", "probes"] = "probes"
@@ -63,7 +77,7 @@ class CandidateAdvice(Frozen):
     """One ranked layout with its predicted bytes per probe (the current layout's are measured)."""
 
     rank: int
-    strategy: Literal["current", "linear", "zorder", "hilbert"]
+    strategy: LayoutStrategy
     sort_keys: tuple[SortKey, ...] = ()
     scaling: Literal["quantile", "minmax"] | None = None
     origin: Literal["table", "spec", "probes"] = "probes"
@@ -87,7 +101,7 @@ class CandidateAdvice(Frozen):
 
 class Recommendation(Frozen):
     action: Literal["keep-layout", "keep-spec", "change-spec"]
-    strategy: Literal["current", "linear", "zorder", "hilbert"]
+    strategy: LayoutStrategy
     sort_keys: tuple[SortKey, ...] = ()
     label: str
     total_bytes: float

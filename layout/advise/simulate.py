@@ -57,7 +57,7 @@ from layout.expr.predicate import columns as predicate_columns
 from layout.expr.sql import parse_where
 from layout.read.cache import MetadataCache
 from layout.read.plan import plan
-from layout.spec import Probe, TableSpec
+from layout.spec import CURVES, Probe, TableSpec
 
 __all__ = ["CandidateLayout", "LayoutShape", "Prediction", "files_for", "predict", "shape_of"]
 
@@ -145,7 +145,7 @@ class CandidateLayout:
             columns = tuple(c for c in names if c in wanted)
         shapes = tuple(shape_of(share, spec, sample.uncompressed_bytes_per_row) for share in sample.partitions)
         keys = {(c, curves.curve_bits(len(cand.columns))) for cand in candidates
-                if cand.strategy in ("zorder", "hilbert") and cand.scaling == "quantile" for c in cand.columns}
+                if cand.strategy in CURVES and cand.scaling == "quantile" for c in cand.columns}
         boundaries = {(column, bits): curves.quantile_boundaries(sample.data.column(column), 1 << bits)
                       for column, bits in sorted(keys)}
         return cls(sample, spec, probes, columns, shapes, boundaries)
