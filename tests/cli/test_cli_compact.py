@@ -10,7 +10,9 @@ import types
 
 import pytest
 
-import layout.cli
+import layout.cli.args
+import layout.cli.compact
+import layout.cli.plan_rewrite
 from layout.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 from layout.upkeep.lease import LeaseOwner, acquire_lease, read_lease
 
@@ -24,7 +26,7 @@ def driver(monkeypatch):
         calls.append({"table": table_id, **kwargs})
         return types.SimpleNamespace(nothing_to_do=True, plan=types.SimpleNamespace(partitions=["x"]))
 
-    monkeypatch.setattr(layout.cli, "compact", compact)
+    monkeypatch.setattr(layout.cli.compact, "compact", compact)
     return calls
 
 
@@ -32,8 +34,12 @@ def _nothing_opened(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("opened something before the usage error")
 
-    for name in ("_spec", "partitions_for_dates", "compact", "prepare_table", "load_table"):
-        monkeypatch.setattr(layout.cli, name, refuse)
+    # Each where the commands look it up: the spec and the partitions in layout.cli.args, the rest in the command.
+    for module, names in ((layout.cli.compact, ("table_spec", "compact", "prepare_table")),
+                          (layout.cli.plan_rewrite, ("table_spec", "load_table")),
+                          (layout.cli.args, ("partitions_for_dates",))):
+        for name in names:
+            monkeypatch.setattr(module, name, refuse)
 
 
 @pytest.mark.parametrize("command", ["compact", "plan-rewrite"])

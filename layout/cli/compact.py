@@ -1,0 +1,52 @@
+"""`lakesort compact`: plan, sort and compact on Spark, verify and commit; or, with --dry-run, plan only."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from layout.cli import EXIT_FAILURE, EXIT_OK
+from layout.cli.args import dates_of, partitions_of, table_spec
+from layout.compaction.pipeline.driver import compact
+from layout.compaction.pipeline.runs import PlannedTable, TableRequest, prepare_table
+from layout.upkeep.lease import LeaseOwner, TableBusy
+
+
+def _print_dry_run(planned: PlannedTable) -> None:
+    print(planned.summary)
+    view = planned.plan
+    if view is None:
+        return
+    for d in view.partitions:
+        print(f"  {d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons) or '-'}")
+    for g in view.groups:
+        print(f"  group {g.group_id} ({g.partition}): {g.input_files} file(s), {g.bytes} bytes, {g.rows} rows "
+              f"-> {g.output_files} file(s)")
+    print(f"dry run, nothing changed; plan: {view.plan_path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    dates = dates_of(args)
+    spec = table_spec(args)
+    if args.dry_run:  # the DAGs' prepare step: plan, record the dry run; no lease, no Spark
+        request = TableRequest(table=spec.table, trigger="manual", partitions=args.partition, dates=dates,
+                               force=args.force, dry_run=True)
+        _print_dry_run(prepare_table(request, owner=LeaseOwner.cli(), spec=spec))
+        return EXIT_OK
+    partitions = partitions_of(args, spec, dates)
+    if partitions == [] and dates is not None:
+        print(f"{spec.table}: nothing to do (no partition holds rows of {dates})")
+        return EXIT_OK
+    try:
+        result = compact(spec.table, spec=spec, partitions=partitions, force=args.force, master=args.master,
+                         measure=not args.no_measure)
+    except TableBusy as exc:
+        print(f"lakesort compact: table busy, nothing done: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if result.nothing_to_do:
+        print(f"{spec.table}: nothing to do ({len(result.plan.partitions)} partition(s) checked)")
+        return EXIT_OK
+    print(f"{spec.table}: rewrote {len(result.plan.groups)} group(s): {result.files_removed} files -> "
+          f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "
+          f"{result.files_after}; snapshot {result.snapshot_id} ({result.seconds:.1f}s)")
+    return EXIT_OK

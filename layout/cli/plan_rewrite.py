@@ -1,0 +1,29 @@
+"""`lakesort plan-rewrite`: which partitions need sorting and compacting, and why."""
+
+from __future__ import annotations
+
+import argparse
+
+from layout.catalog import load_table
+from layout.cli import EXIT_OK
+from layout.cli.args import dates_of, partitions_of, table_spec
+from layout.compaction.planning.planner import plan_rewrite
+
+
+def run(args: argparse.Namespace) -> int:
+    dates = dates_of(args)
+    spec = table_spec(args)
+    partitions = partitions_of(args, spec, dates)
+    if partitions == [] and dates is not None:
+        print(f"{spec.table}: nothing to do (no partition holds rows of {dates})")
+        return EXIT_OK
+    rewrite = plan_rewrite(load_table(spec.table, spec.catalog), spec, partitions=partitions, force=args.force)
+    if args.json:
+        print(rewrite.to_json())
+        return EXIT_OK
+    for d in rewrite.partitions:
+        print(f"{d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons)} "
+              f"({d.files} files, {d.bytes} bytes, overlap depth {d.overlap_depth})")
+    print(f"{len(rewrite.groups)} rewrite group(s), {rewrite.input_bytes} bytes to rewrite" if rewrite.groups
+          else "nothing to do")
+    return EXIT_OK
