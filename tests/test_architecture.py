@@ -4,6 +4,9 @@
   Airflow in `layout`, the reader library independent of the pipeline, light settings.
 - Function-local imports only for heavy optional dependencies (GX, Spark, DataFusion), each with its reason in a
   comment right above it: a local import must never again hide an import cycle.
+- The one lazy loading by name: `layout/cli/__init__.py` imports a command's module (`layout.cli.<name>`) when
+  the command runs; every command of its table has a module with a `run`, and `import layout.cli` loads none of
+  the heavy libraries (pyiceberg, pyarrow, pandas, pydantic, numpy, sqlglot).
 - Every `LAKESORT_*` variable is read by `layout.settings` and nowhere else.
 - Every package says in its docstring what it owns and what it may import.
 """
@@ -11,12 +14,15 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from layout.cli import COMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
 LAYOUT = REPO / "layout"
@@ -71,6 +77,53 @@ def test_local_imports_only_for_heavy_optional_dependencies(path):
         above = lines[lineno - 2].strip() if lineno >= 2 else ""
         reason = above.startswith(("#", "import ", "from ")) or "#" in lines[lineno - 1]
         assert reason, f"{where}: say in a comment above the local import of `{name}` why it is local"
+
+
+CLI = LAYOUT / "cli" / "__init__.py"
+# What `import layout.cli` must not load: the parser and the dispatch need none of it (a command's module does).
+HEAVY = ("pyiceberg", "pyarrow", "pandas", "pydantic", "numpy", "sqlglot")
+
+
+def _loads_by_name(path: Path) -> list[ast.Call]:
+    """Calls of importlib.import_module or __import__ (however imported): imports a contract cannot see."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in ("import_module", "__import__"):
+                found.append(node)
+    return found
+
+
+@pytest.mark.parametrize("path", _sources(LAYOUT, REPO / "jobs"), ids=lambda p: str(p.relative_to(REPO)))
+def test_modules_loaded_by_name_only_by_the_cli_dispatch(path):
+    for call in _loads_by_name(path):
+        where = f"{path.relative_to(REPO)}:{call.lineno}"
+        assert path == CLI, f"{where}: a module imported by name; import it at the top of the module"
+        (arg,) = call.args
+        by_table = isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id == "COMMANDS"
+        own = isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("layout.cli.")
+        assert by_table or own, f"{where}: the CLI loads only its own modules by name (COMMANDS[...], layout.cli.*)"
+
+
+def test_every_command_has_a_module_with_run():
+    modules = {p.stem for p in CLI.parent.glob("*.py")} - {"__init__", "__main__", "args"}
+    assert sorted(COMMANDS.values()) == sorted(f"layout.cli.{m}" for m in modules), (
+        "one module per command in layout/cli/, each in COMMANDS (shared helpers go in layout/cli/args.py)")
+    for command, module in COMMANDS.items():
+        assert callable(getattr(importlib.import_module(module), "run", None)), f"{module}: no run(args) for {command}"
+
+
+def test_importing_the_cli_loads_no_heavy_library():
+    code = "import sys, layout.cli; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+    assert not heavy, f"`import layout.cli` loads {', '.join(heavy[:10])}: parsing the command line must not"
+    # Of layout itself, only the ground floor's exception hierarchy, which the dispatch maps to exit codes.
+    ours = sorted(m for m in loaded if m.split(".")[0] == "layout")
+    assert ours == ["layout", "layout.cli", "layout.errors"], ours
 
 
 def test_lakesort_variables_are_read_only_by_settings():
