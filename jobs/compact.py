@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         timings: dict[str, float] = {}
-        staged = compact_groups(spark, plan, groups, timings)
-        write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started, timings)
+        staged = compact_groups(spark, plan, groups, timings=timings)
+        write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started, timings=timings)
     finally:
         spark.stop()
     return 0

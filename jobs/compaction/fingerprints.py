@@ -5,6 +5,8 @@ row hash's two halves as columns (`with_halves`) for the read-back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -18,6 +20,9 @@ from layout.compaction.integrity.fingerprint import (
 )
 from layout.errors import InputError
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
 log = logging.getLogger("lakesort.compact")
 
 
@@ -30,24 +35,26 @@ class InputFingerprint:
     executor's shuffle files) adds its rows again. Only adding is possible, so rows that differ from the
     first pass's count mean a re-run, and the fingerprint is then computed again in a pass of its own."""
 
-    def __init__(self, df, columns: list[str], watched: list[str] = (), *, salt: str = f"`{GROUP}`") -> None:
+    def __init__(self, df: DataFrame, columns: Sequence[str], watched: Sequence[str] = (), *,
+                 salt: str = f"`{GROUP}`") -> None:
         self.df = df
-        self.halves = spark_hash_halves(columns, salt=salt)  # `salt`: SQL of each row's group id (an int)
+        # `salt`: SQL of each row's group id (an int)
+        self.halves = spark_hash_halves(list(columns), salt=salt)
         self.watched = list(watched)  # SQL of longs whose smallest and largest values are observed too
         self.observation = Observation("lakesort input fingerprint")
-        self.got: dict = {}
+        self.got: dict[str, Any] = {}
         # The hash is taken inside the observed aggregate, not as columns of the rows: columns added for it
         # would have to be projected away again before the shuffle, a copy of every row (2 s of a 27 s write
         # at TPC-H SF1, one run; the aggregate's two halves cost less than that copy).
         self.observed = df.observe(self.observation, *self._sums())
 
-    def _sums(self):
+    def _sums(self) -> tuple[Column, ...]:
         high, low = self.halves
         return (F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"), F.sum(F.expr(low)).alias("low"),
                 *[agg(F.expr(sql)).alias(f"__{name}{i}") for i, sql in enumerate(self.watched)
                   for name, agg in (("min", F.min), ("max", F.max))])
 
-    def result(self, rows: int, diagnose=None) -> tuple[int, int]:
+    def result(self, rows: int, diagnose: Callable[[], None] | None = None) -> tuple[int, int]:
         """(rows, hash sum) after the write ran; `rows`: what the first pass counted, or the manifests record.
         `diagnose`, when the rows still differ in a pass of its own, raises the error that names the file."""
         got = self.observation.get
@@ -68,10 +75,10 @@ class InputFingerprint:
         return [(self.got.get(f"__min{i}"), self.got.get(f"__max{i}")) for i in range(len(self.watched))]
 
 
-def with_halves(df, columns, salt: str):
+def with_halves(df: DataFrame, columns: Sequence[str], salt: str) -> DataFrame:
     """`df` with the row hash's halves (`spark_hash_halves`, salted with column `salt`) as columns __high and
     __low. The hash is computed once per row, in a compiled projection: in an aggregate each half would
     hash every column again."""
     high, low = hash_halves("`__hash`")
-    return (df.withColumn("__hash", F.expr(spark_row_hash_expr(columns, salt=f"`{salt}`")))
+    return (df.withColumn("__hash", F.expr(spark_row_hash_expr(list(columns), salt=f"`{salt}`")))
             .withColumn("__high", F.expr(high)).withColumn("__low", F.expr(low)))

@@ -4,27 +4,32 @@ the number of that partition's boundaries at or below its key, by a binary searc
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
+
 from pyspark.sql import functions as F
 
 from layout.compaction.executor.partitions import GROUP, PART
-from layout.compaction.executor.slots import (
-    SlotPlan,
-    quantile_picks,
-)
-from layout.compaction.executor.sort_prefix import PrefixPlan
+from layout.compaction.executor.slots import quantile_picks
 from layout.literals import sql_literal
 
+from .columns import PREFIX, SLOT
 from .frames import before, literal_frame
 from .sample import boundaries
 
-SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.executor.slots`)
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from layout.compaction.executor.slots import SlotPlan
+    from layout.compaction.executor.sort_prefix import PrefixPlan
+    from layout.compaction.plan import SortKeyModel
+
+Counts = Mapping[tuple[int, str], int]  # slots per (group, partition directory)
 
 
-PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.executor.sort_prefix`)
-
-
-def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = None, *, placed: bool = False,
-               drawn=None):
+def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, counts: Counts,
+               keys: Sequence[SortKeyModel], prefix: PrefixPlan | None = None, *, placed: bool = False,
+               drawn: DataFrame | None = None) -> DataFrame:
     """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.executor.slots`): its (group,
     partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
     equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
@@ -58,9 +63,9 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
     else:
         df = df.join(F.broadcast(slot_frame(spark, summary, counts, keys, prefix)), [GROUP, PART], "left")
     if several:
-        values = [F.col(name) for name, _, _ in keys]
+        values = [F.col(key.column) for key in keys]
 
-        def at_or_after(bound):
+        def at_or_after(bound: Column) -> Column:
             return F.col(PREFIX) >= bound if prefix is not None else ~before(values, bound, keys)
 
         # A binary search over the partition's sorted boundaries, one compiled step per bit: the count of
@@ -82,7 +87,7 @@ def with_slots(spark, df, summary, counts, keys, prefix: PrefixPlan | None = Non
     return df.withColumnRenamed("__start", SLOT)
 
 
-def _starts(counts) -> dict[tuple[int, str], int]:
+def _starts(counts: Counts) -> dict[tuple[int, str], int]:
     """Each (group, partition)'s first slot: the slots of all partitions in their sorted order."""
     starts, offset = {}, 0
     for pair in sorted(counts):
@@ -90,7 +95,8 @@ def _starts(counts) -> dict[tuple[int, str], int]:
     return starts
 
 
-def slot_frame(spark, summary, counts, keys, prefix: PrefixPlan | None = None):
+def slot_frame(spark: SparkSession, summary: DataFrame | None, counts: Counts, keys: Sequence[SortKeyModel],
+               prefix: PrefixPlan | None = None) -> DataFrame:
     """(GROUP, PART, __start[, __bounds]): each (group, partition)'s first slot and, where a partition has
     several, its boundaries (`boundaries`), one small frame so that one join per row brings both."""
     info = literal_frame(spark, [(g, p, s) for (g, p), s in sorted(_starts(counts).items())],
@@ -100,7 +106,7 @@ def slot_frame(spark, summary, counts, keys, prefix: PrefixPlan | None = None):
     return info
 
 
-def slot_values(slots: SlotPlan, field: str) -> str:
+def slot_values(slots: SlotPlan, field: Literal["group_id", "part"]) -> str:
     """SQL of each row's group id or partition directory (`field` of its slot), from its SLOT: a literal when
     every slot has the same. The shuffle then carries the slot (an int) instead of the group and partition
     (an int and a 16-character string): with the sort prefix computed again after it, the shuffle carried

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -17,30 +19,33 @@ from layout.compaction.executor import partitions as partitioning
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
 from layout.errors import InputError
 
+from .columns import SOURCE
 from .frames import literal_frame
-from .schema import spark_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from layout.compaction.plan import RewriteGroup
+
+    from .job_plan import JobPlan
 
 log = logging.getLogger("lakesort.compact")
 
 
-SOURCE = "__lakesort_source"
-
-
-def read_inputs(spark, plan, groups):
+def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]) -> Inputs:
     """The planned files' rows as Iceberg defines them, tagged with group, partition key and SOURCE (the file
     a natively read row came from; null for the others). Files marked `spark_native` by the prepare step
     are read by Spark's own vectorized reader; the others by pyiceberg's reader in the executors
-    (`layout.compaction.executor.inputs`), spread over tasks balanced by bytes. Returns (rows, column names, the
-    native files by SOURCE, Spark's name for them -> (path, rows the manifest records))."""
+    (`layout.compaction.executor.inputs`), spread over tasks balanced by bytes."""
 
-    schema = spark_schema(plan)
+    plan, schema, columns = job.plan, job.spark_schema, job.columns
     tags = [T.StructField(GROUP, T.IntegerType(), False), T.StructField(PART, T.StringType(), False),
             T.StructField(PART_KEY, T.StringType(), False)]
     out_schema = T.StructType([*schema.fields, *tags])
-    columns = [f.name for f in schema.fields]
     native = [(g.group_id, f) for g in groups for f in g.inputs if f.spark_native]
     others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native), key=lambda x: -x[1].size)
-    parts = []
+    parts: list[DataFrame] = []
     sources: dict[str, tuple[str, int]] = {}
     native_scan = None
     if native:
@@ -51,56 +56,57 @@ def read_inputs(spark, plan, groups):
         rows = spark.read.schema(schema).parquet(*[f.path for _, f in native])
         # input_file_name() names a file as inputFiles() does: the join key, so no row needs a regex.
         planned = {_source_name(f.path): (gid, f) for gid, f in native}
-        listing = []
+        listed: list[tuple[str, int, str, str]] = []  # SOURCE, GROUP, PART, PART_KEY
         for name in rows.inputFiles():
             if _source_name(name) not in planned:
                 raise InputError(f"{name}: Spark lists a file the plan does not hold (planned: "
                                  f"{sorted(planned)[:3]}...); nothing was rewritten")
             gid, f = planned.pop(_source_name(name))
-            listing.append((name, gid, partitioning.key_dir(f.partition_key), f.partition_key))
+            listed.append((name, gid, partitioning.key_dir(f.partition_key), f.partition_key))
             sources[name] = (f.path, f.rows)
         if planned:
             raise InputError(f"{min(planned)}: Spark does not list this planned file; nothing was rewritten")
-        single = listing[0][1:] if len({row[1:] for row in listing}) == 1 else None
-        listing = literal_frame(spark, listing, [SOURCE, GROUP, PART, PART_KEY])
+        single = listed[0][1:] if len({row[1:] for row in listed}) == 1 else None
+        listing = literal_frame(spark, listed, [SOURCE, GROUP, PART, PART_KEY])
         native_scan = NativeScan(rows, listing, single)
         parts.append(native_scan.tagged(rows).select(*columns, GROUP, PART, PART_KEY, SOURCE))
     if others:
         target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
         tasks = max(1, min(len(others), spark.sparkContext.defaultParallelism * 4))
-        slices: list[list] = [[] for _ in range(tasks)]
+        slices: list[list[tuple[int, str, int, str, int, int]]] = [[] for _ in range(tasks)]
         for i, (gid, f) in enumerate(others):  # round robin over size-descending files: balanced bytes
             slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size))
         file_schema = T.StructType([T.StructField("group_id", T.IntegerType()), T.StructField("path", T.StringType()),
                                     T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
                                     T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType())])
-        listing = spark.createDataFrame(spark.sparkContext.parallelize([r for s in slices for r in s], tasks),
-                                        file_schema)
+        files = spark.createDataFrame(spark.sparkContext.parallelize([r for s in slices for r in s], tasks),
+                                      file_schema)
         # pyiceberg's reader (and its table module) is imported only when some file needs it: 0.4 s of the
         # driver's start otherwise.
         from layout.compaction.executor.inputs import InputSource, tagged_batches
 
         source = InputSource(metadata_location=plan.metadata_location, io_properties=dict(plan.io_properties),
-                             schema_json=plan.table_schema_json)
+                             schema=job.schema)
         spec_id = plan.partition_spec_id
 
-        def read(batches):
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             return tagged_batches(source, batches, target, spec_id)
 
-        parts.append(listing.mapInArrow(read, out_schema).withColumn(SOURCE, F.lit(None).cast("string")))
+        parts.append(files.mapInArrow(read, out_schema).withColumn(SOURCE, F.lit(None).cast("string")))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     log.info("reading %d file(s) with Spark's reader, %d through pyiceberg", len(native), len(others))
-    return Inputs(df, columns, sources, native_scan if not others else None)
+    return Inputs(df, sources, native_scan if not others else None)
 
 
-class NativeScan(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class NativeScan:
     """Spark's scan of the natively read files and their listing (SOURCE -> GROUP, PART, PART_KEY)."""
 
-    rows: object
-    listing: object
+    rows: DataFrame
+    listing: DataFrame
     single: tuple[int, str, str] | None  # (GROUP, PART, PART_KEY) when every file has the same
 
-    def tagged(self, rows, extra=None):
+    def tagged(self, rows: DataFrame, extra: DataFrame | None = None) -> DataFrame:
         """`rows` of this scan with each file's group, partition and SOURCE: a broadcast join on the file name
         (input_file_name() names a file as inputFiles() does), or literals when every file has the same.
         `extra`: a small frame by (GROUP, PART) whose columns the same join brings (files of one partition)."""
@@ -112,12 +118,12 @@ class NativeScan(NamedTuple):
         return rows.join(F.broadcast(listing), SOURCE, "left")
 
 
-class Inputs(NamedTuple):
-    """`read_inputs`: the rows, the table's column names, the natively read files by SOURCE -> (path, rows the
-    manifest records), and the native scan when Spark's reader reads every file (else None)."""
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """`read_inputs`: the rows (the table's columns, GROUP, PART, PART_KEY, SOURCE), the natively read files by
+    SOURCE -> (path, rows the manifest records), and the native scan when Spark's reader reads every file."""
 
-    rows: object
-    columns: list[str]
+    rows: DataFrame
     native: dict[str, tuple[str, int]]
     scan: NativeScan | None
 

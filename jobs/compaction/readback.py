@@ -4,6 +4,9 @@ file's rows and fingerprint, keyed tables' duplicate and null keys, and the outp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -14,10 +17,17 @@ from layout.manifest import StagedFile
 from layout.parquet import ParquetFile
 
 from .fingerprints import with_halves
-from .schema import spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .job_plan import JobPlan
+
+# Per staged file, (group id, partition directory, file name) -> (rows, hash sum), as Spark read it back.
+Checked = dict[tuple[int, str, str], tuple[int, int]]
 
 
-def read_back(spark, plan, target: str, columns: list[str]) -> dict[tuple[int, str, str], tuple[int, int]]:
+def read_back(spark: SparkSession, job: JobPlan, target: str) -> Checked:
     """Each staged file's rows and fingerprint, read back from storage by Spark's own Parquet reader in the
     executors: a new scan of the files as written (not the job's cached rows), so a write that lost or
     changed rows shows here; (group, partition directory, file name) -> (rows, hash sum): a task that wrote
@@ -25,7 +35,7 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[tuple[int, s
     directory must not share a key, and no key is null; both are counted here (`key_problems`)."""
     # Each row's hash is salted with its group, as the input's: the group is the directory the write
     # partitioned by, read as a partition column (a constant per file: a join or regex per row costs more).
-    schema = T.StructType([*spark_schema(plan).fields, T.StructField(GROUP, T.IntegerType()),
+    schema = T.StructType([*job.spark_schema.fields, T.StructField(GROUP, T.IntegerType()),
                            T.StructField(PART, T.StringType())])
     # Splits of a few row groups, at least two per core: Spark's default (the input over the cores, at most
     # 128 MiB) leaves whole files to tasks, and three files on two cores ran as two tasks and then one.
@@ -39,13 +49,13 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[tuple[int, s
         # The file's name from the scan's metadata column: grouping by input_file_name() (the whole path, a
         # string per row) took the read-back 3.1-3.4 s against 2.3 s (TPC-H SF1, warm, best of three). A
         # table column named `_metadata` would hide it.
-        name = F.col("_metadata.file_name") if "_metadata" not in columns else F.input_file_name()
-        files = with_halves(staged.select("*", name.alias("__file")), columns, GROUP)
+        name = F.col("_metadata.file_name") if "_metadata" not in job.columns else F.input_file_name()
+        files = with_halves(staged.select("*", name.alias("__file")), job.columns, GROUP)
         figures = files.groupBy(GROUP, PART, "__file").agg(
             F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low")).collect()
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", before)
-    out: dict[tuple[int, str, str], tuple[int, int]] = {}
+    out: Checked = {}
     for r in figures:
         key = (r[GROUP], r[PART], _file_name(r["__file"]))
         if key in out:
@@ -54,11 +64,14 @@ def read_back(spark, plan, target: str, columns: list[str]) -> dict[tuple[int, s
     return out
 
 
-def key_problems(spark, plan, target: str) -> dict[int, tuple[int, int]]:
+def key_problems(spark: SparkSession, job: JobPlan, target: str) -> dict[int, tuple[int, int]]:
     """Group id -> (duplicate keys, null keys) over the staged files of a keyed table, read back by Spark:
-    keys are unique per partition directory (one current-spec partition of one group)."""
-    keys = list(plan.keys.columns)
-    files = (_staged_rows(spark, plan, target)
+    keys are unique per partition directory (one current-spec partition of one group). Empty for a table
+    without a merge rule: nothing to count."""
+    if job.plan.keys is None:
+        return {}
+    keys = list(job.plan.keys.columns)
+    files = (_staged_rows(spark, job, target)
              .withColumn("__dir", F.regexp_extract(F.input_file_name(), r"^(.*)/[^/]*$", 1))
              .withColumn("__group", F.regexp_extract("__dir", rf"{GROUP}=(\d+)", 1).cast("int")))
     null = F.lit(False)
@@ -71,16 +84,17 @@ def key_problems(spark, plan, target: str) -> dict[int, tuple[int, int]]:
     return {r["__group"]: (int(r["duplicates"] or 0), int(r["nulls"] or 0)) for r in rows}
 
 
-def _staged_rows(spark, plan, target: str):
+def _staged_rows(spark: SparkSession, job: JobPlan, target: str) -> DataFrame:
     """The staged files as Spark's own reader reads them from storage (a new scan, not the job's rows)."""
-    return spark.read.schema(spark_schema(plan)).option("recursiveFileLookup", "true").parquet(target)
+    return spark.read.schema(job.spark_schema).option("recursiveFileLookup", "true").parquet(target)
 
 
 def _file_name(uri: str) -> str:
     return uri.rstrip("/").rsplit("/", 1)[-1]
 
 
-def list_outputs(directory: str, partition_key: str, checked: dict[str, tuple[int, int]]):
+def list_outputs(directory: str, partition_key: str,
+                 checked: Mapping[str, tuple[int, int]]) -> list[StagedFile]:
     """The Parquet files the write produced: sizes and row counts from their footers, with the rows and
     fingerprint Spark read back from each (`read_back`)."""
 

@@ -4,10 +4,13 @@ staged-output manifest (`write_manifest`) that verify and commit read.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
@@ -22,17 +25,18 @@ from layout.compaction.executor.figures import (
 )
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
 from layout.compaction.executor.slots import task_keys
-from layout.compaction.executor.sort_prefix import key_ordinals
 from layout.compaction.integrity.fingerprint import SPARK_CONF as FINGERPRINT_CONF
 from layout.manifest import JobWarning, StagedGroup, StagedManifest
 
+from .columns import CURVE, PREFIX, RANK, SLOT, SOURCE
 from .fingerprints import InputFingerprint
 from .frames import ordered, sql_array
-from .placement import PREFIX, SLOT, slot_frame, slot_values, with_slots
-from .read import SOURCE, read_inputs
-from .readback import key_problems, list_outputs, read_back
+from .job_plan import JobPlan
+from .placement import slot_frame, slot_values, with_slots
+from .read import Inputs, read_inputs
+from .readback import Checked, key_problems, list_outputs, read_back
 from .sample import as_summary, sample_keys, summarize
-from .schema import as_declared, spark_schema
+from .schema import as_declared
 from .write import (
     curve_column,
     finish_files,
@@ -42,6 +46,14 @@ from .write import (
     staging_dir,
     write_dir,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from layout.compaction.executor.figures import Parts
+    from layout.compaction.executor.slots import SlotPlan
+    from layout.compaction.executor.sort_prefix import PrefixPlan
+    from layout.compaction.plan import RewriteGroup, RewritePlan
 
 log = logging.getLogger("lakesort.compact")
 
@@ -71,7 +83,38 @@ SESSION_CONF = {
 LOGGED_GROUPS = 20  # groups logged one line each (the manifest holds them all)
 
 
-def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None) -> Staged:
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt at the write (`compact_groups` makes one, or two when the manifests' bounds miss a value):
+    where its figures (rows per partition, the sort prefix's key ranges) come from, and Spark's save mode of
+    its write, which says what becomes of files already in the write's directory."""
+
+    # "manifests": from the input files' manifest entries where they can give them (Spark reads every file
+    # natively, no merge rule, a linear order: `_first_pass`), else from a pass over the input; "first-pass":
+    # from a pass over the input always.
+    figures: Literal["manifests", "first-pass"]
+    mode: Literal["errorifexists", "overwrite"]
+
+
+# The first attempt writes into a directory of its own: a file already there is an error.
+FIRST = Attempt(figures="manifests", mode="errorifexists")
+# After the manifests' bounds missed a value (ManifestRangeMiss, raised once the write ran): figures from a pass
+# over the input, and the first attempt's files, staged already, written over.
+AGAIN = Attempt(figures="first-pass", mode="overwrite")
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """What the job staged: per group its files and figures, the input's fingerprint over all groups, and what
+    it noticed in the input and worked around."""
+
+    groups: tuple[StagedGroup, ...]
+    hash_sum: int
+    warnings: tuple[JobWarning, ...] = ()
+
+
+def compact_groups(spark: SparkSession, plan: RewritePlan, groups: Sequence[RewriteGroup], *,
+                   timings: dict[str, float] | None = None) -> Staged:
     """All groups in one Spark job, in parallel in every stage, each row sorted once:
 
     1. one pass over the planned files' sort and partition columns (`read_inputs`; Parquet reads only those):
@@ -79,8 +122,9 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
        tables first keep one row per key (a window partitioned by the keys: parallel); natively read
        files' row counts are checked. When Spark reads every file natively (no merge rule, a linear order)
        there is no such pass: rows and the sort prefix's key ranges come from the manifests
-       (`layout.compaction.executor.figures`), the write checks both, and only partitions cut into several slots draw a sample
-       (`sample_keys`: the drawn rows alone are tagged); a value outside the bounds writes it all again;
+       (`layout.compaction.executor.figures`), the write checks both, and only partitions cut into several
+       slots draw a sample (`sample_keys`: the drawn rows alone are tagged); a value outside the bounds writes
+       it all again (`AGAIN`);
     2. how many files each (group, partition) gets (its share of the group's planned output files), their
        slots and write tasks (`plan_write`), and where a partition has several slots, their boundaries:
        quantiles of the sample, sorted in Spark (`boundaries`);
@@ -94,70 +138,72 @@ def compact_groups(spark, plan, groups, timings: dict[str, float] | None = None)
 
     Every row's hash is salted with its group id: the fingerprint is one sum over all groups (observed
     metrics are global), and a row in another group's files still changes it. `timings` gets each part's
-    seconds.
+    seconds. The plan's schema is decoded here, once (`JobPlan`).
     """
     if not groups:
-        return Staged([], 0)
+        return Staged((), 0)
+    job = JobPlan.of(plan)
     timings = timings if timings is not None else {}
     try:
-        return _compact(spark, plan, groups, timings, trust_manifests=True)
+        return _compact(spark, job, groups, timings, attempt=FIRST)
     except ManifestRangeMiss as miss:
         log.warning("%s; writing again with ranges from a pass over the input", miss)
         timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
-        staged = _compact(spark, plan, groups, timings, trust_manifests=False)
+        staged = _compact(spark, job, groups, timings, attempt=AGAIN)
         warning = JobWarning(rule="manifest_bounds", column=miss.column,
                              message=f"{miss}; the job wrote its files again with key ranges from a pass over the input")
-        return staged._replace(warnings=(warning,))
+        return dataclasses.replace(staged, warnings=(warning,))
 
 
-def _compact(spark, plan, groups, timings: dict[str, float], *, trust_manifests: bool) -> Staged:
+def _compact(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], timings: dict[str, float], *,
+             attempt: Attempt) -> Staged:
     """The parts in order (`compact_groups`), each timed by the clock."""
     clock = _Clock(timings, spark, "read, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
-    inputs = read_inputs(spark, plan, groups)
-    first = _first_pass(spark, plan, groups, inputs, trust_manifests=trust_manifests)
+    inputs = read_inputs(spark, job, groups)
+    first = _first_pass(spark, job, groups, inputs, attempt=attempt)
     clock.lap("read, sample", "file boundaries")
-    placed = _place(spark, plan, groups, inputs, first)
+    placed = _place(spark, job, groups, inputs, first)
     clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
-    target = write_dir(plan)
-    _write(spark, plan, placed, target, trust_manifests=trust_manifests)
-    hash_sum = _input_hash_sum(inputs, first, placed)
+    target = write_dir(job.plan)
+    _write(spark, job, placed, target, attempt=attempt)
+    hash_sum = _input_hash_sum(job, inputs, first, placed)
     clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
-    finish_files(spark, plan, target, placed.slots)
+    finish_files(spark, job, target, placed.slots)
     clock.lap("stitch, field ids", "read back")
-    checked = read_back(spark, plan, target, inputs.columns)
-    problems = key_problems(spark, plan, target) if plan.keys is not None else {}
+    checked = read_back(spark, job, target)
+    problems = key_problems(spark, job, target)
     clock.lap("read back")
-    staged = _staged_groups(plan, groups, first, target, checked, problems, clock.total())
+    staged = _staged_groups(job, groups, first, target, checked, problems, clock.total())
     log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(first.read.values()), clock.total(),
              ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
-    return Staged(staged, hash_sum)
+    return Staged(tuple(staged), hash_sum)
 
 
-class FirstPass(NamedTuple):
-    """What the job knows before it places a row: the rows to write (merged, with a curve's index), the sort
-    key as (column, direction, nulls), each key's ordinal, per (group, partition) its partition key and rows,
-    the per-file figures and summary they came from (None: the manifests'), rows read and expected per group,
-    and the frames persisted until the write is done."""
+@dataclass(frozen=True, slots=True)
+class FirstPass:
+    """What the job knows before it places a row: the rows to write (merged, with a curve's index), per (group,
+    partition) its partition key and rows, the per-file figures and summary they came from (summary None: the
+    manifests'), rows read and expected per group, and the frames persisted until the write is done."""
 
-    rows: object
-    keys: list[tuple[str, str, str]]
-    ordinals: list
-    parts: dict[tuple[int, str], tuple[str, int]]
-    figures: list
-    summary: object | None
-    known: bool  # rows and key ranges from the manifests (no pass over the input)
+    rows: DataFrame
+    parts: Parts
+    figures: list[dict[str, Any]]  # per (group, partition, file): rows, `__low<i>` and `__high<i>` (`sort_prefix`)
+    summary: DataFrame | None
+    from_manifests: bool  # rows and key ranges from the manifests (no pass over the input), checked by the write
     read: dict[int, int]
     expected: dict[int, int]
-    cached: list
+    cached: tuple[DataFrame, ...]
 
 
-def _first_pass(spark, plan, groups, inputs, *, trust_manifests: bool) -> FirstPass:
+def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], inputs: Inputs, *,
+                attempt: Attempt) -> FirstPass:
     """Part 1 of `compact_groups`: keyed tables merged, a curve's index, and per (group, partition, file) the
     rows and key ranges: from a pass over the sort and partition columns, or from the manifests."""
+    plan, keys, ordinals = job.plan, job.keys, job.ordinals
     df, native, scan = inputs.rows, inputs.native, inputs.scan
-    cached = []  # unpersisted after the write
+    cached: list[DataFrame] = []  # unpersisted after the write
     if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
@@ -172,18 +218,15 @@ def _first_pass(spark, plan, groups, inputs, *, trust_manifests: bool) -> FirstP
         order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
         # Keys are unique per current-spec partition: a partition column is a function of the row.
         window = Window.partitionBy(GROUP, PART, *plan.keys.columns).orderBy(order)
-        df = df.withColumn("__lakesort_rank", F.row_number().over(window)).where("__lakesort_rank = 1")
-        df = df.drop("__lakesort_rank").persist(StorageLevel.MEMORY_AND_DISK)
+        df = df.withColumn(RANK, F.row_number().over(window)).where(F.col(RANK) == 1)
+        df = df.drop(RANK).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
-    if plan.strategy != "linear":
+    if job.curve:
         rows = sum(f.rows for g in groups for f in g.inputs)
-        df = df.withColumn("__lakesort_z", curve_column(df, plan.strategy, [k.column for k in plan.sort_keys], rows))
-        keys = [("__lakesort_z", "asc", "last")]
-    else:
-        keys = [(k.column, k.direction, k.nulls) for k in plan.sort_keys]
-    ordinals = key_ordinals(plan.table_schema_json, [name for name, _, _ in keys])
+        df = df.withColumn(CURVE, curve_column(df, plan.strategy, [k.column for k in plan.sort_keys], rows))
     known = (manifest_figures(groups, ordinals)
-             if trust_manifests and scan is not None and plan.keys is None and plan.strategy == "linear" else None)
+             if attempt.figures == "manifests" and scan is not None and plan.keys is None and not job.curve
+             else None)
     if known is not None:  # no first pass: rows and key ranges from the manifests, checked by the write
         parts, figures = known
         summary = None
@@ -191,46 +234,49 @@ def _first_pass(spark, plan, groups, inputs, *, trust_manifests: bool) -> FirstP
         summary = summarize(spark, df, groups, keys, ordinals).cache()  # small: a row per partition and file
         cached.append(summary)
         ranges = [(f"__low{i}", f"__high{i}") for i, o in enumerate(ordinals) if o is not None]
-        figures = summary.select(GROUP, PART, SOURCE, PART_KEY, "rows",
-                                 *[c for pair in ranges for c in pair]).collect()
+        figures = [r.asDict() for r in summary.select(GROUP, PART, SOURCE, PART_KEY, "rows",
+                                                      *[c for pair in ranges for c in pair]).collect()]
         parts = {}
         for r in figures:
             pair = (r[GROUP], r[PART])
-            parts[pair] = (r[PART_KEY], parts.get(pair, (None, 0))[1] + r["rows"])
+            parts[pair] = (r[PART_KEY], parts.get(pair, ("", 0))[1] + r["rows"])
         if plan.keys is None:
             check_native_rows(native, [(r[SOURCE], r["rows"]) for r in figures])
     expected: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
         expected[gid] = expected.get(gid, 0) + rows
-    return FirstPass(df, keys, ordinals, parts, figures, summary, known is not None,
-                     read if read is not None else dict(expected), expected, cached)
+    return FirstPass(rows=df, parts=parts, figures=figures, summary=summary, from_manifests=known is not None,
+                     read=read if read is not None else dict(expected), expected=expected,
+                     cached=tuple(cached))
 
 
-class Placement(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Placement:
     """Part 2 of `compact_groups`: the rows with their slots and the input's fingerprint observed on them,
     the slots, whether the files are written flat, the sort order within a task, the sort prefix (None: the
     keys themselves) and the prefix keys whose ranges the write observes (the manifests' ranges checked)."""
 
     fingerprint: InputFingerprint
-    slots: object
+    slots: SlotPlan
     flat: bool
-    order: list
-    prefix: object | None
-    watched: list
+    order: tuple[Column, ...]
+    prefix: PrefixPlan | None
+    watched: tuple[str, ...]  # SQL of the observed ordinals (`PrefixKey.ordinal`)
 
 
-def _place(spark, plan, groups, inputs, first: FirstPass) -> Placement:
+def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], inputs: Inputs,
+           first: FirstPass) -> Placement:
     """Part 2 of `compact_groups`: each (group, partition)'s files, their slots and write tasks, the slots'
     boundaries, and every row's slot; only the table's columns and the slot go on to the shuffle."""
-    df, columns, scan, keys = first.rows, inputs.columns, inputs.scan, first.keys
+    df, columns, scan, keys = first.rows, job.columns, inputs.scan, job.keys
     files_of = file_counts(groups, first.parts)
-    slots, prefix, flat = plan_write(spark, plan, groups, first.parts, files_of, keys, first.ordinals, first.figures)
-    order = [ordered(F.col(name), direction, nulls) for name, direction, nulls in keys]
+    slots, prefix, flat = plan_write(spark, job, groups, first.parts, files_of, first.figures)
+    order = [ordered(key) for key in keys]
     summary, drawn = first.summary, None
     if summary is None and any(n > 1 for n in slots.slot_counts().values()):
         drawn = sample_keys(spark, scan, groups, keys)
         summary = as_summary(drawn, keys)
-    placed = first.known and scan.single is None and bool(slots.slot_counts())
+    placed = first.from_manifests and scan.single is None and bool(slots.slot_counts())
     if placed:
         # Files of several partitions: the join that tags each row with its file's group and partition
         # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
@@ -248,16 +294,17 @@ def _place(spark, plan, groups, inputs, first: FirstPass) -> Placement:
                  " (exact: the prefix alone)" if prefix.exact else ", then the keys")
     # Only the table's columns and the slot (and a curve's index) cross the shuffle: the row's group and
     # partition are the slot's (`slot_values`), its task key is computed from the slot by the partitioning.
-    df = df.select(*columns, SLOT, *(["__lakesort_z"] if "__lakesort_z" in df.columns else []))
-    watched = [k.ordinal for k in prefix.keys] if first.known and prefix is not None else []
+    df = df.select(*columns, SLOT, *([CURVE] if job.curve else []))
+    watched = tuple(k.ordinal for k in prefix.keys) if first.from_manifests and prefix is not None else ()
     fingerprint = InputFingerprint(df, columns, watched, salt=slot_values(slots, "group_id"))
-    return Placement(fingerprint, slots, flat, order, prefix, watched)
+    return Placement(fingerprint=fingerprint, slots=slots, flat=flat, order=tuple(order), prefix=prefix,
+                     watched=watched)
 
 
-def _write(spark, plan, placed: Placement, target: str, *, trust_manifests: bool) -> None:
+def _write(spark: SparkSession, job: JobPlan, placed: Placement, target: str, *, attempt: Attempt) -> None:
     """Part 3 of `compact_groups`: one shuffle sends each slot to its task, which sorts its rows and writes
-    them, a file per slot, in the staging directory `target`."""
-    slots, order = placed.slots, placed.order
+    them, a file per slot, in the staging directory `target` (with the attempt's save mode)."""
+    plan, slots, order = job.plan, placed.slots, placed.order
     # A task holds slots of distinct (group, partition)s: sorted by the key (its prefix, where the key types
     # allow it), written as sorted by a writer per slot's directory (SESSION_CONF), a file per slot.
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(max(2, slots.most_per_task + 1)))
@@ -266,24 +313,24 @@ def _write(spark, plan, placed: Placement, target: str, *, trust_manifests: bool
     shuffled = placed.fingerprint.observed.repartition(max(1, slots.tasks), task_key)
     # Iceberg readers resolve columns by field id: parquet-mr writes each struct field's
     # `parquet.field.id` metadata as its field id (spark.sql.parquet.fieldId.write.enabled, on by default).
-    declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in spark_schema(plan).fields]
-    mode = "errorifexists" if trust_manifests else "overwrite"  # written again: the first attempt's files go
+    declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in job.spark_schema.fields]
     pairs = sorted(slots.slot_counts())
     if len(pairs) == 1 or placed.flat:
         # The columns as declared, projected after the shuffle and before the sort: one copy of each row
         # there (Spark copies the rows to drop the slot before a sort anyway), where a projection after the
         # sort copied each row a second time (TPC-H SF1 by month: see the bench README).
-        curve = ["__lakesort_z"] if "__lakesort_z" in shuffled.columns else []
+        curve = [CURVE] if job.curve else []
         written = shuffled.select(*declared, *curve).sortWithinPartitions(*order).drop(*curve)
     if len(pairs) == 1:
         # One (group, partition): its directory is written as a plain directory, without a writer looking up
         # each row's partition directory.
         (gid, part), = pairs
-        written.write.mode(mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
+        written.write.mode(attempt.mode).options(**plan.writer_options).parquet(f"{target}/{GROUP}={gid}/{PART}={part}")
     elif placed.flat:
-        if not trust_manifests:  # written again: the first attempt's files, already placed, go
+        if attempt.mode == "overwrite":  # as Spark's overwrite of `target` would: the files placed there go
             fs, path = hadoop_fs(spark, target)
             fs.delete(path(target), True)
+        # Into a directory of its own below `target` (no file is there: the tasks' files are moved out of it).
         written.write.mode("errorifexists").options(**plan.writer_options).parquet(f"{target}/_flat")
         place_flat_files(spark, f"{target}/_flat", target, slots)
     else:
@@ -291,26 +338,29 @@ def _write(spark, plan, placed: Placement, target: str, *, trust_manifests: bool
         # the directory columns in any case.
         written = shuffled.sortWithinPartitions(*order).select(
             *declared, F.expr(slot_values(slots, "group_id")).alias(GROUP), F.expr(slot_values(slots, "part")).alias(PART))
-        written.write.mode(mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+        written.write.mode(attempt.mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
 
 
-def _input_hash_sum(inputs, first: FirstPass, placed: Placement) -> int:
+def _input_hash_sum(job: JobPlan, inputs: Inputs, first: FirstPass, placed: Placement) -> int:
     """The input's fingerprint that the write observed (or a pass of its own computed), once the write ran; the
     persisted frames released, and the manifests' key ranges checked against what the write saw."""
 
-    def diagnose():  # without a first pass, a count per file names the file that reads short
+    def diagnose() -> None:  # without a first pass, a count per file names the file that reads short
         check_native_rows(inputs.native, [(r[0], r[1]) for r in inputs.rows.groupBy(SOURCE).count().collect()])
 
-    _, hash_sum = placed.fingerprint.result(sum(first.expected.values()), diagnose if first.known else None)
+    rows = sum(first.expected.values())
+    _, hash_sum = placed.fingerprint.result(rows, diagnose if first.from_manifests else None)
     for frame in first.cached:
         frame.unpersist()
     if placed.watched:
-        check_ranges(placed.prefix, placed.fingerprint.ranges(), [name for name, _, _ in first.keys])
+        check_ranges(placed.prefix, placed.fingerprint.ranges(), [key.column for key in job.keys])
     return hash_sum
 
 
-def _staged_groups(plan, groups, first: FirstPass, target: str, checked, problems, seconds: float) -> list[StagedGroup]:
+def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: FirstPass, target: str,
+                   checked: Checked, problems: Mapping[int, tuple[int, int]], seconds: float) -> list[StagedGroup]:
     """Per group, its staged files with the figures read back, as the manifest records them."""
+    keyed = job.plan.keys is not None
     # Indexed once: a table of thousands of partitions has as many groups, and a scan of every partition and
     # every file per group grew with their square.
     parts_of: dict[int, list[tuple[str, str]]] = {}
@@ -329,8 +379,8 @@ def _staged_groups(plan, groups, first: FirstPass, target: str, checked, problem
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
             input_rows=int(first.read.get(g.group_id, 0)), expected_rows=int(first.expected.get(g.group_id, 0)),
             outputs=tuple(outputs), seconds=seconds,
-            duplicate_keys=problems.get(g.group_id, (0, 0))[0] if plan.keys is not None else None,
-            null_keys=problems.get(g.group_id, (0, 0))[1] if plan.keys is not None else None,
+            duplicate_keys=problems.get(g.group_id, (0, 0))[0] if keyed else None,
+            null_keys=problems.get(g.group_id, (0, 0))[1] if keyed else None,
         ))
         if len(staged) <= LOGGED_GROUPS:
             log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
@@ -340,20 +390,11 @@ def _staged_groups(plan, groups, first: FirstPass, target: str, checked, problem
     return staged
 
 
-class Staged(NamedTuple):
-    """What the job staged: per group its files and figures, the input's fingerprint over all groups, and what
-    it noticed in the input and worked around."""
-
-    groups: list[StagedGroup]
-    hash_sum: int
-    warnings: tuple[JobWarning, ...] = ()
-
-
 class _Clock:
     """Times the job's parts; each part's Spark jobs run in the job group `lakesort: <part>` (the Spark UI
     shows it; tests find a part's stages by it)."""
 
-    def __init__(self, laps: dict[str, float], spark, first: str) -> None:
+    def __init__(self, laps: dict[str, float], spark: SparkSession, first: str) -> None:
         self.laps, self.started, self.last = laps, time.perf_counter(), time.perf_counter()
         self.spark = spark
         spark.sparkContext.setJobGroup(f"lakesort: {first}", first)
@@ -369,16 +410,17 @@ class _Clock:
         return time.perf_counter() - self.started
 
 
-def write_manifest(spark, plan, staged: Staged, target: str, seconds: float,
-                   timings: dict[str, float] | None = None) -> None:
-
+def write_manifest(spark: SparkSession, plan: RewritePlan, staged: Staged, target: str, seconds: float, *,
+                   timings: Mapping[str, float] | None = None) -> None:
+    """The staged-output manifest (`layout.manifest.StagedManifest`) at `target`, which verify and commit read."""
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
                                                                                   "spark.executor", "spark.driver"))}
     manifest = StagedManifest(
         run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged.groups),
         expected_hash_sum=str(staged.hash_sum),
         spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
-        writer_options=plan.writer_options, seconds=seconds, timings=timings or {}, warnings=staged.warnings,
+        writer_options=plan.writer_options, seconds=seconds, timings=dict(timings or {}),
+        warnings=staged.warnings,
     )
     Path(target).write_text(manifest.to_json())
     log.info("wrote manifest %s: %d group(s) in %.1fs", target, len(staged.groups), seconds)

@@ -5,13 +5,23 @@ the quantiles (`boundaries`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 from pyspark.sql import functions as F
 
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
-from layout.compaction.executor.sort_prefix import PrefixPlan
 
+from .columns import SOURCE
 from .frames import before, key_struct, literal_frame
-from .read import SOURCE, NativeScan
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from layout.compaction.executor.sort_prefix import PrefixPlan
+    from layout.compaction.plan import RewriteGroup, SortKeyModel
+
+    from .read import NativeScan
 
 # Rows drawn per output file to place the file boundaries (sampled quantiles of the sort key): with 1,000
 # a file's share of its partition's rows is off by about 3% (1/sqrt(1000)); at most MAX_SAMPLE per
@@ -25,7 +35,8 @@ MAX_SAMPLE = 1_000_000
 SAMPLE_SEED = 42
 
 
-def summarize(spark, df, groups, keys, ordinals: list[str | None]):
+def summarize(spark: SparkSession, df: DataFrame, groups: Sequence[RewriteGroup],
+              keys: Sequence[SortKeyModel], ordinals: Sequence[str | None]) -> DataFrame:
     """One aggregation over the input's sort and partition columns: per (group, partition, natively read
     file) the first partition key, rows, each key's smallest and largest ordinal (`__low<i>`, `__high<i>`, for
     the sort prefix), and `__sample`, a Bernoulli sample of the sort key (structs k0..kn) at a rate that draws
@@ -45,28 +56,30 @@ def summarize(spark, df, groups, keys, ordinals: list[str | None]):
                    for name, agg in (("low", F.min), ("high", F.max))]))
 
 
-def sample_keys(spark, scan: NativeScan, groups, keys):
+def sample_keys(spark: SparkSession, scan: NativeScan, groups: Sequence[RewriteGroup],
+                keys: Sequence[SortKeyModel]) -> DataFrame:
     """The rows of the first pass's `__sample` alone (GROUP, PART and the sort keys): about SAMPLES_PER_FILE
     per planned output file, drawn from the native scan before any row is tagged (only the drawn rows join
     the listing). `as_summary` gives them the first pass's shape."""
     rates = {g.group_id: min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / max(1, g.rows))
              for g in groups}
     top = max(rates.values())
-    names = [name for name, _, _ in keys]
+    names = [key.column for key in keys]
     drawn = scan.tagged(scan.rows.select(*names).where(F.rand(SAMPLE_SEED) < F.lit(top)))
     share = literal_frame(spark, [(gid, rate / top) for gid, rate in sorted(rates.items())], [GROUP, "__share"])
     drawn = drawn.join(F.broadcast(share), GROUP).where(F.rand(SAMPLE_SEED + 1) < F.col("__share"))
     return drawn.select(GROUP, PART, *names)
 
 
-def as_summary(drawn, keys):
+def as_summary(drawn: DataFrame, keys: Sequence[SortKeyModel]) -> DataFrame:
     """Drawn rows (`sample_keys`) as the first pass's summary: per (group, partition) `__sample`, the keys as
     structs k0..kn."""
     key = key_struct(keys)
     return drawn.groupBy(GROUP, PART).agg(F.collect_list(key).alias("__sample"))
 
 
-def boundaries(spark, summary, files_of, keys, prefix: PrefixPlan | None = None):
+def boundaries(spark: SparkSession, summary: DataFrame, files_of: Mapping[tuple[int, str], int],
+               keys: Sequence[SortKeyModel], prefix: PrefixPlan | None = None) -> DataFrame:
     """Per (group, partition) that gets n > 1 slots: n - 1 boundaries, the n-quantiles of its sample. A small
     DataFrame (GROUP, PART, __bounds: ordered). With a sort prefix the boundaries are sampled prefixes (longs,
     sorted by value: a row's slot is then the number of boundaries at or below its prefix, one comparison of
@@ -75,13 +88,13 @@ def boundaries(spark, summary, files_of, keys, prefix: PrefixPlan | None = None)
     wanted = literal_frame(spark, [(g, p, n) for (g, p), n in sorted(files_of.items()) if n > 1], [GROUP, PART, "__files"])
     n = len(keys)
 
-    def compare(left, right):
+    def compare(left: Column, right: Column) -> Column:
         lv, rv = [left[f"k{i}"] for i in range(n)], [right[f"k{i}"] for i in range(n)]
         return F.when(before(lv, right, keys), -1).when(before(rv, left, keys), 1).otherwise(0)
 
     if prefix is not None:
         drawn = (summary.select(GROUP, PART, F.explode("__sample").alias("__s"))
-                 .select(GROUP, PART, *[F.col("__s")[f"k{i}"].alias(name) for i, (name, _, _) in enumerate(keys)])
+                 .select(GROUP, PART, *[F.col("__s")[f"k{i}"].alias(key.column) for i, key in enumerate(keys)])
                  .select(GROUP, PART, F.expr(prefix.sql()).alias("__p")))
         samples = (drawn.groupBy(GROUP, PART).agg(F.sort_array(F.collect_list("__p")).alias("__sample"))
                    .join(F.broadcast(wanted), [GROUP, PART]))

@@ -4,26 +4,31 @@ columns written as the schema declares them (required ones REQUIRED).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyiceberg import types as I
-from pyiceberg.schema import Schema
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+    from pyspark.sql import Column
 
-def spark_schema(plan):
+
+def spark_schema(schema: Schema) -> T.StructType:
     """The table's schema as Spark types, with Iceberg's nullability and each struct field's Iceberg field
     id as `parquet.field.id` (parquet-mr writes it: spark.sql.parquet.fieldId.write.enabled is on)."""
 
-    return T.StructType([_struct_field(f) for f in Schema.model_validate_json(plan.table_schema_json).fields])
+    return T.StructType([_struct_field(f) for f in schema.fields])
 
 
-def _struct_field(field):
+def _struct_field(field: I.NestedField) -> T.StructField:
 
     return T.StructField(field.name, _spark_type(field.field_type), nullable=not field.required,
                          metadata={"parquet.field.id": field.field_id})
 
 
-def _spark_type(t):
+def _spark_type(t: I.IcebergType) -> T.DataType:
     """Iceberg type -> Spark type. Types Spark cannot write (uuid, fixed, time) are refused at plan time
     (`layout.compaction.planning.admission`); reaching one here is a bug."""
 
@@ -47,15 +52,15 @@ def _spark_type(t):
 
 
 # Spark types an UnsafeRow holds in its 8-byte field (a decimal up to 18 digits as a long).
-FIXED_WIDTH = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DateType,
-          T.TimestampType, T.TimestampNTZType, T.DecimalType)
+FIXED_WIDTH = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+               T.DateType, T.TimestampType, T.TimestampNTZType, T.DecimalType)
 
 
 _PLACEHOLDER = {"date": "1970-01-01", "timestamp": "1970-01-01 00:00:00", "timestamp_ntz": "1970-01-01 00:00:00",
                 "string": "", "binary": "", "boolean": "false"}
 
 
-def as_declared(field):
+def as_declared(field: T.StructField) -> Column:
     """A column as the schema declares it: Spark reads every file column as nullable, so a required
     (top-level, primitive) column would be written OPTIONAL; coalescing with a placeholder makes Spark
     know it is not null and write it REQUIRED. A null there would be a broken input file: the placeholder

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,13 +30,22 @@ from layout.compaction.executor.slots import (
     plan_slots,
     stitch_lists,
 )
-from layout.compaction.executor.sort_prefix import sort_prefix
-from layout.compaction.executor.staging import finish_staged_file, nested_field_ids
+from layout.compaction.executor.sort_prefix import PrefixPlan, sort_prefix
+from layout.compaction.executor.staging import finish_staged_file
 from layout.io import find_parquet_files, resolve
 
 from .read import is_local
 from .sample import SAMPLE_SEED
-from .schema import FIXED_WIDTH, spark_schema
+from .schema import FIXED_WIDTH
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from layout.compaction.executor.figures import Parts
+    from layout.compaction.plan import RewriteGroup, RewritePlan
+    from layout.models import Strategy
+
+    from .job_plan import JobPlan
 
 log = logging.getLogger("lakesort.compact")
 
@@ -45,30 +56,34 @@ CURVE_SAMPLE = 200_000  # rows whose keys place a curve's quantile boundaries (2
 FLAT_MAX_TASKS = 256  # unpacked slots past which several partitions' slots are packed (`plan_write`)
 
 
-def staging_dir(plan) -> str:
+def staging_dir(plan: RewritePlan) -> str:
     """The run's staging directory under the table's data directory, where its files stay once committed."""
     return f"{plan.table_location.rstrip('/')}/data/{STAGING}/{plan.run_id}"
 
 
-def write_dir(plan) -> str:
+def write_dir(plan: RewritePlan) -> str:
     """Where the job writes (`layout.catalog.stamped_dir`): the path names the run and spec of every file."""
     return stamped_dir(f"{plan.table_location.rstrip('/')}/data", plan.run_id, plan.spec_hash)
 
 
-def plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures):
-    """The write's slots and tasks (`layout.compaction.executor.slots`), from each (group, partition)'s files and bytes
-    (its group's input bytes by its share of the rows), and the sort prefix (`layout.compaction.executor.sort_prefix`)."""
+def plan_write(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], parts: Parts,
+               files_of: Mapping[tuple[int, str], int],
+               figures: Sequence[Mapping[str, Any]]) -> tuple[SlotPlan, PrefixPlan | None, bool]:
+    """The write's slots and tasks (`layout.compaction.executor.slots`), from each (group, partition)'s files
+    and bytes (its group's input bytes by its share of the rows); the sort prefix
+    (`layout.compaction.executor.sort_prefix`, None: the keys themselves); whether the slots are written into
+    one directory and moved into theirs afterwards (`place_flat_files`)."""
     group_bytes = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
     group_rows: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
         group_rows[gid] = group_rows.get(gid, 0) + rows
     sizes = {pair: (files_of[pair], group_bytes[pair[0]] * rows / max(1, group_rows[pair[0]]))
              for pair, (_, rows) in parts.items()}
-    piece_bytes = _piece_bytes(spark, groups, spark_schema(plan))
+    piece_bytes = _piece_bytes(spark, groups, job.spark_schema)
     parallelism = spark.sparkContext.defaultParallelism
     slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes), parallelism=parallelism)
     flat = (len(sizes) > 1 and spark.conf.get("spark.lakesort.compact.flatWrite", "true") == "true"
-            and _renames_cheaply(write_dir(plan)))
+            and _renames_cheaply(write_dir(job.plan)))
     if flat:
         # Several partitions: a task per slot, written into one directory and moved into the slots' directories
         # afterwards, instead of Spark's dynamic partition writer (which copies every row to drop the partition
@@ -81,10 +96,10 @@ def plan_write(spark, plan, groups, parts, files_of, keys, ordinals, figures):
     log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file%s)",
              sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces,
              ", into one directory" if flat else "")
-    return slots, sort_prefix([(d, n) for _, d, n in keys], ordinals, figures), flat
+    return slots, sort_prefix(job.keys, job.ordinals, figures), flat
 
 
-def _piece_bytes(spark, groups, schema) -> int:
+def _piece_bytes(spark: SparkSession, groups: Sequence[RewriteGroup], schema: T.StructType) -> int:
     """The input bytes a piece of an output file aims for: spark.lakesort.compact.pieceBytes when set, else
     PIECE_BYTES or less, so that a write task sorts its rows in memory (`layout.compaction.executor.memory`)."""
     configured = spark.conf.get("spark.lakesort.compact.pieceBytes", None)
@@ -119,7 +134,7 @@ def _renames_cheaply(path: str) -> bool:
     return scheme in ("file", "hdfs", "viewfs")
 
 
-def place_flat_files(spark, flat_dir: str, target: str, slots: SlotPlan) -> None:
+def place_flat_files(spark: SparkSession, flat_dir: str, target: str, slots: SlotPlan) -> None:
     """Move the files of a write into one directory (a task per slot) into their slots' directories under
     `target` (`slots.flat_destinations`), a rename each, and drop the directory: on a local file system by
     the driver itself (through Hadoop's, two Py4J calls a file took 0.54 s for 84 files), else through Hadoop's."""
@@ -144,13 +159,14 @@ def place_flat_files(spark, flat_dir: str, target: str, slots: SlotPlan) -> None
     fs.delete(path(flat_dir), True)
 
 
-def hadoop_fs(spark, location: str):
-    """Hadoop's file system of `location` (as Spark writes there) and its Path class."""
+def hadoop_fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
+    """Hadoop's file system of `location` (as Spark writes there) and its Path class (Py4J's proxies of the
+    JVM's objects: Any to Python)."""
     path = spark._jvm.org.apache.hadoop.fs.Path
     return path(location).getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
-def curve_column(df, strategy: str, keys: list[str], rows: int):
+def curve_column(df: DataFrame, strategy: Strategy, keys: Sequence[str], rows: int) -> Column:
     """The curve index (`layout.curves`: z-order or Hilbert over quantile ranks) of each row, as a long.
 
     Each key's quantile boundaries come from a seeded sample of at most CURVE_SAMPLE rows of the key
@@ -168,12 +184,11 @@ def curve_column(df, strategy: str, keys: list[str], rows: int):
     return arrow_udf(index, T.LongType())(*[F.col(k) for k in keys])
 
 
-def finish_files(spark, plan, target: str, slots: SlotPlan) -> None:
+def finish_files(spark: SparkSession, job: JobPlan, target: str, slots: SlotPlan) -> None:
     """After the write, in the executors: each output file written in pieces is stitched from them
     (`layout.parquet.stitch`: row groups copied byte for byte, the pieces deleted), and list elements and
     map keys/values get their Iceberg field ids in every footer (`layout.parquet.field_ids`)."""
-
-    ids = nested_field_ids(plan.table_schema_json)
+    ids = job.nested_ids
     scheme = target.split("://", 1)[0] + "://" if "://" in target else ""
     paths = [scheme + p if scheme and not p.startswith(scheme) else p for _, p in find_parquet_files(target)]
     work = stitch_lists(slots, paths, GROUP, PART) if slots.most_pieces > 1 else [[p] for p in paths]

@@ -9,6 +9,7 @@ here, and the job code, planning, staging, the checks and the commit are the rea
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import time
@@ -432,12 +433,12 @@ def _wrong_reader(monkeypatch, job, change):
     fingerprint is then taken over the wrong rows and agrees with the output; only the proof can tell. (It
     reports no natively read file and no native scan, so neither the job's own per-file row check nor its
     count against the manifests stands in for the proof.)"""
-    job_run, job_read = job_part("run"), job_part("read")
+    job_run = job_part("run")
     real = job_run.read_inputs
 
     def read_inputs(spark, plan, groups):
-        df, columns, _, _ = real(spark, plan, groups)
-        return job_read.Inputs(change(df), columns, {}, None)
+        got = real(spark, plan, groups)
+        return dataclasses.replace(got, rows=change(got.rows), native={}, scan=None)
 
     monkeypatch.setattr(job_run, "read_inputs", read_inputs)
 
@@ -473,15 +474,15 @@ def test_a_file_spark_reads_short_is_named_without_a_first_pass(iceberg_catalog,
     from layout.errors import InputError
 
     job = load_job()
-    job_run, job_read = job_part("run"), job_part("read")
+    job_run = job_part("run")
     real = job_run.read_inputs
 
     def read_inputs(spark, plan, groups):
         got = real(spark, plan, groups)
         assert got.scan is not None and got.native, "the table's files are read by Spark's own reader"
         short = got.rows.where("id != 33")  # a row of the second file
-        scan = got.scan._replace(rows=got.scan.rows.where("id != 33"))
-        return job_read.Inputs(short, got.columns, got.native, scan)
+        scan = dataclasses.replace(got.scan, rows=got.scan.rows.where("id != 33"))
+        return dataclasses.replace(got, rows=short, scan=scan)
 
     monkeypatch.setattr(job_run, "read_inputs", read_inputs)
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, job))

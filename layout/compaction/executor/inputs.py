@@ -122,11 +122,13 @@ def shareable_io_properties(properties: dict[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class InputSource:
-    """What an executor needs to read the planned files: the table metadata they were planned against."""
+    """What an executor needs to read the planned files: the table metadata they were planned against, and the
+    schema rows are read into (the table's current schema at planning, decoded once by the job's driver and
+    pickled with this value: no executor decodes the plan's JSON)."""
 
     metadata_location: str
     io_properties: dict[str, str]
-    schema_json: str  # the schema rows are read into (the table's current schema at planning)
+    schema: Schema
 
 
 _lock = threading.Lock()
@@ -181,7 +183,7 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
     """`mapInArrow` body: for each planned file (one row of `files`), its rows cast to `target` (the
     table's columns as Spark declares them) plus the group id, the partition key and its directory name."""
 
-    schema = Schema.model_validate_json(source.schema_json)
+    schema = source.schema
     columns = pa.schema([f for f in target if f.name not in (GROUP, PART, PART_KEY)])
     metadata, _ = _metadata(source)
     current = metadata.specs()[current_spec_id]

@@ -27,13 +27,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg import types as I
-from pyiceberg.schema import Schema
 
 from layout.compaction.integrity.fingerprint import quote_identifier
 from layout.models import Frozen
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+
+    from layout.compaction.plan import SortKeyModel
 
 PREFIX_BITS = 63  # the prefix stays a non-negative long: Spark compares long prefixes as signed
 
@@ -134,22 +138,22 @@ class PrefixPlan(Frozen):
         return text
 
 
-def key_ordinals(schema_json: str, names: Sequence[str]) -> list[str | None]:
-    """Per sort key (a top-level column of the table's schema, as JSON), `ordinal_sql`; None for the others
-    (the curve index: a single long key needs no prefix of its own)."""
-    top = {f.name: f for f in Schema.model_validate_json(schema_json).fields}
-    return [ordinal_sql(name, top[name].field_type) if name in top else None for name in names]
+def key_ordinals(schema: Schema, names: Sequence[str]) -> tuple[str | None, ...]:
+    """Per sort key (a top-level column of the table's `schema`), `ordinal_sql`; None for the others (the curve
+    index: a single long key needs no prefix of its own)."""
+    top = {f.name: f for f in schema.fields}
+    return tuple(ordinal_sql(name, top[name].field_type) if name in top else None for name in names)
 
 
-def sort_prefix(keys: Sequence[tuple[Direction, Nulls]], ordinals: Sequence[str | None],
+def sort_prefix(keys: Sequence[SortKeyModel], ordinals: Sequence[str | None],
                 figures: Sequence[Mapping[str, Any]]) -> PrefixPlan | None:
-    """The prefix over keys (direction, nulls) with these ordinals, their ranges the smallest `__low<i>` and
-    largest `__high<i>` over the first pass's figures (rows of the job's summary; null where no value)."""
+    """The prefix over the sort keys with these ordinals, their ranges the smallest `__low<i>` and largest
+    `__high<i>` over the first pass's figures (rows of the job's summary; null where no value)."""
     described = []
-    for i, ((direction, nulls), ordinal) in enumerate(zip(keys, ordinals, strict=True)):
+    for i, (key, ordinal) in enumerate(zip(keys, ordinals, strict=True)):
         lows = [r[f"__low{i}"] for r in figures if ordinal is not None and r[f"__low{i}"] is not None]
         highs = [r[f"__high{i}"] for r in figures if ordinal is not None and r[f"__high{i}"] is not None]
-        described.append((ordinal, direction, nulls, min(lows, default=None), max(highs, default=None)))
+        described.append((ordinal, key.direction, key.nulls, min(lows, default=None), max(highs, default=None)))
     return plan_prefix(described)
 
 

@@ -24,8 +24,8 @@ __all__ = ["finish_staged_file", "nested_field_ids", "patch_staged_file"]
 STITCHED = "stitched-"  # a stitched file's name: this, then its first piece's name (no Spark task writes it)
 
 
-def nested_field_ids(schema_json: str) -> dict[tuple[str, ...], int]:
-    """Iceberg ids of list elements and map keys/values (of the schema as JSON) by their Parquet path."""
+def nested_field_ids(schema: Schema) -> dict[tuple[str, ...], int]:
+    """Iceberg ids of `schema`'s list elements and map keys/values by their Parquet path."""
 
     ids: dict[tuple[str, ...], int] = {}
 
@@ -42,7 +42,7 @@ def nested_field_ids(schema_json: str) -> dict[tuple[str, ...], int]:
             visit(t.key_type, (*path, "key_value", "key"))
             visit(t.value_type, (*path, "key_value", "value"))
 
-    visit(Schema.model_validate_json(schema_json).as_struct(), ())
+    visit(schema.as_struct(), ())
     return ids
 
 

@@ -161,16 +161,19 @@ def test_the_job_s_figures_give_each_key_its_range():
     from pyiceberg.schema import Schema
 
     from layout.compaction.executor.sort_prefix import key_ordinals, sort_prefix
+    from layout.compaction.plan import SortKeyModel
 
     schema = Schema(I.NestedField(1, "a", I.LongType()), I.NestedField(2, "s", I.StringType()),
                     I.NestedField(3, "d", I.DateType()))
-    assert key_ordinals(schema.model_dump_json(), ["d", "s", "a", "__lakesort_z"]) == [
-        "CAST(unix_date(`d`) AS BIGINT)", None, "CAST(`a` AS BIGINT)", None]
+    assert key_ordinals(schema, ["d", "s", "a", "__lakesort_z"]) == (
+        "CAST(unix_date(`d`) AS BIGINT)", None, "CAST(`a` AS BIGINT)", None)
     figures = [{"__low0": 5, "__high0": 10, "__low1": None, "__high1": None},
                {"__low0": 1, "__high0": 7, "__low1": -3, "__high1": 4}]
-    plan = sort_prefix([("asc", "first"), ("desc", "last")], ["x", "y"], figures)
+    x, y = SortKeyModel(column="x"), SortKeyModel(column="y", direction="desc", nulls="last")
+    plan = sort_prefix([x, y], ["x", "y"], figures)
     assert [(k.low, k.high) for k in plan.keys] == [(1, 10), (-3, 4)] and plan.exact
-    assert sort_prefix([("asc", "first"), ("asc", "first")], ["x", None], figures) is None
+    assert [(k.direction, k.nulls) for k in plan.keys] == [("asc", "first"), ("desc", "last")]
+    assert sort_prefix([x, x], ["x", None], figures) is None
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))

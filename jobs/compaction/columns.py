@@ -1,0 +1,13 @@
+"""The columns the job adds beside the table's own, by name. The planner refuses a table with a top-level
+column named `__lakesort*` or `lakesort_*` (`layout.compaction.planning.admission`), so none collides with
+them. The row's group and partition (GROUP, PART, PART_KEY) are `layout.compaction.executor.partitions`':
+they name the staged output's directories too.
+"""
+
+from __future__ import annotations
+
+SOURCE = "__lakesort_source"  # the file a natively read row came from (null for rows pyiceberg's reader read)
+RANK = "__lakesort_rank"  # a keyed table's row among the rows of its key: the merge keeps rank 1
+CURVE = "__lakesort_z"  # a curve layout's index (z-order or Hilbert: `layout.curves`), what its tasks sort by
+SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.executor.slots`)
+PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.executor.sort_prefix`)
