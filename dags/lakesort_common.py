@@ -5,8 +5,10 @@
     [-> maintain (mapped per table: expire snapshots, delete unreferenced files)] -> report -> check_tables
 
 A table's failure stops only its own tasks. Spark jobs are mapped outside the per-table group (Airflow 3.3
-cannot map over an upstream's output inside a mapped group). XCom payloads: `runs` models as JSON. Parse
-time imports only airflow, yaml and `layout.settings`; the rest is imported inside the tasks.
+cannot map over an upstream's output inside a mapped group). XCom payloads: `runs` models as JSON; the
+table's spec is resolved by the first task and travels in them. Parse time imports only airflow,
+`layout.settings` and `layout.registry` (which imports no more than the settings do: the backfill DAG's
+table parameter lists the registered tables); the rest is imported inside the tasks.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import logging
 import os
 from pathlib import Path
 
-import yaml  # Airflow has imported it already
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from layout.registry import table_names
 from layout.settings import settings
 
 log = logging.getLogger("lakesort.dags")
@@ -41,17 +43,9 @@ _LABEL = "{{ lakesort_table }}"  # mapped tasks are labelled with their table in
 
 
 def registered_tables() -> list[str]:
-    """The registry's table ids, cheaply: a broken spec is skipped here, reported by the task that needs it."""
-    tables = set()
-    for path in sorted(tables_dir().glob("*.y*ml")):
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            log.warning("table spec %s unreadable: %s", path, exc)
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("table"), str):
-            tables.add(doc["table"])
-    return sorted(tables)
+    """The registry's table ids, cheaply (`layout.registry.table_names`): a broken spec is listed or skipped
+    here, and reported by the task that needs it."""
+    return table_names(tables_dir())
 
 
 def label(table: str) -> str:
@@ -107,13 +101,16 @@ def finish(run):
         from layout.compaction.pipeline import runs
         try:
             return runs.verify_table(read(runs.PlannedTable, run)).model_dump(mode="json")
-        except runs.SparkJobsFailed as exc:
+        except (runs.SparkJobsFailed, runs.SpecChanged) as exc:  # a retry cannot help: fail at once
             raise AirflowFailException(str(exc)) from None
 
     @task(outlets=[AssetAlias(ASSET_ALIAS)], map_index_template=_LABEL)
     def commit(run: dict):
         from layout.compaction.pipeline import runs
-        done = runs.commit_table(read(runs.VerifiedRun, run))
+        try:
+            done = runs.commit_table(read(runs.VerifiedRun, run))
+        except runs.SpecChanged as exc:  # the run is over: a retry cannot help
+            raise AirflowFailException(str(exc)) from None
         get_current_context()["outlet_events"][AssetAlias(ASSET_ALIAS)].add(Asset(done.asset_uri()),
                                                                             extra=done.event_extra())
         return done.model_dump(mode="json")
@@ -156,14 +153,13 @@ def housekeeping() -> None:
     """lakesort's own tables in each catalog of the registry, compacted and expired (`lakesort housekeep`);
     a failure is logged, never fails the report."""
     from layout.catalog import load_catalog
-    from layout.registry import find_spec
+    from layout.registry import registered_specs
     from layout.upkeep.housekeeping import housekeep
-    catalogs = set()
-    for table in registered_tables():
-        try:
-            catalogs.add(find_spec(table).catalog)
-        except Exception as exc:  # noqa: BLE001 - a broken spec is its own tasks' failure
-            log.warning("housekeeping: no catalog for %s: %s", table, exc)
+    try:
+        catalogs = {spec.catalog for spec in registered_specs().values()}  # a broken spec: logged, left out
+    except Exception as exc:  # noqa: BLE001 - the report still gets written
+        log.warning("housekeeping: the registry could not be read: %s", exc)
+        return
     for name in sorted(catalogs, key=lambda c: c or ""):
         try:
             for result in housekeep(load_catalog(name)):

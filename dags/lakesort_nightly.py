@@ -25,9 +25,10 @@ from airflow.sdk import CronTriggerTimetable, dag, task
 def lakesort_nightly():
     @task
     def list_tables():
-        from layout.compaction.pipeline.runs import TableRequest
+        from layout.compaction.pipeline.runs import nightly_requests
 
-        return [TableRequest(table=t, trigger="nightly").model_dump(mode="json") for t in common.registered_tables()]
+        # Each table's spec is resolved here, once for the DAG run; the later tasks carry it.
+        return [request.model_dump(mode="json") for request in nightly_requests()]
 
     common.compaction(list_tables(), maintenance=True)
 

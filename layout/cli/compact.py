@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from layout.cli import EXIT_FAILURE, EXIT_OK
-from layout.cli.args import dates_of, partitions_of, table_spec
+from layout.cli.args import dates_of, table_spec
 from layout.compaction.pipeline.driver import compact
-from layout.compaction.pipeline.runs import PlannedTable, TableRequest, prepare_table
-from layout.upkeep.lease import LeaseOwner, TableBusy
+from layout.compaction.pipeline.runs import PlannedTable
+from layout.upkeep.lease import TableBusy
 
 
 def _print_dry_run(planned: PlannedTable) -> None:
@@ -28,23 +28,17 @@ def _print_dry_run(planned: PlannedTable) -> None:
 def run(args: argparse.Namespace) -> int:
     dates = dates_of(args)
     spec = table_spec(args)
-    if args.dry_run:  # the DAGs' prepare step: plan, record the dry run; no lease, no Spark
-        request = TableRequest(table=spec.table, trigger="manual", partitions=args.partition, dates=dates,
-                               force=args.force, dry_run=True)
-        _print_dry_run(prepare_table(request, owner=LeaseOwner.cli(), spec=spec))
-        return EXIT_OK
-    partitions = partitions_of(args, spec, dates)
-    if partitions == [] and dates is not None:
-        print(f"{spec.table}: nothing to do (no partition holds rows of {dates})")
-        return EXIT_OK
-    try:
-        result = compact(spec.table, spec=spec, partitions=partitions, force=args.force, master=args.master,
-                         measure=not args.no_measure)
+    try:  # one path: --dry-run stops after the prepare step (plan, record the dry run; no lease, no Spark)
+        result = compact(spec.table, spec=spec, partitions=args.partition, dates=dates, force=args.force,
+                         dry_run=args.dry_run, master=args.master, measure=not args.no_measure)
     except TableBusy as exc:
         print(f"lakesort compact: table busy, nothing done: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    if result.nothing_to_do:
-        print(f"{spec.table}: nothing to do ({len(result.plan.partitions)} partition(s) checked)")
+    if result.dry_run:
+        _print_dry_run(result.planned)
+        return EXIT_OK
+    if result.nothing_to_do:  # "<table>: nothing to do (...)", the prepare step's words
+        print(result.planned.summary)
         return EXIT_OK
     print(f"{spec.table}: rewrote {len(result.plan.groups)} group(s): {result.files_removed} files -> "
           f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "

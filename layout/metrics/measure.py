@@ -68,11 +68,10 @@ from layout.metrics.engine import TOLERANCE, EngineCheck, check_probe, differenc
 from layout.metrics.ideal import IDEAL_ROW_GROUPS, ideal
 from layout.metrics.probes import Probe, ProbeKind, probes_for
 
-# Compaction imports the run records from here: one module to ask for what a run records.
+# The run records (defined in layout.metrics.runs), also asked for here: one module for what a run records.
 from layout.metrics.runs import RunRecord, read_runs, record_run
 from layout.read.cache import MetadataCache
 from layout.read.plan import plan
-from layout.registry import find_spec
 from layout.settings import settings
 from layout.spec import TableSpec, resolve_sort_keys
 
@@ -207,17 +206,17 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
 
 
 def measure_snapshot(
-    table_id: str, *, snapshot_id: int | None = None, run_id: str | None = None, phase: Phase = "on-demand",
-    spec: TableSpec | None = None, probes: Sequence[Probe] | None = None, record: bool = True,
+    table_id: str, *, spec: TableSpec, snapshot_id: int | None = None, run_id: str | None = None,
+    phase: Phase = "on-demand", probes: Sequence[Probe] | None = None, record: bool = True,
     ideal_row_groups: int | None = IDEAL_ROW_GROUPS, engine: bool | None = None,
 ) -> SnapshotMeasurement:
     """Measure every probe of a table on a snapshot (default: the current one), and the clustering health of
     its sort keys; record the rows. `engine`: run the DataFusion check (default: $LAKESORT_ENGINE_CHECK).
+    `spec` is the table's, as the caller resolved it (a compaction run carries it): never looked up here.
 
     An on-demand measurement's run id is `measure-<snapshot id>`: measuring a snapshot twice replaces
     its rows instead of adding more.
     """
-    spec = spec or find_spec(table_id)
     catalog = load_catalog(spec.catalog)
     table = catalog.load_table(spec.table)
     if snapshot_id is None:
@@ -251,8 +250,8 @@ def measure_snapshot(
 
 
 def measure(
-    table_id: str, *, snapshot_id: int | None = None, run_id: str | None = None, phase: Phase = "on-demand",
-    spec: TableSpec | None = None, probes: Sequence[Probe] | None = None, record: bool = True,
+    table_id: str, *, spec: TableSpec, snapshot_id: int | None = None, run_id: str | None = None,
+    phase: Phase = "on-demand", probes: Sequence[Probe] | None = None, record: bool = True,
     ideal_row_groups: int | None = IDEAL_ROW_GROUPS, engine: bool | None = None,
 ) -> list[Measurement]:
     """`measure_snapshot`'s probe rows (the clustering rows are recorded all the same)."""

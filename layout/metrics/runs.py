@@ -1,29 +1,38 @@
 """Compaction runs as rows of `lakesort.compaction_runs` (schema in `layout.metrics.store`): what each run
-rewrote, how long it took, its verification and findings, and the error of a failed one."""
+rewrote, how long it took, its verification and findings, and the error of a failed one.
+
+The row is a `Frozen` model: its Literal fields are checked when a step records a run and when the report
+reads the rows back. `Trigger`, `RunStatus` and `Verification` are defined here, once: the compaction's
+steps, the DAGs' payloads and the report use these.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
 from layout.metrics import store
+from layout.models import Frozen
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-__all__ = ["RunRecord", "read_runs", "record_run"]
+__all__ = ["RunOutcome", "RunRecord", "RunStatus", "Trigger", "Verification", "read_runs", "record_run"]
+
+# What started a compaction run: the nightly DAG, the backfill DAG, or someone (`lakesort compact`).
+Trigger = Literal["nightly", "backfill", "manual"]
+RunStatus = Literal["committed", "nothing-to-do", "failed", "dry-run"]
+Verification = Literal["passed", "failed", "skipped"]
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """One compaction run: the row of `lakesort.compaction_runs`."""
+class RunRecord(Frozen):
+    """One compaction run: the row of `lakesort.compaction_runs` (fields in the store's column order)."""
 
     run_id: str
     table: str
-    status: Literal["committed", "nothing-to-do", "failed", "dry-run"]
-    trigger: Literal["nightly", "backfill", "manual"]
+    status: RunStatus
+    trigger: Trigger
     started_at: dt.datetime
     duration_s: float | None  # None: read back from a row without one
     snapshot_before: int | None = None
@@ -38,8 +47,8 @@ class RunRecord:
     bytes_after: int = 0
     bytes_rewritten: int = 0
     rows_rewritten: int = 0
-    verification: Literal["passed", "failed", "skipped"] = "skipped"
-    findings: str = "[]"  # JSON list of layout.verify.rules findings
+    verification: Verification = "skipped"
+    findings: str = "[]"  # JSON list of layout.verify findings
     error: str | None = None
 
     @property
@@ -47,8 +56,26 @@ class RunRecord:
         return self.started_at + dt.timedelta(seconds=self.duration_s or 0.0)
 
 
+class RunOutcome(Frozen):
+    """How a run ended, as the step that ends it knows it: the fields of its `RunRecord` that are not the
+    run's own (`layout.compaction.pipeline.steps.record` adds those: id, table, trigger, times, the table
+    before)."""
+
+    status: RunStatus
+    snapshot_after: int | None = None
+    files_after: int | None = None  # None: the table as it was before the run
+    bytes_after: int | None = None
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_rewritten: int = 0
+    rows_rewritten: int = 0
+    verification: Verification = "skipped"
+    findings: str = "[]"
+    error: str | None = None
+
+
 def record_run(catalog: Catalog, run: RunRecord) -> None:
-    store.upsert(catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY, [asdict(run)])
+    store.upsert(catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY, [run.model_dump()])
 
 
 def read_runs(catalog: Catalog, table: str | None = None) -> pa.Table:

@@ -48,7 +48,7 @@ def typed_rows(table: pa.Table | None, kind: type[Row], what: str) -> list[Row]:
     """The rows of `table` as `kind`, timestamps in UTC; missing columns are a UsageError naming them."""
     if table is None:
         return []
-    names = [field.name for field in dataclasses.fields(kind)]
+    names = _names(kind)
     missing = [name for name in names if name not in table.column_names]
     if missing:
         raise UsageError(f"{what}: missing column(s) {', '.join(missing)}; expected the schema of "
@@ -59,6 +59,12 @@ def typed_rows(table: pa.Table | None, kind: type[Row], what: str) -> list[Row]:
         for name in stamps:
             row[name] = utc(row[name])
     return [kind(**row) for row in rows]
+
+
+def _names(kind: type[Row]) -> list[str]:
+    """The columns a row kind holds: a run record is a pydantic model, the other rows are dataclasses."""
+    fields = getattr(kind, "model_fields", None)
+    return list(fields) if fields is not None else [field.name for field in dataclasses.fields(kind)]
 
 
 def read_rows(catalogs: Iterable[Catalog]) -> tuple[list[Measurement], list[Run]]:

@@ -2,8 +2,8 @@
 retention, under the table's lease, recorded in `lakesort.maintenance_runs`.
 
 What a run expires and deletes is `layout.maintenance`'s; this module adds what every lakesort run has:
-the spec and the table are loaded first (a missing spec or table fails before any work), the table's
-lease is held throughout (a dry run takes none but refuses like a real run while another run holds it),
+the table is loaded first with the spec the caller resolved (a missing table fails before any work), the
+table's lease is held throughout (a dry run takes none but refuses like a real run while another run holds it),
 and the outcome, or the failure, is recorded for the report.
 """
 
@@ -19,23 +19,24 @@ from layout.catalog import load_catalog, load_table
 from layout.errors import UsageError
 from layout.maintenance import MaintenanceResult, maintain
 from layout.metrics.maintenance import MaintenanceRecord, record_maintenance
-from layout.registry import find_spec
 from layout.spec import TableSpec
 from layout.upkeep.lease import LeaseOwner, TableBusy, refuse_if_held, table_lease
 
-__all__ = ["maintain_table", "record_of"]
+__all__ = ["MaintenanceTrigger", "maintain_table", "record_of"]
 
 log = logging.getLogger(__name__)
 
-Trigger = Literal["nightly", "manual"]
+# What started a maintenance run: the nightly DAG, or someone (`lakesort expire`). Not a compaction's
+# `layout.metrics.runs.Trigger`: there is no backfill of maintenance.
+MaintenanceTrigger = Literal["nightly", "manual"]
 
 
-def maintain_table(table: str, *, owner: LeaseOwner, spec: TableSpec | None = None, dry_run: bool = False,
-                   trigger: Trigger = "manual", now: dt.datetime | None = None) -> MaintenanceResult:
-    """Expire `table`'s snapshots by its spec's retention and delete what nothing retained references,
-    under the table's lease taken as `owner` (TableBusy, nothing done, when another run holds it). The
-    run id is the owner's: a retried DAG task replaces its row in lakesort.maintenance_runs."""
-    spec = spec or find_spec(table)  # ConfigError naming the registry: before any work
+def maintain_table(table: str, *, owner: LeaseOwner, spec: TableSpec, dry_run: bool = False,
+                   trigger: MaintenanceTrigger = "manual", now: dt.datetime | None = None) -> MaintenanceResult:
+    """Expire `table`'s snapshots by its `spec`'s retention (the caller resolved it: the command, or the DAG's
+    first task) and delete what nothing retained references, under the table's lease taken as `owner`
+    (TableBusy, nothing done, when another run holds it). The run id is the owner's: a retried DAG task
+    replaces its row in lakesort.maintenance_runs."""
     if spec.table != table:
         raise UsageError(f"the spec {spec.source} is for table {spec.table}, not {table}")
     iceberg = load_table(spec.table, spec.catalog)  # InputError when the table does not exist
@@ -61,7 +62,7 @@ def maintain_table(table: str, *, owner: LeaseOwner, spec: TableSpec | None = No
     return result
 
 
-def record_of(result: MaintenanceResult, trigger: Trigger) -> MaintenanceRecord:
+def record_of(result: MaintenanceResult, trigger: MaintenanceTrigger) -> MaintenanceRecord:
     """The row of `lakesort.maintenance_runs` for `result`."""
     r = result.retention
     per_kind = {f"{d.kind.replace('-', '_')}_{unit}": getattr(d, unit)

@@ -1,7 +1,8 @@
 """The DAGs' wiring (dags/lakesort_common.py) without Airflow running: the registry and its default, the
-task bodies' Airflow side (a busy table skips a nightly and fails a backfill; a failed Spark job fails
-`verify` without retries), and the spark-submit command the DAG's `compact` task runs. What the steps do
-is tested in tests/compaction/pipeline/test_runs.py."""
+table's spec resolved by the first task and carried by the others, the task bodies' Airflow side (a busy
+table skips a nightly and fails a backfill; a failed Spark job fails `verify`, a spec edited during the run
+fails `commit`, without retries), and the spark-submit command the DAG's `compact` task runs. What the
+steps do is tested in tests/compaction/pipeline/."""
 
 from __future__ import annotations
 
@@ -44,6 +45,59 @@ def test_tables_dir_defaults_beside_the_dag_files(monkeypatch, tmp_path):
     assert common.tables_dir() == common.DAGS_DIR / "tables" == settings().tables_dir
     assert "demo.lineitem" in common.registered_tables()
     assert find_spec("demo.lineitem").table == "demo.lineitem"
+
+
+def test_the_nightly_resolves_each_spec_once_in_its_first_task(events, registry, monkeypatch):
+    """`list_tables` reads the registry once and each request carries its table's spec; the tasks after it
+    never look it up (here, a lookup fails them). A spec that does not load rides without one: its own
+    `prepare` fails with the spec's error, naming the file."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from layout.compaction.pipeline.config import RunConfig
+    from layout.errors import ConfigError
+
+    (registry / "broken.yaml").write_text("table: t.broken\nowner: {name: Team}\ntarget_file_size: lots\n")
+    list_tables = DagBag(dag_folder=common.DAGS_DIR).dags["lakesort_nightly"].get_task("list_tables")
+    with task_context():
+        events_item, broken_item = sorted(list_tables.python_callable(), key=lambda i: i["table"] != "t.events")
+    assert json.loads(json.dumps(events_item)) == events_item
+    config = runs.TableRequest.model_validate(events_item).config
+    assert isinstance(config, RunConfig) and config.source == str(registry / "events.yaml")
+    assert (broken_item["table"], broken_item["config"]) == ("t.broken", None)
+
+    def no_lookup(table, *args):
+        raise AssertionError(f"{table}'s spec was looked up again")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(runs, "find_spec", no_lookup)
+        with task_context() as context:
+            planned = runs.PlannedTable.model_validate(common.prepare.function(events_item))
+            assert planned.prepared().config == config
+            assert common.maintain.function(events_item)["status"] == "done"  # the run's lease, taken over
+            assert context["lakesort_table"] == "t.events"
+    with task_context(), pytest.raises(ConfigError, match=r"broken.yaml: target_file_size"):
+        common.prepare.function(broken_item)
+
+
+def test_a_spec_edited_during_the_run_fails_commit_without_retries(events, registry, tmp_path):
+    """prepare, then the table's spec file changes: the commit task re-reads it and fails at once (a retry
+    cannot help), naming the file; the lease is released, the table unchanged."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.exceptions import AirflowFailException
+
+    commit = DagBag(dag_folder=common.DAGS_DIR).dags["lakesort_nightly"].get_task("table.commit")
+    with task_context():
+        planned = runs.PlannedTable.model_validate(common.prepare.function({"table": "t.events", "trigger": "nightly"}))
+    spec_file = registry / "events.yaml"
+    spec_file.write_text(spec_file.read_text().replace("sort: {keys: [{column: d}, {column: k}]}",
+                                                       "sort: {keys: [{column: k}]}"))
+    verified = runs.VerifiedRun(table="t.events", owner=planned.owner, run_id=planned.run_id,
+                                work_dir=planned.work_dir, verification="passed", warnings=0)
+    snapshot = events.current_snapshot().snapshot_id
+    with task_context(), pytest.raises(AirflowFailException, match=rf"{spec_file} changed since run "
+                                                                   rf"{planned.run_id} was planned \(spec hash"):
+        commit.python_callable(verified.model_dump(mode="json"))
+    assert read_lease("t.events") is None and events.refresh().current_snapshot().snapshot_id == snapshot
 
 
 def test_a_busy_table_skips_a_nightly_and_fails_a_backfill(events, tmp_path):

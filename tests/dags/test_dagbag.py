@@ -1,7 +1,7 @@
 """The DAG files parse as the DAG processor parses them: no import errors, the expected DAGs, schedules,
 params and task structure; cheaply: in a fresh interpreter, parsing them imports no heavy module (pyspark,
-pyarrow, pyiceberg, great_expectations, ...), of `layout` only the light modules that hold the settings,
-and no package beyond an allowed few. How long parsing takes is measured by
+pyarrow, pyiceberg, great_expectations, ...), of `layout` only the light modules that hold the settings
+and list the registry's tables, and no package beyond an allowed few. How long parsing takes is measured by
 tests/benchmarks/bench_dag_parse.py, not asserted here."""
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ COMPACTION_TASKS = {"prepare", "planned", "spark_jobs", "compact", "table.verify
 # them inside its task functions): none may be in sys.modules after a parse, whoever imported it.
 HEAVY = ("pyspark", "pyarrow", "pyiceberg", "great_expectations", "pandas", "numpy", "polars",
          "duckdb", "datafusion", "py4j", "sqlglot", "selenium")
-# The DAG files read their settings (cron, pool, retries, connection) when parsed: exactly these modules of
-# `layout` may be imported then; they import only the standard library and pydantic (see LIGHT_DEPENDENCIES).
-LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes"}
+# The DAG files read their settings (cron, pool, retries, connection) and the registry's table names (the
+# backfill's `table` parameter, `layout.registry.table_names`) when parsed: exactly these modules of `layout`
+# may be imported then; they import only the standard library, pydantic (see LIGHT_DEPENDENCIES) and PyYAML,
+# which Airflow imports itself. Never `layout.spec` (sqlglot, pyiceberg): the registry reads specs in tasks.
+LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes", "layout.registry"}
 LIGHT_DEPENDENCIES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}
 # The only top-level packages, besides the standard library, that parsing the DAG files may add to what
 # Airflow's own DAG parsing imports (a parse of an empty folder), besides the modules of dags/ themselves:

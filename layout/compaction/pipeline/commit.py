@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,14 +32,7 @@ from pyiceberg.table.update.snapshot import _OverwriteFiles
 from layout.catalog import RUN_ID, SPEC_HASH
 from layout.compaction.executor import partitions as partitioning
 from layout.compaction.integrity.proof import footer_statistics
-from layout.compaction.integrity.staged import (
-    CommitRefused,
-    ManifestScans,
-    check_staged,
-    confirm_unchanged,
-    prove_staged,
-    staged_columns,
-)
+from layout.compaction.integrity.staged import CommitRefused, ManifestScans, confirm_unchanged
 from layout.compaction.plan import RewritePlan
 from layout.manifest import StagedManifest
 from layout.upkeep.cleanup import delete_staged
@@ -63,15 +55,11 @@ class CommitResult:
     seconds: float
 
 
-def commit_rewrite(
-    table: Table, plan: RewritePlan, manifest: StagedManifest, *,
-    verify: Callable[[StagedManifest], None] | None = None, verified: bool = False,
-) -> CommitResult:
-    """Check the staged output against the manifest and commit it; on any failure, clean up and raise.
+def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest) -> CommitResult:
+    """Commit the verified staged output; on any failure, clean up and raise.
 
-    `verified`: the caller made sure the verify step passed on exactly this manifest (its digest), so only
-    `confirm_unchanged` runs here; otherwise `check_staged` and `prove_staged` run first, then `verify`
-    (layout verification), which may raise to refuse.
+    The caller made sure the verify step passed on exactly this manifest (its digest: `steps.commit`), so
+    only `confirm_unchanged` runs here: the files are still the ones verified.
     """
 
     started = time.perf_counter()
@@ -82,13 +70,7 @@ def commit_rewrite(
     try:
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
-        if verified:
-            confirm_unchanged(manifest)
-        else:
-            check_staged(manifest, staged_columns(plan))
-            prove_staged(table, plan, manifest)
-            if verify is not None:
-                verify(manifest)
+        confirm_unchanged(manifest)
         return _commit(table, plan, manifest, started)
     except CommitStateUnknownException:
         # The catalog may have taken the commit: deleting the staged files could delete live data.

@@ -10,6 +10,10 @@ The values are `Frozen` models because they travel between processes and hosts a
 of another version or a typo fails where it is read, naming the field. Each carries what the later
 steps need (the run's work directory, the lease owner); the run itself is the `PreparedRun` saved there.
 
+The table's spec is resolved once, by the DAG's first task (`nightly_requests`, `backfill_request`), and
+travels in the `TableRequest` (`config.RunConfig`) to `prepare_table`, which puts it in the `PreparedRun`,
+and to `maintain_table`: no later task looks the table up in the registry again.
+
 The table lease (`layout.upkeep.lease`) spans the steps: `prepare_table` takes it (unless dry run)
 and every step releases it when it fails or, the last one, when it is done, so a failed task never
 leaves a table locked; whatever still slips through, the DAG run's last task sweeps
@@ -27,22 +31,24 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from layout.compaction.pipeline import steps
-from layout.compaction.pipeline.steps import MeasureOutcome, PreparedRun, SparkJob, Trigger
+from layout.compaction.pipeline.config import RunConfig, SpecChanged
+from layout.compaction.pipeline.steps import MeasureOutcome, PreparedRun, SparkJob
 from layout.compaction.pipeline.submit import operator_kwargs
 from layout.compaction.plan import PartitionDecision
 from layout.compaction.planning.dates import DateRange, date_range, partitions_for_dates
 from layout.errors import LakesortError
 from layout.maintenance import MaintenanceResult
 from layout.metrics.measure import measure as measure_snapshot
+from layout.metrics.runs import RunOutcome, Trigger
 from layout.models import Frozen
-from layout.registry import find_spec
-from layout.spec import TableSpec
+from layout.registry import find_spec, registered_specs, table_names
 from layout.upkeep.lease import LeaseOwner, acquire_lease, release_lease
 from layout.upkeep.maintain import maintain_table as _maintain
 
-__all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "TableMeasurement",
+__all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "SpecChanged", "TableMeasurement",
            "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table", "maintain_table",
-           "measure_current", "measure_table", "prepare_table", "spark_jobs", "to_compact", "verify_table"]
+           "measure_current", "measure_table", "nightly_requests", "prepare_table", "spark_jobs", "to_compact",
+           "verify_table"]
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +60,12 @@ class SparkJobsFailed(LakesortError):
 
 
 class TableRequest(Frozen):
-    """What to do to one table: every changed partition, or the `partitions`, or those of `dates`."""
+    """What to do to one table: every changed partition, or the `partitions`, or those of `dates`; with the
+    table's spec as the run's start resolved it (None: `prepare_table` looks it up)."""
 
     table: str
     trigger: Trigger
+    config: RunConfig | None = None
     partitions: tuple[str, ...] | None = None
     dates: DateRange | None = None
     force: bool = False
@@ -67,6 +75,8 @@ class TableRequest(Frozen):
     def _one_selection(self) -> TableRequest:
         if self.partitions and self.dates:
             raise ValueError(f"{self.table}: give either partitions or a date range ({self.dates}), not both")
+        if self.config is not None and self.config.spec.table != self.table:
+            raise ValueError(f"the spec {self.config.source} is for table {self.config.spec.table}, not {self.table}")
         return self
 
     def describe(self) -> str:
@@ -179,31 +189,47 @@ def asset_uri(table: str, *, catalog: str | None) -> str:
     return f"iceberg://{catalog or 'default'}/{table}"
 
 
+def nightly_requests() -> list[TableRequest]:
+    """The nightly DAG's first task: a request for every registered table, with its spec (the registry is
+    read once for all of them). A table whose spec does not load gets none: its own `prepare` and `maintain`
+    then fail with the spec's error, and the other tables go on."""
+    names = table_names()
+    specs = registered_specs() if names else {}
+    broken = [name for name in names if name not in specs]
+    if broken:
+        log.warning("the spec(s) of %s do not load: their tasks will fail, naming the problem", ", ".join(broken))
+    return [TableRequest(table=name, trigger="nightly",
+                         config=RunConfig.of(specs[name]) if name in specs else None) for name in names]
+
+
 def backfill_request(params: Mapping[str, Any]) -> TableRequest:
     """The backfill DAG's params checked together (Airflow's JSON schema checks each on its own): a
-    registered table (ConfigError listing the registered ones), partitions or a date range (`date_range`)."""
+    registered table (ConfigError listing the registered ones), partitions or a date range (`date_range`).
+    The request carries the table's spec: this first task is the run's one lookup."""
     table = str(params.get("table") or "")
-    find_spec(table)  # ConfigError: "no spec for table ... (specs exist for: ...)"
+    config = RunConfig.of(find_spec(table))  # ConfigError: "no spec for table ... (specs exist for: ...)"
     partitions = tuple(params.get("partitions") or ()) or None
-    request = TableRequest(table=table, trigger="backfill", partitions=partitions,
+    request = TableRequest(table=table, trigger="backfill", config=config, partitions=partitions,
                            dates=date_range(params.get("from"), params.get("to"), partitions=partitions),
                            force=bool(params.get("force")), dry_run=bool(params.get("dry_run")))
     log.info("backfill of %s", request.describe())
     return request
 
 
-def prepare_table(request: TableRequest, *, owner: LeaseOwner, spec: TableSpec | None = None) -> PlannedTable:
+def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | None = None) -> PlannedTable:
     """Take the table's lease (unless a dry run, which only reads and may run beside a compaction), map
-    dates to partitions, plan (with `spec`, default: the registry's). A dry run and a run with nothing to
-    do are recorded and end here, lease released. Raises `lease.TableBusy` (nothing done) when another run
-    holds the table; on any other error the lease is released and the error (a corrupt input: naming the
-    file) raised again.
+    dates to partitions, plan with the request's spec (none: the registry's, looked up here, the run's
+    start). A dry run and a run with nothing to do are recorded and end here, lease released. Raises
+    `lease.TableBusy` (nothing done) when another run holds the table; on any other error the lease is
+    released and the error (a corrupt input: naming the file) raised again. `work_dir`: the run's files
+    there, not in a directory of their own under $LAKESORT_WORK_DIR (`steps.prepare`).
     """
     table = request.table
     if not request.dry_run:
         acquire_lease(table, owner)
     try:
-        spec = spec or find_spec(table)
+        config = request.config or RunConfig.of(find_spec(table))
+        spec = config.spec
         partitions = request.partitions
         if request.dates is not None:
             partitions = tuple(partitions_for_dates(spec, dates=request.dates))
@@ -213,13 +239,13 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, spec: TableSpec |
                 log.info("%s", summary)
                 release_lease(table, owner)
                 return PlannedTable(table=table, owner=owner, status="nothing-to-do", summary=summary)
-        prepared = steps.prepare(table, spec=spec, partitions=partitions, force=request.force,
-                                 trigger=request.trigger, dry_run=request.dry_run)
+        prepared = steps.prepare(config, partitions=partitions, force=request.force, trigger=request.trigger,
+                                 dry_run=request.dry_run, work_dir=work_dir)
         planned = PlannedTable(table=table, owner=owner, status="planned", run_id=prepared.run_id,
                                work_dir=prepared.work_dir, summary=prepared.summary(),
                                partitions=prepared.partitions, jobs=prepared.jobs)
         if prepared.dry_run:
-            steps.record(prepared, "dry-run")
+            steps.record(prepared, RunOutcome(status="dry-run"))
             view = PlanView.of(prepared)
             log.info("dry run, nothing changes: %s", prepared.summary())
             for g in view.groups:
@@ -229,7 +255,7 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, spec: TableSpec |
             release_lease(table, owner)
             return planned.model_copy(update={"status": "dry-run", "jobs": (), "plan": view})
         if prepared.nothing_to_do:
-            steps.record(prepared, "nothing-to-do")  # prepare logged "<table>: nothing to do (N partition(s) checked)"
+            steps.record(prepared, RunOutcome(status="nothing-to-do"))  # prepare logged "<table>: nothing to do (N partition(s) checked)"
             release_lease(table, owner)
             return planned.model_copy(update={"status": "nothing-to-do"})
         return planned
@@ -280,7 +306,7 @@ def verify_table(run: PlannedTable) -> VerifiedRun:
             raise SparkJobsFailed(
                 f"{run.table} run {prepared.run_id}: Spark job(s) {failed} failed: run abandoned, staged files "
                 "removed, table unchanged (see the `compact` task logs)")
-        outcome = steps.verify(prepared, spec=find_spec(run.table))
+        outcome = steps.verify(prepared)
     return VerifiedRun(table=run.table, owner=run.owner, run_id=prepared.run_id, work_dir=prepared.work_dir,
                        verification=outcome.status, warnings=len(outcome.findings))
 
@@ -304,7 +330,7 @@ def measure_table(run: CommittedRun) -> MeasuredRun:
     """The probes on the snapshot before and after the commit (rows in lakesort.pruning_metrics); the run's
     last step, so it releases the lease whatever happens."""
     try:
-        measured = steps.measure(PreparedRun.load(run.work_dir), run.snapshot_id, spec=find_spec(run.table))
+        measured = steps.measure(PreparedRun.load(run.work_dir), run.snapshot_id)
     finally:
         release_lease(run.table, run.owner)
     before, after = measured.bytes_selected_before, measured.bytes_selected_after
@@ -315,7 +341,8 @@ def measure_table(run: CommittedRun) -> MeasuredRun:
 
 
 def measure_current(table: str) -> TableMeasurement:
-    """The probes on the table's current snapshot, recorded with phase `on-demand`."""
+    """The probes on the table's current snapshot, recorded with phase `on-demand` (the report DAG's one task
+    per table: its spec is looked up here)."""
     rows = measure_snapshot(table, spec=find_spec(table))
     snapshot = rows[0].snapshot_id if rows else None
     selected = sum(m.bytes_selected for m in rows if m.probe_kind == "owner")
@@ -328,6 +355,8 @@ def maintain_table(request: TableRequest, *, owner: LeaseOwner) -> MaintenanceRe
     """Expire the table's snapshots by its spec's retention and delete the files nothing retained references
     (`layout.upkeep.maintain`), under the table's lease taken as `owner`: TableBusy (nothing done) when
     another run holds it. A lease this run still holds (a compaction task that failed before releasing it)
-    is taken over: every task of the run that could work on the table has finished by then."""
-    trigger = "nightly" if request.trigger == "nightly" else "manual"
-    return _maintain(request.table, owner=owner, dry_run=request.dry_run, trigger=trigger)
+    is taken over: every task of the run that could work on the table has finished by then. The spec is the
+    request's (a request without one: the spec did not load at the start, and `find_spec` raises why)."""
+    spec = request.config.spec if request.config is not None else find_spec(request.table)
+    return _maintain(request.table, owner=owner, spec=spec, dry_run=request.dry_run,
+                     trigger="nightly" if request.trigger == "nightly" else "manual")

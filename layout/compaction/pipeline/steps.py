@@ -12,6 +12,10 @@
 Every step takes the `PreparedRun` (a value, saved as JSON in the run's work directory, so each
 Airflow task can reload it from its path) and is safe to retry. A failing step leaves the table as
 it was, removes the run's staged files and records the run as failed with the error.
+
+The run carries the table's spec as `prepare` was given it (`config.RunConfig`): no step looks the table
+up in the registry. Verify and commit re-read the spec's file and refuse a run whose spec has changed since
+its plan (`config.SpecChanged`).
 """
 
 from __future__ import annotations
@@ -38,14 +42,15 @@ from layout.compaction.executor.inputs import native_reason
 from layout.compaction.executor.memory import value_bytes
 from layout.compaction.integrity.staged import CommitRefused, check_staged, prove_staged, staged_columns
 from layout.compaction.pipeline.commit import CommitResult, commit_rewrite, committed_run
+from layout.compaction.pipeline.config import RunConfig, SpecChanged, check_unchanged
 from layout.compaction.plan import RewriteGroup, RewritePlan
 from layout.compaction.planning.planner import plan_rewrite
 from layout.errors import LakesortError, ParquetError
 from layout.manifest import StagedManifest
-from layout.metrics.measure import RunRecord, probes_for, record_run
 from layout.metrics.measure import measure as measure_snapshot
+from layout.metrics.measure import probes_for
+from layout.metrics.runs import RunOutcome, RunRecord, Trigger, record_run
 from layout.models import Frozen
-from layout.registry import find_spec
 from layout.settings import settings
 from layout.spec import TableSpec, resolve_sort_keys
 from layout.upkeep.cleanup import delete_staged
@@ -53,12 +58,11 @@ from layout.verify.expectations import gx_verifier
 from layout.verify.rules import Finding, VerificationFailed, verify_staged
 from layout.verify.sources import open_staged
 
-__all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "Trigger", "VerifyOutcome", "abandon", "check_inputs",
-           "commit", "live_totals", "measure", "prepare", "record", "staged_manifest", "verify"]
+__all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "VerifyOutcome", "abandon", "check_inputs", "commit",
+           "live_totals", "measure", "prepare", "record", "staged_manifest", "verify"]
 
 log = logging.getLogger(__name__)
 
-Trigger = Literal["nightly", "backfill", "manual"]
 # One Spark job compacts groups up to this many input bytes: one JVM start for a small table, several
 # jobs (each retried on its own) for a large one.
 MAX_JOB_BYTES = 16 << 30
@@ -100,6 +104,7 @@ class SparkJob(Frozen):
 class PreparedRun(Frozen):
     table: str
     catalog: str | None
+    config: RunConfig  # the table's spec, resolved once at the start of the run
     run_id: str
     trigger: Trigger
     dry_run: bool
@@ -117,6 +122,10 @@ class PreparedRun(Frozen):
     @property
     def nothing_to_do(self) -> bool:
         return not self.jobs
+
+    @property
+    def spec(self) -> TableSpec:
+        return self.config.spec
 
     @property
     def path(self) -> Path:
@@ -156,13 +165,13 @@ def prune_work_dirs(table_dir: Path, *, keep_days: float | None = None, now: flo
 
 
 def prepare(
-    table_id: str, *, spec: TableSpec | None = None, partitions: Sequence[str] | None = None, force: bool = False,
-    trigger: Trigger = "manual", dry_run: bool = False, work_dir: Path | None = None,
-    max_job_bytes: int = MAX_JOB_BYTES,
+    config: RunConfig, *, partitions: Sequence[str] | None = None, force: bool = False, trigger: Trigger = "manual",
+    dry_run: bool = False, work_dir: Path | None = None, max_job_bytes: int = MAX_JOB_BYTES,
 ) -> PreparedRun:
-    """Plan the run; unless it is a dry run or there is nothing to do, check the inputs and write the plan."""
+    """Plan the run with `config`'s spec, which the run then carries; unless it is a dry run or there is
+    nothing to do, check the inputs and write the plan."""
     started = time.time()
-    spec = spec or find_spec(table_id)
+    spec = config.spec
     table = load_table(spec.table, spec.catalog)
     snapshot = table.current_snapshot()
     files_before, bytes_before = live_totals(table)
@@ -174,7 +183,7 @@ def prepare(
     plan_path = work / "plan.json"
     plan_path.write_text(plan.to_json())
     prepared = PreparedRun(
-        table=spec.table, catalog=spec.catalog, run_id=plan.run_id, trigger=trigger, dry_run=dry_run,
+        table=spec.table, catalog=spec.catalog, config=config, run_id=plan.run_id, trigger=trigger, dry_run=dry_run,
         started_at=started, work_dir=str(work), plan_path=str(plan_path),
         snapshot_before=snapshot.snapshot_id if snapshot else None, files_before=files_before,
         bytes_before=bytes_before, partitions=tuple(sorted({g.partition for g in plan.groups})),
@@ -266,20 +275,21 @@ def check_inputs(plan: RewritePlan) -> RewritePlan:
     return plan.model_copy(update={"groups": tuple(groups)})
 
 
-def verify(prepared: PreparedRun, *, spec: TableSpec | None = None,
-           verifier: Verifier | None = None) -> VerifyOutcome:
-    """Check the staged output (rows, fingerprints, then the layout rules and GX, or `verifier`) and
-    mark it verified; on failure remove the staged files and record the findings."""
+def verify(prepared: PreparedRun, *, verifier: Verifier | None = None) -> VerifyOutcome:
+    """Check the staged output (rows, fingerprints, then the layout rules and GX of the run's spec, or
+    `verifier`) and mark it verified; on failure remove the staged files and record the findings. A spec
+    changed since the plan refuses the run first (`SpecChanged`, naming the file)."""
     done = _already_verified(prepared)
     if done is not None:
         return done
     with _failure_recorded(prepared, "verify", remove_staged=True):
+        check_unchanged(prepared.config, table=prepared.table, run_id=prepared.run_id)
         manifest = staged_manifest(prepared)
         plan = prepared.plan()
         check_staged(manifest, staged_columns(plan))
         table = load_table(prepared.table, prepared.catalog)
         prove_staged(table, plan, manifest)
-        findings = verifier(manifest) if verifier is not None else _verify_layout(table, manifest, spec)
+        findings = verifier(manifest) if verifier is not None else _verify_layout(table, manifest, prepared.spec)
         findings = [*_job_findings(manifest), *(findings or ())]
         outcome = VerifyOutcome(run_id=prepared.run_id, manifest=_digest(manifest), status="passed",
                                 findings=tuple(findings))
@@ -318,10 +328,9 @@ def _job_findings(manifest: StagedManifest) -> list[Finding]:
     return findings
 
 
-def _verify_layout(table: Table, manifest: StagedManifest, spec: TableSpec | None) -> list[Finding]:
+def _verify_layout(table: Table, manifest: StagedManifest, spec: TableSpec) -> list[Finding]:
     """The layout rules (`layout.verify`) and the GX suites (Data Docs in $LAKESORT_REPORT_DIR/gx); both run
     before either refuses, so the Data Docs always show this run. Returns the findings (warnings)."""
-    spec = spec or find_spec(".".join(table.name()))
     keys = resolve_sort_keys(spec, table)
     # The rules and the GX facts read the same footers and page indexes: opened once, for both.
     opened = open_staged(manifest)
@@ -342,29 +351,41 @@ def commit(prepared: PreparedRun) -> CommitResult:
     """Commit the verified staged output atomically and record the run; returns the CommitResult.
 
     The `verify` step must have passed for exactly this output (its digest); the commit does not repeat its
-    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg overwrite.
+    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg overwrite. A spec
+    changed since the plan refuses the run (`SpecChanged`, naming the file; the staged files are removed),
+    unless this is a retry of a commit that went through.
     """
     with _failure_recorded(prepared, "commit"):
+        table = load_table(prepared.table, prepared.catalog)
+        if committed_run(table, prepared.run_id) is None:  # else a retry: commit_rewrite returns what it did
+            _refuse_changed_spec(prepared, table)
         manifest = staged_manifest(prepared)
         marker = Path(prepared.work_dir) / VERIFIED
         verified = VerifyOutcome.model_validate_json(marker.read_text()) if marker.exists() else None
         if verified is None or verified.manifest != _digest(manifest):
             raise NotVerified(f"{prepared.table} run {prepared.run_id}: the staged output was not verified "
                               "(run the verify step first); nothing committed")
-        table = load_table(prepared.table, prepared.catalog)
-        result = commit_rewrite(table, prepared.plan(), manifest, verified=True)
+        result = commit_rewrite(table, prepared.plan(), manifest)
         files_after, bytes_after = live_totals(table.refresh())
-        record(prepared, "committed", snapshot_after=result.snapshot_id, files_after=files_after,
-               bytes_after=bytes_after, files_removed=result.files_removed, files_added=result.files_added,
-               bytes_rewritten=result.bytes_removed, rows_rewritten=result.rows,
-               verification="passed", findings=_findings_json(verified.findings))
+        record(prepared, RunOutcome(
+            status="committed", snapshot_after=result.snapshot_id, files_after=files_after, bytes_after=bytes_after,
+            files_removed=result.files_removed, files_added=result.files_added, bytes_rewritten=result.bytes_removed,
+            rows_rewritten=result.rows, verification="passed", findings=_findings_json(verified.findings)))
         return result
 
 
-def measure(prepared: PreparedRun, snapshot_after: int | None = None, *,
-            spec: TableSpec | None = None) -> MeasureOutcome:
-    """Every probe on the snapshot before the run and the one after, with the same probes."""
-    spec = spec or find_spec(prepared.table)
+def _refuse_changed_spec(prepared: PreparedRun, table: Table) -> None:
+    """`check_unchanged` before the commit; a run refused for its spec never commits: its staged files go now."""
+    try:
+        check_unchanged(prepared.config, table=prepared.table, run_id=prepared.run_id)
+    except SpecChanged:
+        delete_staged(table, prepared.run_id)
+        raise
+
+
+def measure(prepared: PreparedRun, snapshot_after: int | None = None) -> MeasureOutcome:
+    """Every probe of the run's spec on the snapshot before the run and the one after, with the same probes."""
+    spec = prepared.spec
     table = load_table(prepared.table, prepared.catalog)
     if snapshot_after is None:
         current = table.current_snapshot()
@@ -393,22 +414,24 @@ def abandon(prepared: PreparedRun, reason: str) -> int:
                     prepared.run_id, reason, done.snapshot_id)
         return 0
     removed = delete_staged(table, prepared.run_id)
-    record(prepared, "failed", error=reason)
+    record(prepared, RunOutcome(status="failed", error=reason))
     log.warning("%s run %s abandoned (%s): table unchanged, %d staged file(s) removed", prepared.table,
                 prepared.run_id, reason, removed)
     return removed
 
 
-def record(prepared: PreparedRun, status: str, **figures: object) -> None:
-    """The run's row in `lakesort.compaction_runs` (replaced by a later step of the same run)."""
+def record(prepared: PreparedRun, outcome: RunOutcome) -> None:
+    """The run's row in `lakesort.compaction_runs` (replaced by a later step of the same run): the run, and
+    how it ended; an outcome without figures after leaves the table's as they were before."""
     row = RunRecord(
-        run_id=prepared.run_id, table=prepared.table, status=status, trigger=prepared.trigger,
+        **outcome.model_dump(exclude={"files_after", "bytes_after"}),
+        run_id=prepared.run_id, table=prepared.table, trigger=prepared.trigger,
         started_at=dt.datetime.fromtimestamp(prepared.started_at, dt.UTC),
         duration_s=time.time() - prepared.started_at, snapshot_before=prepared.snapshot_before,
         partitions_rewritten=len(prepared.partitions), groups=sum(len(j.group_ids) for j in prepared.jobs),
         files_before=prepared.files_before, bytes_before=prepared.bytes_before,
-        files_after=figures.pop("files_after", prepared.files_before),
-        bytes_after=figures.pop("bytes_after", prepared.bytes_before), **figures,
+        files_after=prepared.files_before if outcome.files_after is None else outcome.files_after,
+        bytes_after=prepared.bytes_before if outcome.bytes_after is None else outcome.bytes_after,
     )
     try:
         record_run(load_catalog(prepared.catalog), row)
@@ -429,8 +452,8 @@ def _failure_recorded(prepared: PreparedRun, step: str, *, remove_staged: bool =
             report = getattr(error, "report", None)
             findings = _findings_json(report.findings) if report is not None else "[]"
             log.error("%s run %s: %s failed: %s", prepared.table, prepared.run_id, step, error)
-            record(prepared, "failed", error=f"{step}: {error}"[:4000], findings=findings,
-                   verification="failed" if step == "verify" else "skipped")
+            record(prepared, RunOutcome(status="failed", error=f"{step}: {error}"[:4000], findings=findings,
+                                        verification="failed" if step == "verify" else "skipped"))
         raise
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import layout.compaction.pipeline.submit
 from layout.compaction.pipeline import runs
+from layout.compaction.pipeline.config import RunConfig
 from layout.compaction.pipeline.steps import PreparedRun
 from layout.compaction.pipeline.submit import (
     BASE_CONF,
@@ -57,8 +58,12 @@ def test_date_range_checks():
 def test_backfill_request(registry):
     request = runs.backfill_request({"table": "t.events", "partitions": ["d_month=1995-02"], "force": True,
                                      "from": None, "to": None, "dry_run": False})
-    assert request == runs.TableRequest(table="t.events", trigger="backfill", partitions=("d_month=1995-02",),
-                                        force=True)
+    # The DAG run's one lookup: the request carries the spec (and its file) to the later tasks.
+    config = RunConfig.of(find_spec("t.events"))
+    assert config.source == str(registry / "events.yaml") and config.on_disk
+    assert request == runs.TableRequest(table="t.events", trigger="backfill", config=config,
+                                        partitions=("d_month=1995-02",), force=True)
+    assert runs.TableRequest.model_validate(json.loads(json.dumps(request.model_dump(mode="json")))) == request
     request = runs.backfill_request({"table": "t.events", "from": "1995-02-01", "to": "1995-02-28", "dry_run": True,
                                      "partitions": []})
     assert (request.partitions, str(request.dates), request.dry_run) == (None, "1995-02-01..1995-02-28", True)
@@ -158,7 +163,7 @@ def test_failed_spark_job_abandons_the_run(events, iceberg_catalog, tmp_path):
 
 def test_payload_models_refuse_unknown_fields():
     payload = runs.TableRequest(table="t.events", trigger="nightly").model_dump(mode="json")
-    assert payload == {"table": "t.events", "trigger": "nightly", "partitions": None, "dates": None,
+    assert payload == {"table": "t.events", "trigger": "nightly", "config": None, "partitions": None, "dates": None,
                        "force": False, "dry_run": False}
     with pytest.raises(ValueError, match="tabel"):
         runs.TableRequest.model_validate({**payload, "tabel": "x"})
