@@ -184,3 +184,71 @@ def events(iceberg_catalog, registry):
     for part in (data.slice(0, 30), data.slice(30, 30), data.slice(60)):
         table.append(part.cast(table.schema().as_arrow()))
     return table
+
+
+# ---- the demo table the compaction tests rewrite (tests/demo_tables.py); the job run in process ------
+
+
+@pytest.fixture(scope="session")
+def tpch_cache(tmp_path_factory) -> Path:
+    """lineitem at scale 0.01, generated once for every demo table of the session."""
+    from layout.demo import generate_lineitem
+
+    out = tmp_path_factory.mktemp("tpch")
+    generate_lineitem(0.01, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def pristine(tmp_path_factory, tpch_cache) -> Path:
+    """The demo table, built once for the session (tests/compaction/ and tests/jobs/ restore it in place)."""
+    from demo_tables import build_demo_at
+
+    root = tmp_path_factory.mktemp("demo")
+    build_demo_at(root, tpch_cache)
+    shutil.copytree(root / ".lakesort", root / "pristine", ignore=shutil.ignore_patterns("tpch"))
+    return root
+
+
+@pytest.fixture
+def demo_home(pristine, monkeypatch) -> Path:
+    """The demo table as built, restored in place for this test; cwd and HOME point at its catalog.
+
+    In place, because the SQLite catalog and the Iceberg metadata hold absolute paths: a copy elsewhere would
+    still point at the original's files."""
+    from demo_tables import isolate
+
+    home = pristine / ".lakesort"
+    for name in ("warehouse", "catalog.db"):
+        target = home / name
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    shutil.copytree(pristine / "pristine", home, dirs_exist_ok=True)
+    isolate(monkeypatch, pristine)
+    return pristine
+
+
+@pytest.fixture(scope="module")
+def job():
+    """The Spark job (jobs/compact.py), loaded as spark-submit would run it."""
+    from lossless import load_job
+
+    return load_job()
+
+
+@pytest.fixture
+def in_process_job(spark, job, monkeypatch) -> list:
+    """`layout.compaction.pipeline.driver.submit` runs the job's own functions on the in-process session;
+    returns the plans run (`RewritePlan`s)."""
+    import layout.compaction.pipeline.driver
+    from layout.compaction.planning.planner import RewritePlan
+
+    runs: list[RewritePlan] = []
+
+    def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
+        plan = RewritePlan.from_json(Path(plan_path).read_text())
+        staged = job.compact_groups(spark, plan, [g for g in plan.groups if groups is None or g.group_id in groups])
+        job.write_manifest(spark, plan, staged, str(manifest_path), 0.0)
+        runs.append(plan)
+
+    monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", submit)
+    return runs

@@ -3,7 +3,7 @@
 No Docker engine is needed: compose.yaml is parsed (and validated by `docker compose config` where a Compose
 plugin is installed), the Dockerfile is read as text, and the Airflow Spark hook resolves the connection the
 stack defines. The distributed path itself (spark-submit to a standalone master) is tested without Docker by
-tests/compaction/test_compaction.py::test_compaction_on_a_standalone_cluster.
+tests/compaction/test_standalone_cluster.py::test_compaction_on_a_standalone_cluster.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"
 DOCKERFILE = DOCKER / "Dockerfile"
 AIRFLOW_COMMANDS = {"api-server", "scheduler", "dag-processor", "triggerer"}
-STANDALONE_TEST = "tests/compaction/test_compaction.py::test_compaction_on_a_standalone_cluster"
+STANDALONE_TEST = "tests/compaction/test_standalone_cluster.py::test_compaction_on_a_standalone_cluster"
 # Conventions the DAGs follow (dags/README.md): the env var naming the Spark connection id.
 CONN_ID_VAR = "LAKESORT_SPARK_CONN_ID"
 
