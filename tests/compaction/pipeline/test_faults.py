@@ -42,14 +42,14 @@ import layout.compaction.pipeline.driver
 import layout.compaction.pipeline.submit
 from layout.catalog import load_catalog, load_table
 from layout.cli import EXIT_OK, main
-from layout.compaction.integrity.staged import CommitRefused, check_staged, staged_columns
+from layout.compaction.integrity.staged import CommitRefused, check_staged, prove_staged, staged_columns
 from layout.compaction.pipeline.commit import commit_rewrite
 from layout.compaction.pipeline.driver import compact
 from layout.compaction.pipeline.submit import CompactionFailed
 from layout.compaction.planning.planner import RUN_ID, RewritePlan, plan_rewrite
 from layout.io import resolve
 from layout.manifest import StagedManifest
-from layout.upkeep.cleanup import staging_root
+from layout.upkeep.cleanup import delete_staged, staging_root
 
 pytestmark = pytest.mark.spark
 
@@ -298,7 +298,8 @@ TAMPERING = [
 def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManifest:
     """The manifest as the job's tail (read-back, then footers) would write it for the staged files as they
     are now: what the job reports when its write went wrong."""
-    checked = job_part("readback").read_back(spark, plan, job_part("write").staging_dir(plan), staged_columns(plan))
+    checked = job_part("readback").read_back(spark, job_part("job_plan").JobPlan.of(plan),
+                                             job_part("write").staging_dir(plan))
 
     def now(f):
         filesystem, local = resolve(f.path)
@@ -310,6 +311,18 @@ def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManife
     groups = tuple(g.model_copy(update={"outputs": tuple(now(f) for f in g.outputs if Path(resolve(f.path)[1]).exists())})
                    for g in manifest.groups)
     return manifest.model_copy(update={"groups": groups})
+
+
+def _verify_and_commit(table, plan: RewritePlan, manifest: StagedManifest):
+    """As the pipeline does it: the verify step's checks of the staged output (`check_staged`, `prove_staged`;
+    a refusal removes the staged files), then `commit_rewrite` of the output that passed them."""
+    try:
+        check_staged(manifest, staged_columns(plan))
+        prove_staged(table, plan, manifest)
+    except BaseException:
+        delete_staged(table, plan.run_id)
+        raise
+    return commit_rewrite(table, plan, manifest)
 
 
 def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(demo_home, spark, job, capsys):
@@ -332,7 +345,7 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
             shutil.copytree(saved, run_dir)
         tamper(manifest.groups[0].outputs[0].path)
         with pytest.raises(CommitRefused, match=message):
-            commit_rewrite(table, plan, _read_back_again(job, spark, plan, manifest))
+            _verify_and_commit(table, plan, _read_back_again(job, spark, plan, manifest))
         assert_unchanged(table, before)
         assert not run_dir.exists()
 
@@ -340,13 +353,13 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
     assert len(manifest.groups) == 2
     _swap_first_rows(manifest.groups[0].outputs[0].path, manifest.groups[1].outputs[0].path)
     with pytest.raises(CommitRefused, match=r"content fingerprint of the staged files .* differs"):
-        commit_rewrite(table, plan, _read_back_again(job, spark, plan, manifest))
+        _verify_and_commit(table, plan, _read_back_again(job, spark, plan, manifest))
     assert_unchanged(table, before)
 
     shutil.copytree(saved, run_dir)
     _tamper_rows(manifest.groups[0].outputs[0].path)
     with pytest.raises(CommitRefused, match=r"has \d+ bytes, \d+ when it was verified"):
-        commit_rewrite(table, plan, manifest, verified=True)
+        commit_rewrite(table, plan, manifest)  # verified as it was: the commit confirms the files are unchanged
     assert_unchanged(table, before)
 
     shutil.copytree(saved, run_dir)
