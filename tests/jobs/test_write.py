@@ -32,6 +32,7 @@ from lossless import job_part
 import layout.compaction.pipeline.driver
 from layout.catalog import load_catalog, load_table
 from layout.compaction.pipeline.driver import compact
+from layout.compaction.plan import SortKeyModel
 from layout.compaction.planning.planner import RewritePlan
 from layout.io import resolve
 from layout.parquet import ParquetFile
@@ -255,7 +256,8 @@ def test_a_single_partition_s_boundaries_picked_in_python_are_spark_s(spark, job
 
     rows = [(0, "p", (i * 7919) % 1000, (i * 104729) % 50 - 25) for i in range(997)] + [(0, "p", None, 3)]
     drawn = spark.createDataFrame(rows, "lakesort_group int, lakesort_part string, a long, b long")
-    keys = [("a", "asc", "first"), ("b", "desc", "last")]
+    keys = [SortKeyModel(column="a", direction="asc", nulls="first"),
+            SortKeyModel(column="b", direction="desc", nulls="last")]
     prefix = plan_prefix([("CAST(`a` AS BIGINT)", "asc", "first", 0, 999), ("CAST(`b` AS BIGINT)", "desc", "last", -25, 24)])
     (row,) = job_part("sample").boundaries(spark, job_part("sample").as_summary(drawn, keys), {(0, "p"): slots}, keys, prefix).collect()
     picked = quantile_picks(sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect()), slots)
@@ -272,7 +274,8 @@ def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directio
     take rows that sort into its neighbour, and files would overlap."""
     from pyspark.sql import functions as F
 
-    keys = [("x", directions[0], directions[1]), ("s", directions[2], directions[3])]
+    keys = [SortKeyModel(column="x", direction=directions[0], nulls=directions[1]),
+            SortKeyModel(column="s", direction=directions[2], nulls=directions[3])]
     xs = [None, float("nan"), -1.5, -0.0, 0.0, 2.0, float("inf")]
     ss = [None, "", "a", "ab", "b"]
     rows = [(x, s) for x in xs for s in ss]
@@ -281,7 +284,7 @@ def test_the_file_boundary_comparison_is_spark_s_sort_order(spark, job, directio
         return ("nan" if x is not None and math.isnan(x) else (0.0 if x == 0 else x)), s
 
     rank: dict = {}
-    for r in df.orderBy(*[job_part("frames").ordered(F.col(n), d, nl) for n, d, nl in keys]).collect():
+    for r in df.orderBy(*[job_part("frames").ordered(key) for key in keys]).collect():
         rank.setdefault(norm(r.x, r.s), len(rank))
     left = df.select(F.col("x"), F.col("s"))
     right = df.select(F.struct(F.col("x").alias("k0"), F.col("s").alias("k1")).alias("b"))
