@@ -10,10 +10,10 @@ Random predicates over them (comparisons, IN, NOT IN, BETWEEN, IS [NOT] NULL, is
 LIKE patterns, AND / OR / NOT) use literals drawn from the column's values, so that they hit, and from
 outside them (decimal columns also get float literals just off their values, e.g. `dec > 1.005`).
 
-The oracle shares no code with lakesort: `evaluate` below runs the predicate in plain Python over every
-row of the full table read by pyarrow, with SQL's three-valued logic and the rules of `layout.expr.predicate`
-(NULL and NaN compare as unknown; isnan is two-valued; a float literal on a DECIMAL column is the decimal
-its shortest repr spells, never rounded to the column's scale). Checked:
+The oracle, tests/sql_oracle.py (checked against DuckDB), shares no code with lakesort: it runs the predicate
+in plain Python over every row of the full table read by pyarrow, with SQL's three-valued logic and the rules
+of `layout.expr.predicate` (NULL and NaN compare as unknown; isnan is two-valued; IN () is FALSE, NOT IN ()
+TRUE, on NULLs too; a float literal on a DECIMAL column is exact, never rounded to its scale). Checked:
 
 (a) soundness: every matching row lies in its row group's selection;
 (b) `read_table(plan)` is exactly the matching (and projected) rows of the full table, in file / row group /
@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
-import re
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -39,14 +38,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import sql_oracle
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import layout.read.plan as lp
 from layout.expr.bind import bind, schema_kinds, to_arrow_filter
 from layout.expr.predicate import (
-    AlwaysFalse,
-    AlwaysTrue,
     And,
     Eq,
     Expr,
@@ -328,7 +326,7 @@ def cases(draw) -> Case:
     return Case(dataset, queries)
 
 
-# -- writing and the oracle -------------------------------------------------------------------------
+# -- writing, and comparing with the oracle ---------------------------------------------------------
 
 
 @dataclass
@@ -367,110 +365,6 @@ def write(dataset: Dataset, root: Path) -> Written:
     return Written(str(paths[0]) if n_files == 1 else str(root), paths, groups)
 
 
-# -- the independent oracle: the predicate in plain Python, row by row --------------------------------
-#
-# Truth values are True, False and None (unknown). Nothing here calls lakesort: the predicate classes
-# are only the tree's shape, and literals are coerced to the column's type by the rules below.
-
-INTEGERS, FLOATS = ("i64", "i32"), ("f",)
-
-
-def oracle_literal(column: str, value: Any) -> Any:
-    """A literal as the column's Python type: a float on a DECIMAL column is the decimal its shortest
-    repr spells (1.005 is Decimal('1.005'), not rounded to the column's scale), an int on a DOUBLE column
-    the float, an ISO string on a DATE column the date."""
-    if column == "dec" and not isinstance(value, Decimal):
-        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    if column in FLOATS:
-        return float(value)
-    if column == "d" and isinstance(value, str):
-        return dt.date.fromisoformat(value)
-    return value
-
-
-def _unknown(value: Any) -> bool:
-    """NULL, and NaN: no comparison with either is true or false."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-_COMPARE = {
-    Eq: lambda a, b: a == b, NotEq: lambda a, b: a != b, Lt: lambda a, b: a < b,
-    LtEq: lambda a, b: a <= b, Gt: lambda a, b: a > b, GtEq: lambda a, b: a >= b,
-}
-
-
-def _kleene_and(left: bool | None, right: bool | None) -> bool | None:
-    if left is False or right is False:
-        return False
-    return True if left is True and right is True else None
-
-
-def _kleene_or(left: bool | None, right: bool | None) -> bool | None:
-    if left is True or right is True:
-        return True
-    return False if left is False and right is False else None
-
-
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """SQL LIKE: `%` any run of characters, `_` one character, a backslash escapes the next one."""
-    out, chars = [], iter(pattern)
-    for char in chars:
-        if char == "\\":
-            out.append(re.escape(next(chars, "\\")))
-        elif char == "%":
-            out.append(".*")
-        elif char == "_":
-            out.append(".")
-        else:
-            out.append(re.escape(char))
-    return re.compile("".join(out), re.DOTALL)
-
-
-def evaluate(expr: Expr, row: dict[str, Any]) -> bool | None:
-    """The three-valued truth of the (unbound) predicate on one row."""
-    if isinstance(expr, AlwaysTrue):
-        return True
-    if isinstance(expr, AlwaysFalse):
-        return False
-    if isinstance(expr, And):
-        return _kleene_and(evaluate(expr.left, row), evaluate(expr.right, row))
-    if isinstance(expr, Or):
-        return _kleene_or(evaluate(expr.left, row), evaluate(expr.right, row))
-    if isinstance(expr, Not):
-        inner = evaluate(expr.child, row)
-        return None if inner is None else not inner
-    value = row[expr.column]
-    if isinstance(expr, IsNull | NotNull):
-        return (value is None) == isinstance(expr, IsNull)
-    if isinstance(expr, IsNaN | NotNaN):  # two-valued: a NULL is not NaN
-        return (value is not None and math.isnan(value)) == isinstance(expr, IsNaN)
-    if isinstance(expr, In | NotIn):
-        # IN is an OR of `=`, NOT IN an AND of `<>`: empty lists are FALSE / TRUE even for a NULL
-        result: bool | None = isinstance(expr, NotIn)
-        for literal in expr.literals:
-            term = None if _unknown(value) else (value == oracle_literal(expr.column, literal))
-            if isinstance(expr, In):
-                result = _kleene_or(result, term)
-            else:
-                result = _kleene_and(result, None if term is None else not term)
-        return result
-    if value is None:  # the remaining leaves are unknown on a NULL
-        return None
-    if isinstance(expr, StartsWith | NotStartsWith):
-        return value.startswith(expr.prefix) == isinstance(expr, StartsWith)
-    if isinstance(expr, Like | NotLike):
-        return (like_regex(expr.pattern).fullmatch(value) is not None) == isinstance(expr, Like)
-    compare = _COMPARE[type(expr)]
-    if _unknown(value):
-        return None
-    return compare(value, oracle_literal(expr.column, expr.literal))
-
-
-def oracle_matches(rows: list[dict[str, Any]], expr: Expr) -> list[int]:
-    """Row numbers (within `rows`) where the predicate is true, by `evaluate`."""
-    return [number for number, row in enumerate(rows) if evaluate(expr, row) is True]
-
-
 def arrow_matches(table: pa.Table, bound: Expr) -> list[int]:
     """Row numbers (within `table`) where the bound predicate is true, by `to_arrow_filter`."""
     numbered = table.append_column(ROW_ID, pa.array(range(table.num_rows), pa.int64()))
@@ -503,7 +397,7 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     plan = lp.plan(written.source, expr, columns, cache=cache, exact_totals=exact_totals)
     wall_ms = (time.perf_counter() - wall) * 1000
     where = f"where={expr}, columns={columns}"
-    matching = oracle_matches(written.rows(), expr)  # row numbers in the full table
+    matching = sql_oracle.matches(written.rows(), expr)  # row numbers in the full table
     matching_set = set(matching)
 
     by_name = {Path(fp.path).name: fp for fp in plan.files}
@@ -606,29 +500,7 @@ def test_plan_is_sound_and_exact(case: Case, use_cache: bool) -> None:
             check_query(written, expr, columns, None if use_cache else False)
 
 
-# -- the oracle itself, and float literals on a DECIMAL column ------------------------------------------
-
-
-NAN_ROW = {"i64": None, "i32": 3, "f": math.nan, "s": "a%b", "d": EPOCH, "dec": Decimal("1.00"), "b": True}
-
-
-@pytest.mark.parametrize(("expr", "truth"), [
-    (Eq("i64", 1), None), (NotEq("i64", 1), None), (Not(Eq("i64", 1)), None), (IsNull("i64"), True),
-    (In("i64", []), False), (NotIn("i64", []), True), (In("i64", [1]), None), (NotIn("i64", [1]), None),
-    (Or(Eq("i64", 1), Eq("i32", 3)), True), (And(Eq("i64", 1), Eq("i32", 4)), False),
-    (And(Eq("i64", 1), Eq("i32", 3)), None), (Not(And(Eq("i64", 1), Eq("i32", 4))), True),
-    (NotEq("f", 1), None), (Lt("f", math.inf), None), (NotIn("f", [1.0]), None), (In("f", [1.0]), None),
-    (IsNaN("f"), True), (NotNaN("f"), False), (Not(IsNaN("f")), False),
-    (Gt("dec", 0.995), True), (GtEq("dec", 1.005), False), (Eq("dec", 1.0), True), (Lt("dec", 1.001), True),
-    (In("dec", [1.005, 2]), False), (NotIn("dec", [1.005]), True), (Eq("dec", Decimal("1.000")), True),
-    (Eq("d", EPOCH.isoformat()), True), (Gt("d", "2019-12-31"), True), (Lt("b", True), False),
-    (Like("s", "a\\%b"), True), (Like("s", "a\\%_"), True), (Like("s", "a_"), False), (NotLike("s", "_%"), False),
-    (StartsWith("s", "a%"), True), (NotStartsWith("s", ""), False), (Gt("s", "a%"), True),
-])
-def test_oracle_follows_the_documented_semantics(expr: Expr, truth: bool | None) -> None:
-    """NULL (i64) and NaN (f) compare as unknown; IN / NOT IN are an OR of `=` / an AND of `<>`; a float
-    literal on DECIMAL(10, 2) is exact (1.005 is not 1.00 nor 1.01); LIKE escapes with a backslash."""
-    assert evaluate(expr, NAN_ROW) is truth
+# -- float literals on a DECIMAL column, and the two zeros -----------------------------------------------
 
 
 DECIMAL_FLOAT_PREDICATES = [
@@ -659,7 +531,7 @@ def test_float_literals_on_a_decimal_column_are_not_rounded(tmp_path: Path, expr
 def test_in_on_a_double_column_equates_minus_zero_and_zero(tmp_path: Path, expr: Expr) -> None:
     """`f IN (-0.0)` is `f = -0.0`, true for 0.0 and -0.0 alike (as `=` is, and in Spark and DuckDB);
     Arrow's `is_in` tells the two zeros apart, so it must not decide IN on a float column."""
-    assert evaluate(expr, {"f": 0.0}) is evaluate(expr, {"f": -0.0}) is isinstance(expr, In)
+    assert sql_oracle.evaluate(expr, {"f": 0.0}) is sql_oracle.evaluate(expr, {"f": -0.0}) is (type(expr) is In)
     pools = {name: [draw] for name, draw in
              (("i64", 1), ("i32", 2), ("s", "ab"), ("d", EPOCH), ("dec", Decimal("1.00")), ("b", True))}
     pools["f"] = [0.0, -0.0, 1.0, math.nan]
