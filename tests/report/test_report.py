@@ -1,30 +1,41 @@
-"""layout.report.render: HTML pages from the two metrics tables (synthetic rows with the real schemas), and
-write_reports against a real pyiceberg SQL catalog."""
+"""layout.report.render: HTML pages from the metrics tables (synthetic rows with the real schemas,
+report_rows.py), and write_reports against a real pyiceberg SQL catalog. The charts' own layout is
+test_report_charts.py's."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 import logging
 import random
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime, timedelta
-from html.parser import HTMLParser
-from pathlib import Path
+from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from report_rows import (
+    GENERATED,
+    T0,
+    Balance,
+    MiB,
+    arrow,
+    clustered,
+    maintained,
+    metric,
+    page,
+    parse,
+    render,
+    row_of,
+    run,
+    spec,
+    table_rows,
+    text,
+)
 
 from layout.errors import ConfigError, UsageError
-from layout.metrics.maintenance import MaintenanceRecord
 from layout.metrics.store import (
-    CLUSTERING_FIELDS,
     COMPACTION_RUNS,
     MAINTENANCE_FIELDS,
     METRICS_FIELDS,
@@ -35,192 +46,10 @@ from layout.metrics.store import (
     arrow_schema,
     upsert,
 )
-from layout.report.axes import GAP, _box, time_ticks
-from layout.report.charts import Series, bar_chart, line_chart, nice_ticks
 from layout.report.findings import EXAMPLES, Verification, group_findings
-from layout.report.formats import format_duration, format_percent
 from layout.report.render import render_reports, table_page_name, write_reports
 from layout.report.rows import Measurement, Run
-from layout.report.svg import text_width
 from layout.report.views import LAST_RUNS, TableView
-from layout.sizes import byte_unit, format_size
-from layout.spec import parse_spec
-
-T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
-GENERATED = datetime(2025, 4, 1, 12, 0, tzinfo=UTC)
-MiB = 1 << 20
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-# --- synthetic rows -----------------------------------------------------------------------------------
-
-
-def metric(table: str, probe: str, phase: str, run_id: str, at: datetime, selected: int, *,
-           ideal: int | None = None, total: int = 64 * MiB, efficiency: float | None = None,
-           **extra) -> dict:
-    """One pruning_metrics row; figures not given are plausible and consistent."""
-    ideal = selected // 4 if ideal is None else ideal
-    clustered = extra.pop("bytes_clustered", ideal // 2)
-    row = {
-        "run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at, "probe": probe,
-        "probe_kind": "owner", "predicate": "k = 1", "columns": "", "files_total": 40,
-        "files_selected": max(1, 40 * selected // total), "row_groups_total": 80, "row_groups_selected": 9,
-        "pages_total": 4000, "pages_selected": 310, "pages_ideal": 120, "rows_total": 1_000_000,
-        "rows_selected": 100_000, "rows_matching": 5_000, "bytes_total": total, "bytes_selected": selected,
-        "bytes_ideal": ideal, "efficiency": efficiency if efficiency is not None else ideal / selected,
-        "plan_cold_ms": 12.5, "plan_warm_ms": 1.25, "ideal_method": "exact", "pages_clustered": 10,
-        "bytes_clustered": clustered, "efficiency_clustered": min(1.0, clustered / selected) if selected else 1.0,
-    }
-    return {**row, **extra}
-
-
-def run(table: str, run_id: str, at: datetime, *, status: str = "committed", verification: str = "passed",
-        findings: list[dict] | None = None, **extra) -> dict:
-    """One compaction_runs row."""
-    row = {
-        "run_id": run_id, "table": table, "status": status, "trigger": "nightly", "started_at": at,
-        "duration_s": 300.0, "snapshot_before": 1, "snapshot_after": 2, "partitions_rewritten": 3,
-        "groups": 2,
-        "files_before": 120, "files_after": 12, "files_removed": 110, "files_added": 2,
-        "bytes_before": 96 * MiB, "bytes_after": 90 * MiB, "bytes_rewritten": 80 * MiB,
-        "rows_rewritten": 1_000_000, "verification": verification, "findings": json.dumps(findings or []),
-        "error": None,
-    }
-    return {**row, **extra}
-
-
-def arrow(metrics: list[dict], runs: list[dict]) -> tuple[pa.Table, pa.Table]:
-    return (pa.Table.from_pylist(metrics, schema=arrow_schema(METRICS_FIELDS)),
-            pa.Table.from_pylist(runs, schema=arrow_schema(RUNS_FIELDS)))
-
-
-def spec(table: str, probes: list[dict] | None = None, owner: str = "Sales Data", **extra):
-    probes = probes if probes is not None else [{"name": "p1", "where": "k = 1"}]
-    return parse_spec({"table": table, "owner": {"name": owner, "email": "sales-data@example.com"},
-                       "probes": probes, **extra})
-
-
-def clustered(table: str, key: str, partition: str, run_id: str, phase: str, at: datetime, depths: list[int]) -> dict:
-    """One clustering_metrics row: a partition whose files have these overlap depths."""
-    histogram: dict[str, int] = {}
-    for d in depths:
-        histogram[str(d)] = histogram.get(str(d), 0) + 1
-    return {"run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at, "sort_key": key,
-            "partition_path": partition, "files": len(depths), "files_unbounded": 0, "constant_files": 0,
-            "average_overlaps": sum(d - 1 for d in depths) / len(depths), "average_depth": sum(depths) / len(depths),
-            "max_depth": max(depths), "depth_histogram": json.dumps(histogram), "rows": 1000, "bytes": 4 * MiB}
-
-
-def render(tmp_path: Path, metrics: list[dict], runs: list[dict], specs=(), out: str = "out",
-           clustering: list[dict] | None = None) -> Path:
-    table = pa.Table.from_pylist(clustering, schema=arrow_schema(CLUSTERING_FIELDS)) if clustering else None
-    return render_reports(tmp_path / out, *arrow(metrics, runs), specs, clustering=table, generated_at=GENERATED)
-
-
-def page(index: Path, table: str) -> str:
-    return (index.parent / "tables" / table_page_name(table)).read_text(encoding="utf-8")
-
-
-def parse(html: str) -> ET.Element:
-    """The page as XML (the report writes well-formed XHTML-compatible HTML5)."""
-    assert html.startswith("<!DOCTYPE html>\n")
-    return ET.fromstring(html.removeprefix("<!DOCTYPE html>\n"))
-
-
-def text(element: ET.Element) -> str:
-    return " ".join("".join(element.itertext()).split())
-
-
-def table_rows(html: str, klass: str) -> list[list[str]]:
-    """Body rows of the <table class=klass> as cell texts."""
-    tables = [t for t in parse(html).iter("table") if t.get("class") == klass]
-    assert len(tables) == 1, f"expected one table.{klass}"
-    return [[text(td) for td in tr] for tr in tables[0].find("tbody")]
-
-
-def row_of(rows: list[list[str]], first: str) -> list[str]:
-    found = [r for r in rows if r[0] == first]
-    assert len(found) == 1, f"no single row {first!r} in {rows}"
-    return found[0]
-
-
-class _Balance(HTMLParser):
-    """Checks with the HTML parser too that every non-void element is closed in order."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[str] = []
-        self.svg_count = 0
-
-    def handle_starttag(self, tag, attrs):
-        self.svg_count += tag == "svg"
-        if tag not in VOID:
-            self.stack.append(tag)
-
-    def handle_startendtag(self, tag, attrs):
-        self.svg_count += tag == "svg"
-
-    def handle_endtag(self, tag):
-        open_tag = self.stack[-1] if self.stack else None
-        assert open_tag == tag, f"</{tag}> closes <{open_tag}>"
-        self.stack.pop()
-
-
-# --- fixtures ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def history():
-    """Table sales.orders: two probes over three nightly runs plus an on-demand measurement, a failed
-    compaction with only a `before`, and a failed verification in run n2."""
-    t = "sales.orders"
-    metrics = [
-        metric(t, "p1", "before", "n1", T0, 40 * MiB),
-        metric(t, "p1", "after", "n1", T0 + timedelta(minutes=20), 20 * MiB),
-        metric(t, "p1", "before", "n2", T0 + timedelta(days=1), 24 * MiB),
-        metric(t, "p1", "after", "n2", T0 + timedelta(days=1, minutes=20), 3 * MiB, ideal=MiB,
-               efficiency=1 / 3, files_selected=2),
-        metric(t, "p1", "on-demand", "adhoc", T0 + timedelta(days=2), 4 * MiB),
-        # run n3 failed: a `before` without an `after`, newer than n2: n2 stays the before/after pair
-        metric(t, "p1", "before", "n3", T0 + timedelta(days=3), 5 * MiB),
-        metric(t, "p2", "before", "n2", T0 + timedelta(days=1), 8 * MiB, efficiency=0.25, columns="k,v"),
-        metric(t, "p2", "after", "n2", T0 + timedelta(days=1, minutes=20), 10 * MiB, efficiency=0.2,
-               columns="k,v"),
-    ]
-    findings = [
-        {"rule": "boundary-order", "severity": "warning", "path": "s3://lake/b.parquet", "row_group": 1,
-         "column": "k", "observed": "UNORDERED", "intended": "ASCENDING",
-         "diagnosis": "pages not sorted by k"},
-        {"rule": "column-index", "severity": "error", "path": "s3://lake/a.parquet", "row_group": 0,
-         "column": "comment", "observed": "absent", "intended": "present",
-         "diagnosis": "column index dropped for comment; set column_index_truncate_length"},
-    ]
-    runs = [
-        run(t, "n1", T0, duration_s=65.0, bytes_rewritten=int(1.5 * 1024 * MiB)),
-        run(t, "n2", T0 + timedelta(days=1), duration_s=725.0, bytes_rewritten=12 * MiB, files_before=12,
-            files_after=4, bytes_before=90 * MiB, bytes_after=88 * MiB),
-        run(t, "n3", T0 + timedelta(days=3), status="failed", verification="failed", findings=findings,
-            duration_s=7384.0, bytes_rewritten=0, error="verification failed: 1 layout error(s)"),
-    ]
-    specs = [spec(t, [{"name": "p1", "where": "k = 1"},
-                      {"name": "p2", "where": "k > 5", "columns": ["k", "v"]}])]
-    return metrics, runs, specs
-
-
-# --- formatting and ticks -------------------------------------------------------------------------------
-
-
-def test_formats():
-    assert [format_size(n) for n in (0, 1023, 1024, 1536, 12 * MiB + MiB // 3, 300 * MiB, 5 << 40)] == [
-        "0 B", "1023 B", "1.00 KiB", "1.50 KiB", "12.3 MiB", "300 MiB", "5.00 TiB"]
-    assert format_size(None) == format_size(float("nan")) == "\u2013"
-    assert [format_duration(s) for s in (0.84, 42.4, 725, 7384)] == [
-        "0.8 s", "42 s", "12 min 05 s", "2 h 03 min"]
-    assert [format_percent(f) for f in (0.875, 0.045, 1.0)] == ["88%", "4.5%", "100%"]
-    assert byte_unit(3 * MiB) == MiB and byte_unit(100) == 1
-    assert nice_ticks(37) == [0, 10, 20, 30, 40]
-    assert nice_ticks(3 * MiB, unit=MiB) == [0, MiB, 2 * MiB, 3 * MiB]
-
 
 # --- pages ----------------------------------------------------------------------------------------------
 
@@ -320,7 +149,7 @@ def test_pages_are_wellformed_offline_and_have_svg_plots(tmp_path, history):
         root = parse(html)  # the whole page is well-formed XML
         assert root.tag == "html" and root.get("lang") == "en"
         assert root.find("head/meta").get("charset") == "utf-8"
-        checker = _Balance()
+        checker = Balance()
         checker.feed(html)
         checker.close()
         assert checker.stack == []
@@ -370,16 +199,6 @@ def test_empty_states(tmp_path):
     empty = render_reports(tmp_path / "empty", *arrow([], []), [], generated_at=GENERATED)
     assert "No tables yet" in empty.read_text(encoding="utf-8")
     assert list((tmp_path / "empty" / "tables").iterdir()) == []
-
-
-def maintained(table: str, run_id: str, at: datetime, *, status: str = "done", before: int, after: int,
-               live: int, **extra) -> dict:
-    """One maintenance_runs row."""
-    row = MaintenanceRecord(run_id=run_id, table=table, status=status, trigger="nightly", started_at=at,
-                            duration_s=60.0, snapshots_before=9, snapshots_expired=4, snapshots_after=5,
-                            data_files=3, data_bytes=before - after, files_before=40, files_after=37,
-                            bytes_before=before, bytes_after=after, live_bytes=live)
-    return {**dataclasses.asdict(row), **extra}
 
 
 def test_storage_over_time_from_the_maintenance_runs(tmp_path):
@@ -540,7 +359,7 @@ def test_a_nothing_to_do_run_keeps_the_last_verification(tmp_path):
         "nothing-to-do 2025-03-03 02:00 UTC", "passed"]
 
 
-# --- report v2: efficiency, engine check, clustering health, findings, axes -------------------------------
+# --- report v2: efficiency, engine check, clustering health, findings ------------------------------------
 
 
 def test_findings_are_grouped_errors_first_with_counts_and_examples():
@@ -619,63 +438,3 @@ def test_page_shows_engine_check_clustering_and_grouped_findings(tmp_path):
     # both probes' clustered bytes are an eighth of what they read after (12.5%, rounded half to even)
     assert row[1] == "12%" and '<svg class="spark"' in index
     assert "No layout advice yet" in html and TableView("a.t", None, (), ()).advice is None
-
-
-def test_time_axis_labels_never_overlap_and_stay_on_the_axis():
-    """Any span and number of points, any room: the labels fit side by side, GAP apart, inside the axis."""
-    for room in (60, 120, 200, 340, 900):
-        for span in (0, 60, 3600, 86_400, 2 * 86_400, 400 * 86_400):
-            labels = time_ticks(1_700_000_000, 1_700_000_000 + span, room)
-            assert labels, (room, span)
-            boxes = [_box(label) for label in labels]
-            assert all(b[0] - a[1] >= GAP for a, b in itertools.pairwise(boxes)), (room, span, labels)
-            assert len(labels) == 1 or (boxes[0][0] >= 0 and boxes[-1][1] <= room + 1e-9), (room, span, labels)
-    assert len(time_ticks(0, 86_400 * 365, 900)) > len(time_ticks(0, 86_400 * 365, 200)) >= 2
-
-
-def test_a_line_of_many_points_keeps_its_labels_apart():
-    """300 points over a year in a small multiple: a few labels, none overlapping, one dot (the last)."""
-    points = [(T0.timestamp() + i * 86_400 * 1.2, float(i % 17)) for i in range(300)]
-    svg = ET.fromstring(str(line_chart([Series("a series with a long name", points), Series("b", points[:3])],
-                                       title="t", y_format=lambda v: f"{v:g}")))
-    labels = [(float(e.get("x")), e.text, e.get("text-anchor") or "start") for e in svg.iter("text")
-              if e.get("fill") == "#555555"]
-    assert 2 <= len(labels) <= 12
-    assert len(list(svg.iter("circle"))) == 1 + 3
-
-
-def _text_boxes(svg: ET.Element) -> list[tuple[tuple[float, float, float, float], str]]:
-    """Each text's box as laid out with the widths the charts use (DejaVu Sans' advances) and its 11 px
-    line (ascent 0.93 em above the baseline, descent 0.24 em below)."""
-    boxes = []
-    for e in svg.iter("text"):
-        label = "".join(e.itertext()) if e.find("title") is None else (e.find("title").tail or "")
-        x, y, w = float(e.get("x")), float(e.get("y")), text_width(label)
-        left = {"start": x, "middle": x - w / 2, "end": x - w}[e.get("text-anchor") or "start"]
-        boxes.append(((left, y - 10.2, left + w, y + 2.6), label))
-    return boxes
-
-
-@settings(max_examples=60, deadline=None)
-# A long category label in the narrowest chart once pushed a bar's value label past the right edge.
-@example(n=2, days=0.0, width=200, height=120, top=3.0, names=["_" * 22])
-@given(n=st.integers(1, 400), days=st.floats(0, 800), width=st.integers(200, 700), height=st.integers(120, 300),
-       top=st.floats(0, 1e13), names=st.lists(st.text("abcdefghij_ ", min_size=1, max_size=40), min_size=1,
-                                               max_size=4))
-def test_no_two_chart_texts_overlap_for_any_data(n, days, width, height, top, names):
-    """Line and bar charts of any size, span, number of points and series: no two texts' boxes overlap and
-    every text lies within the chart (the browser checks the same with its own font, test_report_render)."""
-    start = T0.timestamp()
-    series = [Series(name, [(start + days * 86_400 * i / max(n - 1, 1), top * ((i * 7 + k) % 11) / 10)
-                            for i in range(n)]) for k, name in enumerate(names)]
-    charts = [line_chart(series, title="t", y_format=format_size, width=width, height=height),
-              bar_chart([f"{name} {i}" for i in range(min(n, 20)) for name in names[:1]],
-                        [(name, [top * ((i * 3 + k) % 5) / 4 for i in range(min(n, 20))]) for k, name in
-                         enumerate(names)], title="t", y_format=format_size, width=width)]
-    for chart in charts:
-        svg = ET.fromstring(str(chart))
-        boxes = _text_boxes(svg)
-        for (a, text_a), (b, text_b) in itertools.combinations(boxes, 2):
-            assert min(a[2], b[2]) <= max(a[0], b[0]) or min(a[3], b[3]) <= max(a[1], b[1]), (text_a, text_b)
-        w, h = float(svg.get("width")), float(svg.get("height"))
-        assert all(b[0] >= -0.5 and b[2] <= w + 0.5 and b[1] >= -0.5 and b[3] <= h + 0.5 for b, _ in boxes)

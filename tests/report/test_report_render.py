@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_report import T0, MiB, clustered, metric, render, run, spec
+from report_rows import T0, MiB, clustered, metric, render, run, spec
 
 from layout.report.charts import PALETTE
 from layout.report.render import table_page_name
