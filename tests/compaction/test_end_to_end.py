@@ -196,4 +196,3 @@ def test_compacted_files_read_as_one_sorted_stream(e2e, e2e_table):
     # stream order and the rows as a multiset.
     assert merged.select(keys).equals(expected.select(keys).combine_chunks())
     assert by_every_column(merged).equals(by_every_column(scanned)), "the same rows, none lost or repeated"
-

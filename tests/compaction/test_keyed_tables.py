@@ -77,4 +77,3 @@ def test_keyed_table_keeps_one_row_per_key(demo_home, in_process_job, merge, pic
         assert (survivors[0], survivors[21], survivors[22], survivors[57]) == ("b-0", "b-21", "c-22", "a-57")
     else:
         assert (survivors[0], survivors[21], survivors[22], survivors[57]) == ("a-0", "c-21", "a-22", "d-57")
-

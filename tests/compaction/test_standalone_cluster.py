@@ -121,4 +121,3 @@ def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster, tmp_p
     per_job = _executors_per_job(events)
     assert set().union(*per_job.values()) - {"driver"} == {"0", "1"}, per_job
     assert any(len(ids) == 2 for ids in per_job.values()), f"no job ran tasks on both workers: {per_job}"
-
