@@ -180,6 +180,27 @@ def test_payload_models_refuse_unknown_fields():
         runs.PlannedTable(table="t", owner=NIGHT, status="nothing-to-do", summary="s").prepared()
 
 
+def test_a_run_record_checks_its_literals_and_a_step_names_its_outcome():
+    """The row of lakesort.compaction_runs is a frozen model in the store's column order: a status, trigger or
+    verification it does not know is refused where the row is made (a step) or read back (the report); the
+    outcome a step records names fields of the row only."""
+    from pydantic import ValidationError
+
+    from layout.metrics.runs import RunOutcome, RunRecord
+    from layout.metrics.store import RUNS_FIELDS
+
+    row = {"run_id": "r", "table": "t.events", "status": "committed", "trigger": "nightly",
+           "started_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "duration_s": 1.0}
+    assert RunRecord(**row).verification == "skipped"
+    for field, bad in (("status", "done"), ("trigger", "weekly"), ("verification", "ok")):
+        with pytest.raises(ValidationError, match=field):
+            RunRecord(**{**row, "verification": "passed", field: bad})
+    with pytest.raises(ValidationError, match="file_added"):
+        RunOutcome(status="committed", file_added=1)
+    assert list(RunRecord.model_fields) == [name for name, _, _ in RUNS_FIELDS]
+    assert set(RunOutcome.model_fields) < set(RunRecord.model_fields)
+
+
 # ---- one Spark job description for `lakesort compact` and the DAGs --------------------------------------
 
 
