@@ -45,10 +45,10 @@ from layout.registry import find_spec, registered_specs, table_names
 from layout.upkeep.lease import LeaseOwner, acquire_lease, release_lease
 from layout.upkeep.maintain import maintain_table as _maintain
 
-__all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "SpecChanged", "TableMeasurement",
-           "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table", "maintain_table",
-           "measure_current", "measure_table", "nightly_requests", "prepare_table", "spark_jobs", "to_compact",
-           "verify_table"]
+__all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "SpecChanged",
+           "TableMeasurement", "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table",
+           "maintain_table", "measure_current", "measure_table", "nightly_requests", "prepare_table", "spark_jobs",
+           "to_compact", "verify_table"]
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,8 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | 
             release_lease(table, owner)
             return planned.model_copy(update={"status": "dry-run", "jobs": (), "plan": view})
         if prepared.nothing_to_do:
-            steps.record(prepared, RunOutcome(status="nothing-to-do"))  # prepare logged "<table>: nothing to do (N partition(s) checked)"
+            # prepare logged "<table>: nothing to do (N partition(s) checked)"
+            steps.record(prepared, RunOutcome(status="nothing-to-do"))
             release_lease(table, owner)
             return planned.model_copy(update={"status": "nothing-to-do"})
         return planned
