@@ -452,8 +452,10 @@ def _failure_recorded(prepared: PreparedRun, step: str, *, remove_staged: bool =
             report = getattr(error, "report", None)
             findings = _findings_json(report.findings) if report is not None else "[]"
             log.error("%s run %s: %s failed: %s", prepared.table, prepared.run_id, step, error)
+            # A spec changed since the plan refuses the run before anything was verified.
+            checked = step == "verify" and not isinstance(error, SpecChanged)
             record(prepared, RunOutcome(status="failed", error=f"{step}: {error}"[:4000], findings=findings,
-                                        verification="failed" if step == "verify" else "skipped"))
+                                        verification="failed" if checked else "skipped"))
         raise
 
 

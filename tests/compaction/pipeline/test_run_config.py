@@ -76,7 +76,7 @@ def test_verify_refuses_a_spec_changed_since_the_plan(events, registry, iceberg_
     assert isinstance(refused.value, ConfigError)  # the CLI's exit status 2
     assert not orphan.exists()  # the run is over: its staged files are gone
     (record,) = read_runs(iceberg_catalog, "t.events").to_pylist()
-    assert (record["status"], record["verification"]) == ("failed", "failed")
+    assert (record["status"], record["verification"]) == ("failed", "skipped")  # refused before verifying
     assert record["error"] == f"verify: {message}"
 
 
