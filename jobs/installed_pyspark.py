@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable  # no cost: importlib.metadata imports it anyway
 from importlib import metadata
 from importlib.machinery import PathFinder
 
@@ -42,7 +43,8 @@ def prefer_installed() -> list[str]:
     return dropped
 
 
-def spark_zips_to_drop(path: list[str], installed) -> list[str]:
+def spark_zips_to_drop(path: list[str],
+                       installed: Callable[[str, list[str]], tuple[str, str] | None]) -> list[str]:
     """The entries of `path` that are Spark's zips of pyspark or py4j with the same code installed as a package:
     pyspark.zip under the installed pyspark's own directory (so $SPARK_HOME is that package), and py4j's
     `py4j-<version>-src.zip` where the installed py4j has that version. `installed(name, rest)` gives the
