@@ -1,9 +1,10 @@
 """lakesort_backfill: compact chosen partitions of one table on demand, e.g. after a backfill rewrote them.
 
-Manual only. Params: `table` (a registered table), `partitions` (paths such as `l_shipdate_month=1995-03`)
-or a date range `from`/`to` (the partitions holding those days), `force` (rewrite even if compacted),
-`dry_run` (plan only: the plan goes to the `prepare` task's log and XCom). Neither partitions nor dates:
-every partition. Then the same steps as lakesort_nightly.
+Manual only. Params: `table` (a registered table: the first task, `check_request`, reads its spec from the
+registry and refuses a table that has none, listing those that do), `partitions` (paths such as
+`l_shipdate_month=1995-03`) or a date range `from`/`to` (the partitions holding those days), `force`
+(rewrite even if compacted), `dry_run` (plan only: the plan goes to the `prepare` task's log and XCom).
+Neither partitions nor dates: every partition. Then the same steps as lakesort_nightly.
 
     airflow dags trigger lakesort_backfill --conf '{"table": "demo.lineitem", "partitions": ["l_shipdate_month=1995-03"], "force": true}'
 """
@@ -13,16 +14,17 @@ from __future__ import annotations
 import lakesort_common as common
 from airflow.sdk import Param, dag, task
 
-_TABLES = common.registered_tables()
+# Iceberg's namespace.name (the spec's `table`): checked when the run is triggered; whether the registry holds
+# it, by the first task (the DAG file reads no spec when it is parsed).
+_TABLE = r"^[^.\s]+(\.[^.\s]+)+$"
 
 
 @dag(
     dag_id="lakesort_backfill", schedule=None, start_date=common.START_DATE, catchup=False, max_active_runs=1,
     tags=common.TAGS, doc_md=__doc__,
     params={
-        "table": Param(_TABLES[0] if len(_TABLES) == 1 else None, type="string", title="Table",
-                       description="A registered table (dags/tables/*.yaml), as namespace.name",
-                       **({"enum": _TABLES} if _TABLES else {})),
+        "table": Param(None, type="string", pattern=_TABLE, title="Table",
+                       description="A registered table (dags/tables/*.yaml), as namespace.name"),
         "partitions": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
                             title="Partitions",
                             description="Partition paths, e.g. l_shipdate_month=1995-03; empty: a date range or all"),

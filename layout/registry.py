@@ -3,25 +3,21 @@
 `dags/tables/*.yaml` by default ($LAKESORT_TABLES_DIR): the CLI, the DAGs, verification, measuring and
 the reports all find a table's spec here, so a table is configured in exactly one place.
 
-A run looks its table up once, at its start, and carries the spec (`layout.compaction.pipeline.config`).
-`table_names` lists the registered tables cheaply, from each file's `table` key: the DAG files call it when
-Airflow parses them, so importing this module imports no more than the settings do (`layout.spec`, which
-parses probes with sqlglot and sorts with pyiceberg, is imported only when a spec is read).
+A run looks its table up once, at its start, and carries the spec (`layout.compaction.pipeline.config`):
+`find_spec` for one table, `registered_specs` for all of them at once (the nightly DAG's first task);
+`table_names` lists the registered tables cheaply, from each file's `table` key alone.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from layout.errors import ConfigError, LakesortError
 from layout.settings import settings
-
-if TYPE_CHECKING:
-    from layout.spec import TableSpec
+from layout.spec import TableSpec, load_spec
 
 __all__ = ["find_spec", "registered_specs", "spec_files", "table_names"]
 
@@ -61,8 +57,6 @@ def table_names(tables_dir: Path | None = None) -> list[str]:
 
 def _load(directory: Path) -> tuple[list[TableSpec], list[LakesortError]]:
     """Every file of the registry, each read once: the specs that load and the errors of those that do not."""
-    from layout.spec import load_spec
-
     specs: list[TableSpec] = []
     broken: list[LakesortError] = []
     for path in spec_files(directory):

@@ -1,7 +1,7 @@
 """The DAG files parse as the DAG processor parses them: no import errors, the expected DAGs, schedules,
 params and task structure; cheaply: in a fresh interpreter, parsing them imports no heavy module (pyspark,
-pyarrow, pyiceberg, great_expectations, ...), of `layout` only the light modules that hold the settings
-and list the registry's tables, and no package beyond an allowed few. How long parsing takes is measured by
+pyarrow, pyiceberg, great_expectations, ...), of `layout` only the light modules that hold the settings,
+and no package beyond an allowed few. How long parsing takes is measured by
 tests/benchmarks/bench_dag_parse.py, not asserted here."""
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ COMPACTION_TASKS = {"prepare", "planned", "spark_jobs", "compact", "table.verify
 # them inside its task functions): none may be in sys.modules after a parse, whoever imported it.
 HEAVY = ("pyspark", "pyarrow", "pyiceberg", "great_expectations", "pandas", "numpy", "polars",
          "duckdb", "datafusion", "py4j", "sqlglot", "selenium")
-# The DAG files read their settings (cron, pool, retries, connection) and the registry's table names (the
-# backfill's `table` parameter, `layout.registry.table_names`) when parsed: exactly these modules of `layout`
-# may be imported then; they import only the standard library, pydantic (see LIGHT_DEPENDENCIES) and PyYAML,
-# which Airflow imports itself. Never `layout.spec` (sqlglot, pyiceberg): the registry reads specs in tasks.
-LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes", "layout.registry"}
+# The DAG files read their settings (cron, pool, retries, connection) when parsed: exactly these modules of
+# `layout` may be imported then; they import only the standard library and pydantic (see LIGHT_DEPENDENCIES).
+# The registry (`layout.registry`, which reads the specs with `layout.spec`) only inside the tasks.
+LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes"}
 LIGHT_DEPENDENCIES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}
 # The only top-level packages, besides the standard library, that parsing the DAG files may add to what
 # Airflow's own DAG parsing imports (a parse of an empty folder), besides the modules of dags/ themselves:
@@ -73,11 +72,12 @@ def test_backfill_params_schema(dagbag):
     params = dagbag.dags["lakesort_backfill"].params
     assert set(params.keys()) == {"table", "partitions", "from", "to", "force", "dry_run"}
     schema = {k: params.get_param(k).schema for k in params}
-    assert schema["table"]["type"] == "string" and schema["table"]["enum"] == ["demo.lineitem"]
+    # No list of the registry's tables: parsing reads no spec; the first task checks the table is registered.
+    assert schema["table"]["type"] == "string" and "enum" not in schema["table"]
     assert schema["partitions"]["type"] == "array" and schema["partitions"]["items"]["type"] == "string"
     assert schema["from"]["format"] == schema["to"]["format"] == "date"
     assert schema["force"]["type"] == schema["dry_run"]["type"] == "boolean"
-    assert params.dump() == {"table": "demo.lineitem", "partitions": [], "from": None, "to": None,
+    assert params.dump() == {"table": None, "partitions": [], "from": None, "to": None,
                              "force": False, "dry_run": False}
 
     def resolved(conf):  # what triggering with --conf does: the params updated, then validated
@@ -85,9 +85,11 @@ def test_backfill_params_schema(dagbag):
         merged.update(conf)
         return merged.validate()
 
-    assert resolved({"partitions": ["l_shipdate_month=1995-03"], "force": True})["force"] is True
-    for bad in ({"table": "demo.nope"}, {"partitions": "l_shipdate_month=1995-03"}, {"force": "yes"},
-                {"from": "03/01/1995"}, {"partitions": ["a=1", "a=1"]}):
+    good = {"table": "demo.lineitem"}
+    assert resolved({**good, "partitions": ["l_shipdate_month=1995-03"], "force": True})["force"] is True
+    assert resolved({"table": "demo.nope"})["table"] == "demo.nope"  # well formed: check_request refuses it
+    for bad in ({}, {"table": "lineitem"}, {"table": "demo. lineitem"}, {**good, "partitions": "l_shipdate_month=1995-03"},
+                {**good, "force": "yes"}, {**good, "from": "03/01/1995"}, {**good, "partitions": ["a=1", "a=1"]}):
         with pytest.raises(ParamValidationError):
             resolved(bad)
 
@@ -205,4 +207,5 @@ def test_fresh_parse_is_light_and_configurable(tmp_path):
     assert (result["cron"], result["conn_id"], result["pool"], result["retries"]) == (
         "30 3 * * *", "spark_yarn", "lakesort_big", 5)
     # The DAGs' default registry, applied as the variable's default so that the tasks' `layout` sees it too.
-    assert result["tables_dir"] == str(DAGS / "tables") and result["tables"] == ["demo.lineitem"]
+    assert result["tables_dir"] == str(DAGS / "tables")
+    assert result["tables"] is None  # no table listed at parse time: the tasks read the registry
