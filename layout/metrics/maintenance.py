@@ -14,8 +14,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-__all__ = ["MaintenanceRecord", "read_maintenance", "record_maintenance"]
+__all__ = ["MaintenanceRecord", "MaintenanceTrigger", "read_maintenance", "record_maintenance"]
 
+
+# What started a maintenance run: the nightly DAG or a person (`lakesort expire`); a backfill never maintains.
+MaintenanceTrigger = Literal["nightly", "manual"]
 
 @dataclass(frozen=True, slots=True)
 class MaintenanceRecord:
@@ -24,7 +27,7 @@ class MaintenanceRecord:
     run_id: str
     table: str
     status: Literal["done", "dry-run", "failed"]
-    trigger: Literal["nightly", "manual"]
+    trigger: MaintenanceTrigger
     started_at: dt.datetime
     duration_s: float | None  # None: read back from a row without one
     snapshot_id: int | None = None

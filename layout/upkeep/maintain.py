@@ -13,12 +13,11 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from typing import Literal
 
 from layout.catalog import load_catalog, load_table
 from layout.errors import UsageError
 from layout.maintenance import MaintenanceResult, maintain
-from layout.metrics.maintenance import MaintenanceRecord, record_maintenance
+from layout.metrics.maintenance import MaintenanceRecord, MaintenanceTrigger, record_maintenance
 from layout.spec import TableSpec
 from layout.upkeep.lease import LeaseOwner, TableBusy, refuse_if_held, table_lease
 
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 
 # What started a maintenance run: the nightly DAG, or someone (`lakesort expire`). Not a compaction's
 # `layout.metrics.runs.Trigger`: there is no backfill of maintenance.
-MaintenanceTrigger = Literal["nightly", "manual"]
 
 
 def maintain_table(table: str, *, owner: LeaseOwner, spec: TableSpec, dry_run: bool = False,

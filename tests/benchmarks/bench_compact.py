@@ -415,12 +415,12 @@ def run_compact(spec, conf: dict[str, str], master: str, work: Path, timers: Tim
             "memory": memory, "work": work}
 
 
-def run_measure(spec, work: Path) -> float:
+def run_measure(work: Path) -> float:
     from layout.compaction.pipeline.steps import PreparedRun, measure
 
     prepared = PreparedRun.load(work)
     t0 = time.perf_counter()
-    outcome = measure(prepared, spec=spec)
+    outcome = measure(prepared)  # the run's own spec, carried in run.json
     seconds = time.perf_counter() - t0
     print(f"  measuring: {outcome.probes} probes before and after in {seconds:.1f}s; owners' probes read "
           f"{mib(outcome.bytes_selected_before or 0)} -> {mib(outcome.bytes_selected_after or 0)}")
@@ -464,7 +464,7 @@ def run_case(case: Case, home: Path, args, conf: dict[str, str], timers: Timers)
     print(f"  lakesort compact: {run['seconds']:.1f}s ({r.files_before} -> {r.files_after} files, "
           f"{len(run['plan'].groups)} groups, {r.rows:,} rows); peak {run['memory'].text()}")
     print_breakdown(run)
-    measured = run_measure(spec, run["work"])
+    measured = run_measure(run["work"])
     duck = run_duckdb(inputs, home / f"duckdb-{case.name}") if args.duckdb else None
     if duck:
         print(f"  DuckDB COPY ... ORDER BY: {duck['seconds']:.1f}s ({duck['threads']} threads)")
