@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    PlainSerializer,
     PlainValidator,
     PrivateAttr,
     ValidationInfo,
@@ -183,6 +184,8 @@ class VerifySpec(Frozen):
     column_index_columns: Annotated[
         Literal["all"] | tuple[str, ...],
         PlainValidator(_columns_or_all),
+        # Dumped as it reads back: pydantic's own serializer of this union warned on every dump of a list.
+        PlainSerializer(lambda value: value if value == "all" else list(value)),
         WithJsonSchema({"anyOf": [{"const": "all"}, {"type": "array", "items": _column_schema()}]}),
     ] = Field("all", description="'all' (default), or the list of columns that must carry a column index.")
     boundary_order: dict[NonEmpty, BoundaryOrder] | None = Field(
