@@ -1,8 +1,8 @@
 """lakesort_backfill: compact chosen partitions of one table on demand, e.g. after a backfill rewrote them.
 
-Manual only. Params: `table` (a registered table: the first task, `check_request`, reads its spec from the
-registry and refuses a table that has none, listing those that do), `partitions` (paths such as
-`l_shipdate_month=1995-03`) or a date range `from`/`to` (the partitions holding those days), `force`
+Manual only. Params: `table` (a registered table, picked from those the registry names when the DAG is
+parsed; the first task, `check_request`, reads its spec and refuses a table that has none), `partitions`
+(paths such as `l_shipdate_month=1995-03`) or a date range `from`/`to` (the partitions holding those days), `force`
 (rewrite even if compacted), `dry_run` (plan only: the plan goes to the `prepare` task's log and XCom).
 Neither partitions nor dates: every partition. Then the same steps as lakesort_nightly.
 
@@ -14,17 +14,19 @@ from __future__ import annotations
 import lakesort_common as common
 from airflow.sdk import Param, dag, task
 
-# Iceberg's namespace.name (the spec's `table`): checked when the run is triggered; whether the registry holds
-# it, by the first task (the DAG file reads no spec when it is parsed).
+# Iceberg's namespace.name (the spec's `table`): checked when the run is triggered, with the registry's tables
+# as the choices (their names only: parsing validates no spec); whether its spec is valid, by the first task.
 _TABLE = r"^[^.\s]+(\.[^.\s]+)+$"
+_TABLES = common.registered_tables()
 
 
 @dag(
     dag_id="lakesort_backfill", schedule=None, start_date=common.START_DATE, catchup=False, max_active_runs=1,
     tags=common.TAGS, doc_md=__doc__,
     params={
-        "table": Param(None, type="string", pattern=_TABLE, title="Table",
-                       description="A registered table (dags/tables/*.yaml), as namespace.name"),
+        "table": Param(_TABLES[0] if len(_TABLES) == 1 else None, type="string", pattern=_TABLE, title="Table",
+                       description="A registered table (dags/tables/*.yaml), as namespace.name",
+                       **({"enum": _TABLES} if _TABLES else {})),
         "partitions": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
                             title="Partitions",
                             description="Partition paths, e.g. l_shipdate_month=1995-03; empty: a date range or all"),

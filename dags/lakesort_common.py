@@ -7,8 +7,8 @@
 A table's failure stops only its own tasks. Spark jobs are mapped outside the per-table group (Airflow 3.3
 cannot map over an upstream's output inside a mapped group). XCom payloads: `runs` models as JSON; the
 table's spec is read from the registry (`layout.registry`) by the first task and travels in them. Parse
-time imports only airflow and `layout.settings`, and reads no table spec; the rest is imported inside the
-tasks.
+time imports only airflow, `layout.settings` and `layout.registered` (the registered tables' names, for the
+backfill DAG's choice of table), and validates no table spec; the rest is imported inside the tasks.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, AssetAlias, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from layout.registered import table_names
 from layout.settings import settings
 
 log = logging.getLogger("lakesort.dags")
@@ -42,9 +43,9 @@ _LABEL = "{{ lakesort_table }}"  # mapped tasks are labelled with their table in
 
 
 def registered_tables() -> list[str]:
-    """The registry's table ids (`layout.registry.table_names`), for a task: a broken spec is listed or
-    skipped here, and reported by the task that reads it."""
-    from layout.registry import table_names
+    """The registry's table ids, cheaply (`layout.registered`: each file's `table` key, nothing validated), also
+    when Airflow parses the DAG files: a broken spec is listed or skipped here, and reported by the task that
+    reads it."""
     return table_names(tables_dir())
 
 

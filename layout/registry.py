@@ -5,7 +5,8 @@ the reports all find a table's spec here, so a table is configured in exactly on
 
 A run looks its table up once, at its start, and carries the spec (`layout.compaction.pipeline.config`):
 `find_spec` for one table, `registered_specs` for all of them at once (the nightly DAG's first task);
-`table_names` lists the registered tables cheaply, from each file's `table` key alone.
+`table_names` lists the registered tables cheaply, from each file's `table` key alone
+(`layout.registered`, light enough for the DAG files to call when Airflow parses them).
 """
 
 from __future__ import annotations
@@ -13,46 +14,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import yaml
-
 from layout.errors import ConfigError, LakesortError
+from layout.registered import spec_files, table_names
 from layout.settings import settings
 from layout.spec import TableSpec, load_spec
 
 __all__ = ["find_spec", "registered_specs", "spec_files", "table_names"]
 
 log = logging.getLogger(__name__)
-
-
-def spec_files(tables_dir: Path | None = None) -> list[Path]:
-    """The registry's YAML files, sorted; ConfigError when the directory is missing."""
-    directory = tables_dir or settings().tables_dir
-    if not directory.is_dir():
-        raise ConfigError(f"no table specs: {directory} is not a directory (pass --spec, or set LAKESORT_TABLES_DIR)")
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def table_names(tables_dir: Path | None = None) -> list[str]:
-    """The registered table ids, sorted, from each file's `table` key alone (nothing is validated: a broken
-    spec is reported by whatever reads it). No directory, or a file that is no YAML mapping with a `table`,
-    is logged and left out: listing never fails."""
-    try:
-        files = spec_files(tables_dir)
-    except ConfigError as exc:
-        log.warning("%s", exc)
-        return []
-    tables = set()
-    for path in files:
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            log.warning("table spec %s unreadable: %s", path, exc)
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("table"), str):
-            tables.add(doc["table"])
-        else:
-            log.warning("table spec %s names no table (a `table: namespace.name` key)", path)
-    return sorted(tables)
 
 
 def _load(directory: Path) -> tuple[list[TableSpec], list[LakesortError]]:

@@ -25,8 +25,10 @@ HEAVY = ("pyspark", "pyarrow", "pyiceberg", "great_expectations", "pandas", "num
          "duckdb", "datafusion", "py4j", "sqlglot", "selenium")
 # The DAG files read their settings (cron, pool, retries, connection) when parsed: exactly these modules of
 # `layout` may be imported then; they import only the standard library and pydantic (see LIGHT_DEPENDENCIES).
-# The registry (`layout.registry`, which reads the specs with `layout.spec`) only inside the tasks.
-LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes"}
+# Of the registry, only the tables' names (`layout.registered`, PyYAML alone); reading and validating the specs
+# (`layout.registry`, with `layout.spec`) only inside the tasks.
+LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes",
+                   "layout.registered"}
 LIGHT_DEPENDENCIES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}
 # The only top-level packages, besides the standard library, that parsing the DAG files may add to what
 # Airflow's own DAG parsing imports (a parse of an empty folder), besides the modules of dags/ themselves:
@@ -72,12 +74,12 @@ def test_backfill_params_schema(dagbag):
     params = dagbag.dags["lakesort_backfill"].params
     assert set(params.keys()) == {"table", "partitions", "from", "to", "force", "dry_run"}
     schema = {k: params.get_param(k).schema for k in params}
-    # No list of the registry's tables: parsing reads no spec; the first task checks the table is registered.
-    assert schema["table"]["type"] == "string" and "enum" not in schema["table"]
+    # The registry's tables to choose from (their names only: parsing validates no spec).
+    assert schema["table"]["type"] == "string" and schema["table"]["enum"] == ["demo.lineitem"]
     assert schema["partitions"]["type"] == "array" and schema["partitions"]["items"]["type"] == "string"
     assert schema["from"]["format"] == schema["to"]["format"] == "date"
     assert schema["force"]["type"] == schema["dry_run"]["type"] == "boolean"
-    assert params.dump() == {"table": None, "partitions": [], "from": None, "to": None,
+    assert params.dump() == {"table": "demo.lineitem", "partitions": [], "from": None, "to": None,
                              "force": False, "dry_run": False}
 
     def resolved(conf):  # what triggering with --conf does: the params updated, then validated
@@ -87,8 +89,7 @@ def test_backfill_params_schema(dagbag):
 
     good = {"table": "demo.lineitem"}
     assert resolved({**good, "partitions": ["l_shipdate_month=1995-03"], "force": True})["force"] is True
-    assert resolved({"table": "demo.nope"})["table"] == "demo.nope"  # well formed: check_request refuses it
-    for bad in ({}, {"table": "lineitem"}, {"table": "demo. lineitem"}, {**good, "partitions": "l_shipdate_month=1995-03"},
+    for bad in ({"table": "demo.nope"}, {"table": "lineitem"}, {"table": "demo. lineitem"}, {**good, "partitions": "l_shipdate_month=1995-03"},
                 {**good, "force": "yes"}, {**good, "from": "03/01/1995"}, {**good, "partitions": ["a=1", "a=1"]}):
         with pytest.raises(ParamValidationError):
             resolved(bad)
@@ -208,4 +209,4 @@ def test_fresh_parse_is_light_and_configurable(tmp_path):
         "30 3 * * *", "spark_yarn", "lakesort_big", 5)
     # The DAGs' default registry, applied as the variable's default so that the tasks' `layout` sees it too.
     assert result["tables_dir"] == str(DAGS / "tables")
-    assert result["tables"] is None  # no table listed at parse time: the tasks read the registry
+    assert result["tables"] == ["demo.lineitem"]  # the names only: the tasks read and validate the specs
