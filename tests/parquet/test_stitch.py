@@ -3,7 +3,7 @@
 The oracle is not the stitcher's own view: pyarrow reads the stitched file and must see the pieces'
 rows in order, and for every row group and column our reader's page index and bloom filter of the
 stitched file must equal the piece's, with every page location pointing at the same page bytes.
-Spark-written pieces (parquet-mr, as the compaction job writes them) are covered in test_compaction.
+Spark-written pieces (parquet-mr, as the compaction job writes them) are covered in tests/jobs/test_write.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ code on the test session's Spark, the proof, the commit). Nothing is injected at
 writer runs on its own clock, and the oracle is pyiceberg's read of the whole table afterwards, compared with
 what the two writers' committed snapshots say must be there.
 
-(Deterministic injections of the same faults live in tests/compaction/test_compaction.py; cleanup racing committing
+(Deterministic injections of the same faults live in tests/compaction/pipeline/test_faults.py; cleanup racing committing
 processes in tests/upkeep/test_cleanup.py.)
 """
 
