@@ -244,11 +244,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except BrokenPipeError:  # `lakesort inspect ... | head`
         return EXIT_OK
-
-
-def __getattr__(name: str) -> object:
-    # `layout.cli._spec`, which tests/compaction/planning/test_admission.py imports: the spec lookup now in
-    # `layout.cli.args` (`table_spec`), loaded on first use as a command module is.
-    if name == "_spec":
-        return importlib.import_module("layout.cli.args").table_spec
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

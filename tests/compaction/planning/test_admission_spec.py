@@ -32,7 +32,8 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from layout.cli import EXIT_USAGE, _spec, build_parser, main
+from layout.cli import EXIT_USAGE, build_parser, main
+from layout.cli.args import table_spec
 from layout.compaction.planning.admission import check_table, table_problems
 from layout.errors import UsageError
 from layout.spec import load_spec, parse_spec
@@ -289,7 +290,7 @@ def test_cli_refuses_a_spec_for_another_table(command, other_spec, capsys):
 
 def test_cli_spec_for_the_named_table_is_used(other_spec):
     args = build_parser().parse_args(["plan-rewrite", "demo.a", "--spec", str(other_spec)])
-    assert _spec(args).table == "demo.a"
+    assert table_spec(args).table == "demo.a"
 
 
 def test_cli_compact_with_a_mismatched_spec_stops_before_any_spark_work(tmp_path, other_spec):
