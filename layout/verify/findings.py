@@ -82,6 +82,9 @@ class Intent:
     max_sorted_runs: int | None = None  # a table's partition may hold this many overlapping runs
     curve: str | None = None  # zorder or hilbert: the keys' clustering is reported, no order asserted
     curve_keys: tuple[SortKey, ...] = ()
+    # Whether a rule may read a column's values to explain a finding (why a column index is missing). The
+    # planner's adoption check (`layout.compaction.planning.adoption`) reads footers and page indexes only.
+    read_values: bool = True
 
     @classmethod
     def of(cls, spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None) -> Intent:

@@ -88,8 +88,12 @@ def check_page_index(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
         for what, has in (("column index", pf.has_column_index), ("offset index", pf.has_offset_index)):
             missing = [rg for rg in range(pf.num_row_groups) if not has(rg, name)]
             if missing:
-                why = _why_no_column_index(f, missing[0], name, intent) if what == "column index" \
-                    else _why_no_offset_index(pf)
+                if what == "offset index":
+                    why = _why_no_offset_index(pf)
+                elif intent.read_values:
+                    why = _why_no_column_index(f, missing[0], name, intent)
+                else:
+                    why = f"the writer ({pf.created_by or 'unknown'}) wrote none; `lakesort verify` on the file says why"
                 yield Finding("page_index", "error", pf.path, missing[0], name,
                               f"no {what} in {len(missing)} of {pf.num_row_groups} row group(s)",
                               f"a {what} in every row group", f"{what} missing for `{name}`: {why}")
