@@ -6,6 +6,12 @@ size) and that every input file is still live; one Iceberg snapshot removes exac
 the staged ones. Any failure before that leaves the table as it was and deletes the staged files
 (`layout.upkeep.cleanup.delete_staged`). pyiceberg's optimistic commit fails cleanly when another writer
 committed in between, and the commit retries at once on the new state while every input is still live.
+
+The snapshot's operation is `replace`, as Iceberg's own compaction (Java's `RewriteFiles`) commits, with the
+summary Java writes: readers of a table's changes skip a `replace` (Spark's streaming source, pyiceberg's
+`incremental_append_scan`), where an `overwrite` stops Spark's streaming source ("Cannot process overwrite
+snapshot"). Older lakesort committed `overwrite`; lakesort finds its own snapshots by `lakesort.run-id`, never
+by their operation, so tables holding such commits plan, verify and clean up the same.
 """
 
 from __future__ import annotations
@@ -26,7 +32,15 @@ from pyiceberg.manifest import (
     ManifestEntryStatus,
 )
 from pyiceberg.table import Table as IcebergTable
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import (
+    ADDED_RECORDS,
+    CHANGED_PARTITION_COUNT_PROP,
+    DELETED_RECORDS,
+    Operation,
+    SnapshotSummaryCollector,
+    Summary,
+    update_snapshot_summaries,
+)
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 
 from layout.catalog import RUN_ID, SPEC_HASH
@@ -221,7 +235,9 @@ def _one_shot(table: Table) -> Table:
 
 
 class _RewriteFiles:
-    """pyiceberg 0.12's overwrite, validated and retried as Iceberg's RewriteFiles is.
+    """pyiceberg 0.12's overwrite producer, committed, validated and retried as Iceberg's RewriteFiles is.
+
+    - Operation and summary: `replace`, with Java's summary (`_replace_summary`).
 
     - Validation: pyiceberg validates an overwrite at the table's isolation level, `serializable` by
       default, so any data file another writer added since the base snapshot fails it, and under a
@@ -238,6 +254,8 @@ class _RewriteFiles:
     def start(tx, table: Table, props: dict[str, str], scans: ManifestScans):
 
         class RewriteFiles(_OverwriteFiles):
+            _manifest_counts: dict[str, int]
+
             def _validate_concurrency(self) -> None:
                 """Never reached: pyiceberg's own retries are off (`_one_shot`); each attempt is built anew."""
 
@@ -253,11 +271,14 @@ class _RewriteFiles:
 
             def _existing_manifests(self):
                 out = []
+                replaced = 0
                 for manifest in self._head_manifests():
                     deleted, kept = scans.scan(manifest, self._io)
                     if not deleted:
                         out.append(manifest)
-                    elif kept:
+                        continue
+                    replaced += 1
+                    if kept:
                         with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:
                             for entry in kept:
                                 writer.add_entry(ManifestEntry.from_args(
@@ -265,7 +286,16 @@ class _RewriteFiles:
                                     sequence_number=entry.sequence_number,
                                     file_sequence_number=entry.file_sequence_number, data_file=entry.data_file))
                         out.append(writer.to_manifest_file())
+                self._manifest_counts = {"manifests-replaced": replaced}
                 return out
+
+            def _process_manifests(self, manifests):
+                created = sum(m.added_snapshot_id == self._snapshot_id for m in manifests)
+                self._manifest_counts.update({"manifests-created": created, "manifests-kept": len(manifests) - created})
+                return manifests
+
+            def _summary(self, snapshot_properties=None):
+                return _replace_summary(self, snapshot_properties or {}, ".".join(table.name()))
 
             def _deleted_entries(self):
                 entries = [
@@ -278,6 +308,48 @@ class _RewriteFiles:
                 self._validate_required_deletes(entries)
                 return entries
 
-        return RewriteFiles(operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=props)
+        return RewriteFiles(operation=OPERATION, transaction=tx, io=table.io, snapshot_properties=props)
+
+
+# The operation of lakesort's commits. Older lakesort wrote `overwrite` (tests set it back to build such a history).
+OPERATION = Operation.REPLACE
+
+
+def _replace_summary(producer, snapshot_properties: dict[str, str], table_name: str) -> Summary:
+    """The summary Java's `RewriteFiles` writes: files, records and bytes added and removed, the changed partitions
+    (per partition too, up to `write.summary.partition-limit`), the manifests created, kept and replaced, and the
+    table's totals carried over from the parent; then lakesort's own properties.
+
+    pyiceberg 0.12's `update_snapshot_summaries` refuses a `replace` ("Operation not implemented") though its
+    arithmetic of the totals is the same for every operation: the totals are computed as for an overwrite, and the
+    operation set after.
+    """
+
+    metadata = producer._transaction.table_metadata
+    schema, specs = metadata.schema(), metadata.specs()
+    limit = int(metadata.properties.get("write.summary.partition-limit", 0))
+    collector = SnapshotSummaryCollector(partition_summary_limit=limit)
+    # Each file under its own spec (pyiceberg puts added files under the current one: the same here, as the
+    # commit refuses a spec changed since planning, but a wrong partition path if it ever were not).
+    for data_file in producer._added_data_files:
+        collector.add_file(data_file, schema, specs[data_file.spec_id])
+    for data_file in producer._deleted_data_files:
+        collector.remove_file(data_file, schema, specs[data_file.spec_id])
+    figures = collector.build()
+    # Java counts the partitions by path, the unpartitioned one ("") included; pyiceberg skips unpartitioned files.
+    changed = {specs[f.spec_id].partition_to_path(f.partition, schema)
+               for f in (*producer._added_data_files, *producer._deleted_data_files)}
+    figures[CHANGED_PARTITION_COUNT_PROP] = str(len(changed))
+    figures.update({key: str(n) for key, n in getattr(producer, "_manifest_counts", {}).items()})
+    added, removed = int(figures.get(ADDED_RECORDS, 0)), int(figures.get(DELETED_RECORDS, 0))
+    if added > removed:
+        # Java's SnapshotProducer refuses this too: a rewrite never adds rows (a keyed merge may drop some).
+        raise CommitRefused(f"{table_name}: run {snapshot_properties.get(RUN_ID)} would add {added} rows but remove "
+                            f"{removed}, and a rewrite never adds rows; nothing committed. A bug in lakesort: report "
+                            "it with the run's run.json")
+    parent = metadata.snapshot_by_id(producer._parent_snapshot_id) if producer._parent_snapshot_id is not None else None
+    totals = update_snapshot_summaries(Summary(operation=Operation.OVERWRITE, **figures, **snapshot_properties),
+                                       previous_summary=parent.summary if parent is not None else None)
+    return Summary(operation=producer._operation, **totals.additional_properties)
 
 
