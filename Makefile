@@ -9,6 +9,11 @@ DEMO_HOME ?= .lakesort
 DEMO_SCALE ?= 0.05
 DEMO_BATCHES ?= 12
 PYTEST_ARGS ?=
+# The test bed (testbed/README.md): other Sparks, Iceberg's own Spark runtime and the SQLite JDBC driver.
+TESTBED := .testbed
+BED_SPARKS := 3.5 4.0 4.1
+ICEBERG_VERSION := 1.12.0
+BED_JARS := org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$(ICEBERG_VERSION) org.xerial:sqlite-jdbc:3.54.1.0
 
 # uv uses the machine's Python 3.11 and never downloads one.
 export UV_PYTHON_DOWNLOADS := never
@@ -16,13 +21,13 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_COMPILE_BYTECODE := 1
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help setup check-java demo test lint bench clean
+.PHONY: help setup check-java testbed testbed-lock demo test lint bench clean
 
 help:
 	@echo "make demo   build the demo warehouse, compact it with the lakesort_nightly DAG (Airflow, Spark local)"
 	@echo "make test   run the tests (sets up if needed)"
 	@echo "make lint   ruff over the code;  make bench  run the benchmarks in tests/benchmarks/"
-	@echo "make clean  remove $(VENV), $(TOOLS), the demo home $(DEMO_HOME) and .pyiceberg.yaml"
+	@echo "make clean  remove $(VENV), $(TOOLS), $(TESTBED), the demo home $(DEMO_HOME) and .pyiceberg.yaml"
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -40,7 +45,29 @@ $(VENV)/.spark-archive: $(VENV)/.synced
 		|| echo "warning: no Spark class archive (jobs start without it); retry with: $(VENV)/bin/lakesort spark-archive" >&2
 	@touch $@
 
-setup: check-java $(VENV)/.synced $(VENV)/.spark-archive
+setup: check-java $(VENV)/.synced $(VENV)/.spark-archive testbed
+
+# One virtualenv per other Spark version, each from its hashed lock (testbed/requirements/spark-X.txt); uv's
+# cache keeps the wheels between set-ups. Spark 4.2 is lakesort's own (.venv).
+$(TESTBED)/spark-%/.installed: testbed/requirements/spark-%.txt | $(UV)
+	rm -rf $(TESTBED)/spark-$*
+	$(UV) venv --quiet --python $(PYTHON) $(TESTBED)/spark-$*
+	$(UV) pip install --quiet --python $(TESTBED)/spark-$*/bin/python --require-hashes -r $<
+	@touch $@
+
+# Iceberg's Spark runtime and the SQLite JDBC driver, pinned above, from Maven Central through Maven's own
+# cache (~/.m2): fetched once per machine, copied here at set-up.
+$(TESTBED)/jars/.copied: Makefile
+	rm -rf $(TESTBED)/jars
+	for jar in $(BED_JARS); do mvn --batch-mode --quiet dependency:copy -Dartifact=$$jar -DoutputDirectory=$(TESTBED)/jars || exit 1; done
+	@touch $@
+
+testbed: $(foreach v,$(BED_SPARKS),$(TESTBED)/spark-$(v)/.installed) $(TESTBED)/jars/.copied
+
+# Re-pin the test bed's environments after editing testbed/requirements/*.in.
+testbed-lock: | $(UV)
+	for v in $(BED_SPARKS); do $(UV) pip compile --quiet --python-version 3.11 --generate-hashes \
+		--custom-compile-command "make testbed-lock" testbed/requirements/spark-$$v.in -o testbed/requirements/spark-$$v.txt; done
 
 check-java:
 	@scripts/check-java
@@ -61,4 +88,4 @@ bench: setup
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(TOOLS) $(DEMO_HOME) .pyiceberg.yaml
+	rm -rf $(VENV) $(TOOLS) $(TESTBED) $(DEMO_HOME) .pyiceberg.yaml

@@ -140,6 +140,69 @@ def iceberg_catalog(tmp_path, monkeypatch):
     return load_catalog()
 
 
+# ---- Iceberg's own Spark implementation (tests/iceberg_bed.py, the test bed of `make testbed`) ----------
+
+
+@pytest.fixture(scope="session")
+def iceberg_spark(tmp_path_factory):
+    """Iceberg Spark (4.1 with Iceberg's runtime) over one SQLite catalog for the whole session: started once
+    (about 15 s). Tests share the catalog and keep apart by namespace (`bed`)."""
+    import iceberg_bed
+
+    from layout.catalog import write_sql_catalog_config
+
+    why = iceberg_bed.missing()
+    if why:
+        # `make test` builds the bed: in CI a missing bed is a failure, on a developer's machine a skip.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    java = _java_executable()
+    if java:
+        _ensure_java_home(java)
+    home = tmp_path_factory.mktemp("iceberg-bed")
+    write_sql_catalog_config(home, home)
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    # pyiceberg creates the catalog's tables (its schema is the one Iceberg's JdbcCatalog calls V1).
+    SqlCatalog(iceberg_bed.CATALOG, uri=f"sqlite:///{home / 'catalog.db'}", warehouse=f"file://{home / 'warehouse'}")
+    bed = iceberg_bed.IcebergSpark(home / "catalog.db", f"file://{home / 'warehouse'}", scratch=home)
+    try:
+        yield bed
+    finally:
+        bed.close()
+
+
+class Bed:
+    """A test's view of the bed: Iceberg Spark, pyiceberg's catalog on the same file, the test's namespace."""
+
+    def __init__(self, spark, catalog, namespace: str) -> None:
+        self.spark, self.catalog, self.ns = spark, catalog, namespace
+
+    def name(self, table: str) -> str:
+        return f"{self.ns}.{table}"
+
+
+@pytest.fixture
+def bed(iceberg_spark, request, tmp_path, monkeypatch, registry):
+    """pyiceberg's catalog pointed at the bed's catalog file (as `iceberg_catalog` does for a fresh one), the
+    registry of `registry`, and a namespace of this test's own in both implementations."""
+    import hashlib
+
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    from layout.catalog import load_catalog, write_sql_catalog_config
+
+    home = iceberg_spark.scratch
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PYICEBERG_HOME", raising=False)
+    write_sql_catalog_config(home, tmp_path)
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
+    namespace = "t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:10]
+    iceberg_spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    return Bed(iceberg_spark, load_catalog(), namespace)
+
+
 # ---- a small partitioned table in the registry (the CLI, the run steps and the DAGs' tasks use it) ----
 
 EVENTS_SPEC = """\

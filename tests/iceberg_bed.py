@@ -1,0 +1,170 @@
+"""Iceberg's own Spark implementation as the tests' second opinion: write a table with it, read a table (at a
+snapshot) with it, run its procedures, stream from it.
+
+The implementation runs in the test bed (`make testbed`, testbed/README.md): one Spark 4.1 process with
+Iceberg's Spark runtime, started once per test session (`testbed/iceberg_spark.py`), which opens the tests'
+SQLite catalog file through Iceberg's `JdbcCatalog` under pyiceberg's catalog name. This module is its client:
+requests and answers are JSON lines over the process's pipes, and a read's rows come back as an Arrow file
+written by Spark itself, so what is compared is exactly what Iceberg's reader produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+REPO = Path(__file__).resolve().parents[1]
+TESTBED = REPO / ".testbed"
+BED_PYTHON = TESTBED / "spark-4.1" / "bin" / "python"
+BED_JARS = TESTBED / "jars"
+SERVER = REPO / "testbed" / "iceberg_spark.py"
+CATALOG = "lakesort"  # pyiceberg's catalog name in the tests' .pyiceberg.yaml: the Spark catalog's too
+
+
+class BedError(AssertionError):
+    """Iceberg Spark refused a request: its exception's class and message."""
+
+
+def missing() -> str | None:
+    """Why the test bed cannot start here, or None."""
+    if not BED_PYTHON.is_file():
+        return f"the test bed's Spark 4.1 is not installed ({BED_PYTHON.relative_to(REPO)}): run `make testbed`"
+    if not any(BED_JARS.glob("iceberg-spark-runtime-*.jar")):
+        return "Iceberg's Spark runtime jar is not in .testbed/jars: run `make testbed`"
+    return None
+
+
+class IcebergSpark:
+    """One Iceberg Spark process over the SQLite catalog at `catalog_db` with its warehouse at `warehouse`."""
+
+    def __init__(self, catalog_db: Path, warehouse: str, scratch: Path) -> None:
+        self.scratch = scratch
+        self._lock = threading.Lock()
+        self._reads = 0
+        self._log = open(scratch / "iceberg-spark.log", "w")  # noqa: SIM115 - open for the process's life
+        env = {**os.environ, "LAKESORT_BED_JARS": str(BED_JARS), "LAKESORT_BED_CATALOG": CATALOG}
+        for name in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH"):
+            env.pop(name, None)  # lakesort's Spark 4.2 must not leak into the bed's 4.1
+        self.process = subprocess.Popen(
+            [str(BED_PYTHON), str(SERVER), str(catalog_db), warehouse], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, cwd=scratch)
+        ready = self._answer()
+        self.version = ready["ready"]
+
+    def _answer(self) -> dict[str, Any]:
+        line = self.process.stdout.readline()
+        if not line:
+            self._log.flush()
+            tail = (self.scratch / "iceberg-spark.log").read_text(errors="replace")[-3000:]
+            raise BedError(f"the Iceberg Spark process ended (exit {self.process.poll()}):\n{tail}")
+        return json.loads(line)
+
+    def request(self, **request: Any) -> dict[str, Any]:
+        with self._lock:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            answer = self._answer()
+        if "error" in answer:
+            raise BedError(f"Iceberg Spark: {answer['type']}: {answer['error']}\n{answer.get('trace', '')}")
+        return answer
+
+    def sql(self, statement: str) -> list[list[Any]]:
+        """Run one statement (Spark SQL with Iceberg's extensions); its result rows as JSON values."""
+        return self.request(sql=statement)["rows"]
+
+    def columns(self, statement: str) -> list[dict[str, Any]]:
+        """Run a query; each row as a dict by column name."""
+        answer = self.request(sql=statement)
+        return [dict(zip(answer["columns"], row, strict=True)) for row in answer["rows"]]
+
+    def read(self, table: str, snapshot_id: int | None = None, *, columns: str = "*") -> pa.Table:
+        """The table's rows as Iceberg Spark reads them (at `snapshot_id`, else the current snapshot)."""
+        self._reads += 1
+        path = self.scratch / f"read-{self._reads}.arrow"
+        at = f" VERSION AS OF {snapshot_id}" if snapshot_id is not None else ""
+        self.request(sql=f"SELECT {columns} FROM {table}{at}", arrow=str(path))
+        with pa.memory_map(str(path)) as source:
+            data = pa.ipc.open_file(source).read_all()
+        path.unlink()
+        return data
+
+    def call(self, procedure: str, **args: Any) -> list[dict[str, Any]]:
+        """CALL lakesort.system.<procedure>(name => value, ...): strings quoted, maps as map(...)."""
+        return self.columns(f"CALL {CATALOG}.system.{procedure}({', '.join(f'{k} => {_arg(v)}' for k, v in args.items())})")
+
+    def snapshots(self, table: str) -> list[dict[str, Any]]:
+        return self.columns(f"SELECT snapshot_id, operation, summary FROM {table}.snapshots ORDER BY committed_at")
+
+    # ---- Structured Streaming with Iceberg's source --------------------------------------------------------
+
+    def stream(self, name: str, table: str, *, options: dict[str, str] | None = None) -> None:
+        self.request(stream="start", name=name, table=table, checkpoint=str(self.scratch / f"checkpoint-{name}"),
+                     options=options or {})
+
+    def poll(self, name: str) -> dict[str, Any]:
+        """Process everything available, then the query's state (`active`, `error`)."""
+        return self.request(stream="poll", name=name)
+
+    def stop_stream(self, name: str) -> dict[str, Any]:
+        return self.request(stream="stop", name=name)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self._log.close()
+
+
+def _arg(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return "map(" + ", ".join(f"{_arg(k)}, {_arg(v)}" for k, v in value.items()) + ")"
+    return "'" + str(value).replace("'", "\\'") + "'"
+
+
+# ---- the oracle: multisets of rows, floats by their bits --------------------------------------------------
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float):
+        return ("f64", struct.pack(">d", value))
+    if isinstance(value, dict):
+        return tuple(sorted((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
+def row_multiset(data: pa.Table) -> Counter:
+    """Each row (by column name, in the table's column order) counted; floats compared by bits (NaN == NaN
+    of the same payload, -0.0 != 0.0). float32 values are widened to double exactly by pyarrow's to_pylist."""
+    names = data.column_names
+    return Counter(tuple(_canonical(row[n]) for n in names) for row in data.to_pylist())
+
+
+def assert_same_rows(before: pa.Table, after: pa.Table, *, what: str = "") -> None:
+    assert before.schema == after.schema, f"{what}: the schema Iceberg Spark reads changed:\n{before.schema}\n{after.schema}"
+    a, b = row_multiset(before), row_multiset(after)
+    if a != b:
+        lost, gained = a - b, b - a
+        raise AssertionError(f"{what}: {sum(lost.values())} row(s) lost, {sum(gained.values())} gained; "
+                             f"e.g. lost {list(lost)[:3]}, gained {list(gained)[:3]}")
+
+
+def read_every_snapshot(bed: IcebergSpark, table: str, snapshot_ids: Iterable[int]) -> dict[int, pa.Table]:
+    return {sid: bed.read(table, sid) for sid in snapshot_ids}
