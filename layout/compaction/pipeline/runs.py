@@ -313,7 +313,7 @@ def verify_table(run: PlannedTable) -> VerifiedRun:
 
 
 def commit_table(run: VerifiedRun) -> CommittedRun:
-    """Commit the verified output (one atomic Iceberg overwrite); a failure releases the lease."""
+    """Commit the verified output (one atomic Iceberg `replace` snapshot); a failure releases the lease."""
     prepared = PreparedRun.load(run.work_dir)
     with _lease_released_on_failure(run):
         result = steps.commit(prepared)
