@@ -60,10 +60,12 @@ class PartitionDecision(Frozen):
     bytes: int
     rows: int
     small_files: int
-    foreign_files: int  # not written by lakesort under this spec
+    foreign_files: int  # not written by lakesort under this spec (adopted ones included)
     overlap_depth: int
     delete_files: int = 0
     sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.planning.sorted_runs`)
+    # Foreign files kept as they are: they already meet the spec (`layout.compaction.planning.adoption`).
+    adopted_files: int = 0
 
 
 class RewriteGroup(Frozen):

@@ -5,9 +5,14 @@ names) the planner reads the manifest entries (no data files) and decides:
 
 - refuse: the partition has delete files (rewriting would have to apply them; never ignore deletes);
 - rewrite, with reasons: forced; at least `min_small_files` files under `small_file_size`; files not
-  written by lakesort under this spec (so not sorted per the spec); sorted runs overlapping in the
-  first sort key (the maximum overlap depth is reported);
+  written by lakesort under this spec that fall short of it (each shortfall named); sorted runs overlapping
+  in the first sort key (the maximum overlap depth is reported);
 - skip: already compacted under the same spec and unchanged since, so reruns do nothing.
+
+Files of other writers that already meet the spec (sorted, sized, with the page indexes and bloom filters it
+asks for, by their footers and manifest bounds) are adopted as they are, each foreign commit's files a sorted
+run (`layout.compaction.planning.adoption`): the only reads beyond the manifests are those footers, once per
+file.
 
 Linear, unkeyed tables keep sorted runs (`layout.compaction.planning.sorted_runs`): a nightly rewrite sorts only
 the files that are no run yet (other writers' appends, files of another spec) into a new run, merged with
@@ -49,6 +54,14 @@ from layout.compaction.plan import (
     SortKeyModel,
 )
 from layout.compaction.planning.admission import check_table
+from layout.compaction.planning.adoption import (
+    AdoptionRecord,
+    adopt,
+    adoption_key,
+    check_files,
+    not_adoptable,
+    shortfall_reason,
+)
 from layout.compaction.planning.sorted_runs import SortedRun, runs_to_merge, sorted_runs
 from layout.durations import format_duration_short
 from layout.errors import UsageError
@@ -185,9 +198,11 @@ def _components(files: Sequence[_Entry]) -> list[list[_Entry]]:
 
 def plan_rewrite(
     table: Table, spec: TableSpec, *, partitions: Sequence[str] | None = None, force: bool = False,
-    run_id: str | None = None,
+    run_id: str | None = None, adoption: AdoptionRecord | None = None,
 ) -> RewritePlan:
-    """Decide per partition; group the files to rewrite. Reads manifests only."""
+    """Decide per partition; group the files to rewrite. Reads manifests, and the footers of other writers'
+    files not checked before (`adoption`: the record of those checked, default the table's in the work
+    directory)."""
 
     started = time.perf_counter()
     check_table(table, spec, probes="warn")  # every mistake the schema reveals, before any work (exit 2)
@@ -200,9 +215,11 @@ def plan_rewrite(
     for e in entries:
         by_partition.setdefault(e.partition, []).append(e)
     candidates = _candidate_partitions(by_partition, partitions)
+    verdicts = {} if force else _check_foreign(table, spec, keys, by_partition, candidates, ours, layout_hash,
+                                               adoption)
     decisions, groups = [], []
     for label in candidates:
-        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash)
+        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash, verdicts)
         decisions.append(decision)
         if decision.action == "rewrite":
             groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups)))
@@ -241,19 +258,51 @@ def _candidate_partitions(by_partition: dict[str, list[_Entry]], asked: Sequence
     return sorted(by_partition)
 
 
+def _check_foreign(
+    table: Table, spec: TableSpec, keys: Sequence[Any], by_partition: dict[str, list[_Entry]],
+    candidates: Sequence[str], ours: dict[int, dict[str, str]], layout_hash: str, record: AdoptionRecord | None,
+) -> dict[str, tuple[str, ...]]:
+    """Each foreign data file of the candidate partitions -> its shortfalls against the spec's per-file rules
+    (empty: it passes), from the record or its footer (`adoption.check_files`). Files under an older partition
+    spec, and partitions refused for their deletes, are not checked."""
+    if not_adoptable(spec) is not None:
+        return {}
+    record = record or AdoptionRecord.for_table(spec.table, adoption_key(spec, layout_hash))
+    foreign = [e for label in candidates if not label.startswith("spec-")
+               and all(e.content == 0 for e in by_partition[label])
+               for e in by_partition[label] if _stamp(e, ours)[1] != layout_hash]
+    verdicts: dict[str, tuple[str, ...]] = {e.path: () for e in foreign if record.passed(e.path, e.size)}
+    started = time.perf_counter()
+    fresh = check_files([e.path for e in foreign if e.path not in verdicts], spec, keys, table.io)
+    sizes = {e.path: e.size for entries in by_partition.values() for e in entries if e.content == 0}
+    record.update({p: sizes[p] for p, shortfalls in fresh.items() if not shortfalls}, sizes)
+    if foreign:
+        log.info("%s: %d file(s) of other writers: %d passed before, %d footer(s) read in %.2fs, %d of them pass",
+                 spec.table, len(foreign), len(verdicts), len(fresh), time.perf_counter() - started,
+                 sum(not s for s in fresh.values()))
+    return {**verdicts, **fresh}
+
+
 def _decide(
     label: str, entries: list[_Entry], ours: dict[int, dict[str, str]], spec: TableSpec, force: bool,
-    first_key: str, layout_hash: str,
+    first_key: str, layout_hash: str, verdicts: dict[str, tuple[str, ...]] | None = None,
 ) -> tuple[PartitionDecision, list[_Entry]]:
     data = [e for e in entries if e.content == 0]
     deletes = [e for e in entries if e.content != 0]
     small = [e for e in data if e.size < spec.small_file_size]
     foreign = [e for e in data if _stamp(e, ours)[1] != layout_hash]
     depth = overlap_depth((e.lo, e.hi) for e in data)
+    adopted: dict[str, str] = {}  # foreign files kept as they are -> their sorted run
+    rejected: dict[str, tuple[str, ...]] = {}
+    checked = [e for e in foreign if e.path in (verdicts or {})]
+    if checked and not force and not deletes:
+        passed = [e for e in checked if not verdicts[e.path]]
+        adopted, rejected = adopt(data, passed, spec, first_key)
+        rejected.update({e.path: verdicts[e.path] for e in checked if verdicts[e.path]})
     facts = {
         "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
         "rows": sum(e.rows for e in data), "small_files": len(small), "foreign_files": len(foreign),
-        "overlap_depth": depth, "delete_files": len(deletes),
+        "overlap_depth": depth, "delete_files": len(deletes), "adopted_files": len(adopted),
     }
     if deletes:
         reason = (f"{len(deletes)} delete file(s) apply to this partition: lakesort does not rewrite through "
@@ -271,11 +320,16 @@ def _decide(
         reasons.append(f"{len(older)} file(s) written under an older partition spec (id {older[0].spec_id}): "
                        "rewritten into the current spec")
         chosen |= {e.path for e in older}
-    if foreign:
-        reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}")
+    if checked and rejected:
+        reasons.append(shortfall_reason(len(foreign), rejected, layout_hash))
+        chosen |= set(rejected)
+    elif foreign and not checked:
+        why = None if force or older else not_adoptable(spec)
+        reasons.append(f"{len(foreign)} file(s) not written by lakesort under spec {layout_hash}"
+                       + (f" (none adopted as they are: {why})" if why else ""))
         chosen |= {e.path for e in foreign}
     if not force and _keeps_runs(spec):
-        return _decide_runs(data, chosen, reasons, ours, spec, layout_hash, facts)
+        return _decide_runs(data, chosen, reasons, ours, spec, layout_hash, facts, adopted)
     if depth > 1:
         reasons.append(f"sorted runs overlap in {first_key}: depth {depth}")
         for comp in _components(data):
@@ -287,11 +341,17 @@ def _decide(
         reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
         chosen |= {e.path for e in small}
     if not reasons or not chosen:
-        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
-                                 **facts), []
+        return PartitionDecision(action="skip", reasons=(_skip_reason(layout_hash, len(adopted)),), **facts), []
     # Whatever overlaps a chosen file is rewritten with it, so the outputs' runs are disjoint again.
     picked = [e for comp in _components(data) if any(e.path in chosen for e in comp) for e in comp]
     return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), picked
+
+
+def _skip_reason(layout_hash: str, adopted: int) -> str:
+    if adopted:
+        return (f"meets spec {layout_hash}: {adopted} file(s) of other writers adopted as they are (sorted, "
+                "sized, with the page indexes and bloom filters the spec asks for)")
+    return f"already compacted under spec {layout_hash}"
 
 
 def _stamp(entry: _Entry, ours: dict[int, dict[str, str]]) -> tuple[str | None, str | None]:
@@ -335,11 +395,13 @@ def _keeps_runs(spec: TableSpec) -> bool:
 
 def _decide_runs(
     data: list[_Entry], new: set[str], reasons: list[str], ours: dict[int, dict[str, str]], spec: TableSpec,
-    layout_hash: str, facts: dict[str, Any],
+    layout_hash: str, facts: dict[str, Any], adopted: dict[str, str] | None = None,
 ) -> tuple[PartitionDecision, list[_Entry]]:
     """Sorted runs: the new files (`new`: other writers', another spec's) become one new run, merged with the
-    newest runs that `runs_to_merge` picks; the other runs stay as they are."""
-    runs = sorted_runs((e for e in data if e.path not in new), {e.path: _stamp(e, ours)[0] for e in data})
+    newest runs that `runs_to_merge` picks; the other runs stay as they are. `adopted`: other writers' files
+    kept as they are, by the sorted run they form (`adoption.adopt`)."""
+    run_of = {**{e.path: _stamp(e, ours)[0] for e in data}, **(adopted or {})}
+    runs = sorted_runs((e for e in data if e.path not in new), run_of)
     new = set(new)
     for run in runs:
         if not run.disjoint:  # e.g. two runs' outputs stamped with one run id: sorted into the new run again
@@ -358,7 +420,7 @@ def _decide_runs(
                        "small runs first")
     chosen = new | {f.path for r in runs[:merged] for f in r.files}
     if not chosen:
-        return PartitionDecision(action="skip", reasons=(f"already compacted under spec {layout_hash}",),
+        return PartitionDecision(action="skip", reasons=(_skip_reason(layout_hash, len(adopted or {})),),
                                  **facts), []
     return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), [e for e in data if e.path in chosen]
 
