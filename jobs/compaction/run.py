@@ -38,12 +38,12 @@ from .readback import Checked, key_problems, list_outputs, read_back
 from .sample import as_summary, sample_keys, summarize
 from .schema import as_declared
 from .write import (
-    curve_column,
     finish_files,
     hadoop_fs,
     place_flat_files,
     plan_write,
     staging_dir,
+    with_curve,
     write_dir,
 )
 
@@ -223,7 +223,7 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         cached.append(df)
     if job.curve:
         rows = sum(f.rows for g in groups for f in g.inputs)
-        df = df.withColumn(CURVE, curve_column(df, plan.strategy, [k.column for k in plan.sort_keys], rows))
+        df = with_curve(df, CURVE, plan.strategy, [k.column for k in plan.sort_keys], rows)
     known = (manifest_figures(groups, ordinals)
              if attempt.figures == "manifests" and scan is not None and plan.keys is None and not job.curve
              else None)

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 from pyarrow import fs as pafs
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.functions import arrow_udf
 
 from layout import curves
 from layout.catalog import STAGING, stamped_dir
@@ -37,9 +35,10 @@ from layout.io import find_parquet_files, resolve
 from .read import is_local
 from .sample import SAMPLE_SEED
 from .schema import FIXED_WIDTH
+from .spark_versions import to_arrow, with_arrow_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from layout.compaction.executor.figures import Parts
     from layout.compaction.plan import RewriteGroup, RewritePlan
@@ -166,22 +165,23 @@ def hadoop_fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
     return path(location).getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
-def curve_column(df: DataFrame, strategy: Strategy, keys: Sequence[str], rows: int) -> Column:
-    """The curve index (`layout.curves`: z-order or Hilbert over quantile ranks) of each row, as a long.
+def with_curve(df: DataFrame, name: str, strategy: Strategy, keys: Sequence[str], rows: int) -> DataFrame:
+    """`df` with a column `name`: each row's curve index (`layout.curves`: z-order or Hilbert over quantile
+    ranks), as a long.
 
     Each key's quantile boundaries come from a seeded sample of at most CURVE_SAMPLE rows of the key
     columns over the job's whole input (one boundary set for every group, as `lakesort advise` predicts
-    with); the index is computed in the executors by an Arrow UDF over the key columns only, with the same
+    with); the index is computed in the executors over Arrow batches of the key columns, with the same
     code the advisor runs, so the layout written is the layout predicted."""
     bits = curves.curve_bits(len(keys))
     fraction = min(1.0, CURVE_SAMPLE / max(1, rows))
-    sample = df.select(*keys).sample(fraction=fraction, seed=SAMPLE_SEED).toArrow()
+    sample = to_arrow(df.select(*keys).sample(fraction=fraction, seed=SAMPLE_SEED))
     bounds = [curves.quantile_boundaries(sample.column(k), 1 << bits) for k in keys]
 
     def index(*columns: pa.Array) -> pa.Array:
         return pa.array(curves.curve_index(columns, bounds, strategy=strategy, bits=bits).view(np.int64))
 
-    return arrow_udf(index, T.LongType())(*[F.col(k) for k in keys])
+    return with_arrow_column(df, name, index, keys, T.LongType())  # `spark_versions`: Spark 3.5 and 4.0 too
 
 
 def finish_files(spark: SparkSession, job: JobPlan, target: str, slots: SlotPlan) -> None:

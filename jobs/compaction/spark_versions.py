@@ -1,0 +1,65 @@
+"""What the job does differently on the Sparks it runs on (3.5, 4.0, 4.1, 4.2: the cluster's own, whose
+pyspark is the one `spark-submit` puts on the job's PYTHONPATH): the pyspark APIs newer than 3.5, with what
+stands in for them before.
+
+- `DataFrame.toArrow` (4.0): before it, the same Arrow batches Spark sends for `toPandas` (`_collect_as_arrow`).
+- `pyspark.sql.functions.arrow_udf` (4.1): before it, `mapInArrow` (3.3) computes the column over whole
+  batches. A `pandas_udf` would convert the key columns to pandas and back, which is not exact (a nullable
+  long becomes a float64, a timestamp nanoseconds), and the curve index must be the one `lakesort advise`
+  predicts from the same values. The batches carry every column through Python, so the older Sparks pay a
+  round trip of the rows for a curve layout (only where a curve is computed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+try:
+    from pyspark.sql.functions import arrow_udf
+except ImportError:  # Spark 3.5, 4.0
+    arrow_udf = None
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame
+
+__all__ = ["to_arrow", "with_arrow_column"]
+
+ArrowFunction = Callable[..., pa.Array]  # the key columns' arrays of one batch -> the new column's array
+
+
+def to_arrow(df: DataFrame) -> pa.Table:
+    """The rows of `df` collected to the driver as an Arrow table (`DataFrame.toArrow` where Spark has it)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df._collect_as_arrow()
+    schema = to_arrow_schema(df.schema)
+    # Spark's batches may differ from `schema` in nothing but field nullability; rebuilt on the batches' own.
+    return pa.Table.from_batches(batches) if batches else schema.empty_table()
+
+
+def with_arrow_column(df: DataFrame, name: str, function: ArrowFunction, columns: Sequence[str],
+                      return_type: T.DataType, *, use_udf: bool | None = None) -> DataFrame:
+    """`df` with a column `name`: `function` over the Arrow arrays of `columns`, batch by batch, in the
+    executors (an Arrow UDF where Spark has one; `use_udf=False` forces the `mapInArrow` of older Sparks)."""
+    if use_udf is None:
+        use_udf = arrow_udf is not None
+    if use_udf:
+        return df.withColumn(name, arrow_udf(function, return_type)(*[F.col(c) for c in columns]))
+    schema = T.StructType([*df.schema.fields, T.StructField(name, return_type, True)])
+    wanted = list(columns)
+
+    def add(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            values = function(*[batch.column(batch.schema.get_field_index(c)) for c in wanted])
+            yield pa.RecordBatch.from_arrays([*batch.columns, values], names=[*batch.schema.names, name])
+
+    return df.mapInArrow(add, schema)
