@@ -8,6 +8,7 @@ from layout.catalog import load_table
 from layout.cli import EXIT_OK
 from layout.cli.args import dates_of, partitions_of, table_spec
 from layout.compaction.planning.planner import plan_rewrite
+from layout.spec import resolve_for_table
 
 
 def run(args: argparse.Namespace) -> int:
@@ -17,7 +18,9 @@ def run(args: argparse.Namespace) -> int:
     if partitions == [] and dates is not None:
         print(f"{spec.table}: nothing to do (no partition holds rows of {dates})")
         return EXIT_OK
-    rewrite = plan_rewrite(load_table(spec.table, spec.catalog), spec, partitions=partitions, force=args.force)
+    table = load_table(spec.table, spec.catalog)
+    # As a run plans: the table's write properties where the spec is silent.
+    rewrite = plan_rewrite(table, resolve_for_table(spec, table), partitions=partitions, force=args.force)
     if args.json:
         print(rewrite.to_json())
         return EXIT_OK

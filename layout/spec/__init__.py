@@ -24,7 +24,8 @@ file and the dotted key, one line per problem.
 
 The package owns the spec's models (`models`, with their field types in `fields` and the Parquet writer
 settings in `writer`), reading them (`loading`), their JSON schema (`schema`,
-``__main__``) and applying a spec's sort to an Iceberg table (`sorting`). It may import the floors
+``__main__``), applying a spec's sort to an Iceberg table (`sorting`) and resolving a spec against the table's
+own write properties where the spec is silent (`table_properties`). It may import the floors
 below it (`layout.expr` for probe predicates, `layout.errors`, `layout.models`, `layout.sizes`,
 `layout.durations`),
 pydantic, PyYAML and pyiceberg; nothing above it (registry, read, verify, compaction, ...).
@@ -56,7 +57,8 @@ from layout.spec.models import (
     WriterSpec,
 )
 from layout.spec.schema import table_spec_schema, table_spec_schema_json
-from layout.spec.sorting import intended_boundary_orders, resolve_sort_keys
+from layout.spec.sorting import intended_boundary_orders, resolve_sort_keys, written_sort_order_id
+from layout.spec.table_properties import resolve_for_table, resolve_spec
 
 __all__ = [
     "CURVES",
@@ -83,7 +85,10 @@ __all__ = [
     "load_spec",
     "load_specs",
     "parse_spec",
+    "resolve_for_table",
     "resolve_sort_keys",
+    "resolve_spec",
     "table_spec_schema",
     "table_spec_schema_json",
+    "written_sort_order_id",
 ]

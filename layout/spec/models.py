@@ -327,7 +327,9 @@ class TableSpec(Frozen):
         description="How rewritten files are sorted. Default: linear, in the Iceberg table's own sort order.",
     )
     target_file_size: Size = Field(
-        128 * MiB, description="Size the rewrite aims for per output file. Default 128MiB."
+        128 * MiB,
+        description="Size the rewrite aims for per output file. Absent: the table's "
+        "write.target-file-size-bytes, else 128MiB.",
     )
     small_file_size: Size | None = Field(
         None,
@@ -428,7 +430,11 @@ class TableSpec(Frozen):
         # Frozen models: derived defaults are filled in once, here, so that everything downstream
         # (and the hash) sees one normalized value.
         object.__setattr__(self, "small_file_size", small)
-        object.__setattr__(self, "verify", verify.model_copy(update=derived))
+        filled = verify.model_copy(update=derived)
+        # model_copy counts the derived values as set: keep what the file set, so a spec resolved against its
+        # table (`layout.spec.table_properties`) derives them again from the table's sizes.
+        object.__setattr__(filled, "__pydantic_fields_set__", set(verify.model_fields_set))
+        object.__setattr__(self, "verify", filled)
         return self
 
     @property
@@ -440,5 +446,8 @@ class TableSpec(Frozen):
     def spec_hash(self) -> str:
         """16 hex digits of sha256 over the canonical JSON of what changes the bytes written."""
         layout = self.model_dump(mode="json", include=set(_HASH_FIELDS))
+        # Added after hashes were first recorded: left out while unset, so those hashes stay the same.
+        if layout["writer"].get("dictionary_page_size") is None:
+            layout["writer"].pop("dictionary_page_size", None)
         canonical = json.dumps({"v": _HASH_VERSION, **layout}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

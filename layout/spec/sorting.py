@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.sorting import NullOrder as IcebergNullOrder
 from pyiceberg.table.sorting import SortDirection
@@ -16,7 +16,7 @@ from layout.spec.models import BoundaryOrder, SortKey, TableSpec, check_curve_ke
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["intended_boundary_orders", "resolve_sort_keys"]
+__all__ = ["intended_boundary_orders", "resolve_sort_keys", "written_sort_order_id"]
 
 
 def resolve_sort_keys(spec: TableSpec, table: Table) -> tuple[SortKey, ...]:
@@ -32,21 +32,15 @@ def resolve_sort_keys(spec: TableSpec, table: Table) -> tuple[SortKey, ...]:
                 f"{spec.source}: sort: no sort keys: the spec has no sort.keys and the Iceberg table {name} "
                 "has no sort order; add sort.keys to the spec (or a sort order to the table)"
             )
-        converted = []
         for field in order.fields:
-            column = schema.find_column_name(field.source_id) or f"<field id {field.source_id}>"
             if not isinstance(field.transform, IdentityTransform):
+                column = schema.find_column_name(field.source_id) or f"<field id {field.source_id}>"
                 raise ConfigError(
                     f"{spec.source}: sort: the sort order of {name} sorts by {field.transform}({column}); "
                     "lakesort sorts by plain column values only (identity transforms), so set sort.keys "
                     "in the spec"
                 )
-            converted.append(SortKey(
-                column=column,
-                direction="desc" if field.direction == SortDirection.DESC else "asc",
-                nulls="last" if field.null_order == IcebergNullOrder.NULLS_LAST else "first",
-            ))
-        keys = tuple(converted)
+        keys = _table_keys(table)
         origin = f"the sort order of {name}"
         try:
             check_curve_keys(strategy, keys)
@@ -62,6 +56,33 @@ def resolve_sort_keys(spec: TableSpec, table: Table) -> tuple[SortKey, ...]:
                 + ("" if origin == "sort.keys" else f" (from {origin})")
             )
     return keys
+
+
+def _table_keys(table: Table) -> tuple[SortKey, ...]:
+    """The table's sort order as sort keys (identity transforms are the caller's to check)."""
+    schema = table.schema()
+    return tuple(
+        SortKey(
+            column=schema.find_column_name(field.source_id) or f"<field id {field.source_id}>",
+            direction="desc" if field.direction == SortDirection.DESC else "asc",
+            nulls="last" if field.null_order == IcebergNullOrder.NULLS_LAST else "first",
+        )
+        for field in table.sort_order().fields
+    )
+
+
+def written_sort_order_id(table: Table, strategy: str, keys: Sequence[Any]) -> int | None:
+    """The id of the table's sort order when rows written by `strategy` over `keys` are in that order (a linear
+    sort by exactly its keys (`SortKey`s or the plan's), directions and null orders, whether the spec named them or took them from the
+    table), else None: a data file's sort_order_id promises readers that order, so it is left out otherwise."""
+    order = table.sort_order()
+    if order.is_unsorted or strategy != "linear":
+        return None
+    if any(not isinstance(field.transform, IdentityTransform) for field in order.fields):
+        return None
+    written = tuple((k.column, k.direction, k.nulls) for k in keys)
+    table_keys = tuple((k.column, k.direction, k.nulls) for k in _table_keys(table))
+    return order.order_id if written == table_keys else None
 
 
 def intended_boundary_orders(spec: TableSpec, sort_keys: Sequence[SortKey]) -> dict[str, BoundaryOrder]:

@@ -21,6 +21,9 @@ def _bloom_bytes(ndv: int, fpp: float) -> int:
     return min(1 << (size - 1).bit_length(), 128 * 1024 * 1024)
 
 
+# parquet-mr's ParquetProperties.DEFAULT_DICTIONARY_PAGE_SIZE (its default page size), passed when the spec
+# and the table leave it unset, so the files do not depend on the cluster's defaults.
+DEFAULT_DICTIONARY_PAGE_SIZE = 1 * MiB
 _SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4_raw": "lz4_raw", "uncompressed": "none"}
 _LEVELS = {"zstd": (1, 22), "gzip": (1, 9)}
 # Hadoop's GzipCodec reads `zlib.compress.level` with Configuration.getEnum, so it wants the enum
@@ -46,17 +49,18 @@ class WriterSpec(Frozen):
     """Parquet settings the Spark job passes to parquet-mr; `spark_options` turns them into writer options."""
 
     row_group_size: Size = Field(
-        128 * MiB, description="Size a row group aims for, buffered bytes (parquet.block.size). Default 128MiB."
+        128 * MiB, description="Size a row group aims for, buffered bytes (parquet.block.size). Absent: the table's "
+        "write.parquet.row-group-size-bytes, else 128MiB."
     )
     page_size: Size = Field(
         1 * MiB,
         description="Size a data page aims for (parquet.page.size); a page ends at this size or at "
-        "page_row_count_limit rows, whichever comes first. Default 1MiB.",
+        "page_row_count_limit rows, whichever comes first. Absent: the table's write.parquet.page-size-bytes, else 1MiB.",
     )
     page_row_count_limit: Annotated[int, Field(gt=0)] = Field(
         20_000,
         description="Most rows per data page (parquet.page.row.count.limit); smaller pages let readers skip "
-        "more. Default 20000.",
+        "more. Absent: the table's write.parquet.page-row-limit, else 20000.",
     )
     column_index_truncate_length: Annotated[int, Field(gt=0)] = Field(
         64,
@@ -69,22 +73,31 @@ class WriterSpec(Frozen):
         "Absent or null: parquet-mr does not truncate.",
     )
     compression: Compression = Field(
-        "zstd", description="Compression codec: zstd (default), snappy, gzip, lz4_raw or uncompressed."
+        "zstd",
+        description="Compression codec: zstd, snappy, gzip, lz4_raw or uncompressed. Absent: the table's "
+        "write.parquet.compression-codec, else zstd.",
     )
     compression_level: int | None = Field(
         None,
-        description="Codec level: zstd 1-22, gzip 1-9; the other codecs have none. Absent or null: the codec's "
-        "default level.",
+        description="Codec level: zstd 1-22, gzip 1-9; the other codecs have none. Absent: the table's "
+        "write.parquet.compression-level when the codec is the table's; else (or null) the codec's default level.",
     )
     dictionary: bool = Field(
         True,
         description="Dictionary encoding (parquet.enable.dictionary). Always off for bloom-filtered columns: "
         "parquet-mr drops the bloom filter of an all-dictionary column chunk. Default true.",
     )
+    dictionary_page_size: Size | None = Field(
+        None,
+        description="Most bytes of a column chunk's dictionary page (parquet.dictionary.page.size); past it "
+        "the chunk's later pages are written without the dictionary. Absent: the table's "
+        "write.parquet.dict-size-bytes, else (or null) parquet-mr's 1MiB.",
+    )
     bloom_filters: dict[NonEmpty, BloomFilter] = Field(
         default_factory=dict,
         description="Column -> the bloom filter written for it, so point lookups skip row groups without "
-        "the value. Default: none.",
+        "the value. Absent: the table's write.parquet.bloom-filter-enabled.column.<col> properties (with their "
+        "-fpp and -ndv, and bloom-filter-max-bytes), else none.",
     )
 
     @field_validator("compression_level")
@@ -116,6 +129,7 @@ class WriterSpec(Frozen):
             "parquet.page.row.count.limit": str(self.page_row_count_limit),
             "parquet.columnindex.truncate.length": str(self.column_index_truncate_length),
             "parquet.enable.dictionary": "true" if self.dictionary else "false",
+            "parquet.dictionary.page.size": str(self.dictionary_page_size or DEFAULT_DICTIONARY_PAGE_SIZE),
         }
         if self.statistics_truncate_length is not None:
             options["parquet.statistics.truncate.length"] = str(self.statistics_truncate_length)

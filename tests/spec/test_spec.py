@@ -277,6 +277,7 @@ def test_spark_options():
         "parquet.page.row.count.limit": "2000",
         "parquet.columnindex.truncate.length": "64",
         "parquet.enable.dictionary": "true",
+        "parquet.dictionary.page.size": str(1 * MiB),  # parquet-mr's default, passed so no cluster's applies
         # Adaptive filters: the smallest of 5 candidates (16 KiB, the size for ndv 10,000 at fpp 0.01, down
         # to 1 KiB) that holds the values a file holds.
         "parquet.bloom.filter.adaptive.enabled": "true",

@@ -171,8 +171,10 @@ def prepare(
     """Plan the run with `config`'s spec, which the run then carries; unless it is a dry run or there is
     nothing to do, check the inputs and write the plan."""
     started = time.time()
+    table = load_table(config.spec.table, config.spec.catalog)
+    # Resolved once, here, where the table is first loaded: its write properties where the spec is silent.
+    config = config.resolved(table)
     spec = config.spec
-    table = load_table(spec.table, spec.catalog)
     snapshot = table.current_snapshot()
     files_before, bytes_before = live_totals(table)
     plan = plan_rewrite(table, spec, partitions=partitions, force=force)
