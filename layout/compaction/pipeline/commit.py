@@ -49,6 +49,7 @@ from layout.compaction.integrity.proof import footer_statistics
 from layout.compaction.integrity.staged import CommitRefused, ManifestScans, confirm_unchanged
 from layout.compaction.plan import RewritePlan
 from layout.manifest import StagedManifest
+from layout.spec.sorting import written_sort_order_id
 from layout.upkeep.cleanup import delete_staged
 
 if TYPE_CHECKING:
@@ -206,7 +207,9 @@ def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
 
 
     schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
-    order_id = table.sort_order().order_id
+    # The table's sort order id only when the rows follow that order (a linear sort by its keys, the spec's or
+    # the table's own): a data file's sort_order_id promises readers the order.
+    order_id = written_sort_order_id(table, plan.strategy, plan.sort_keys)
     files = []
     for f in outputs:
         input_file = table.io.new_input(f.path)
@@ -217,8 +220,7 @@ def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
         data_file = DataFile.from_args(
             content=DataFileContent.DATA, file_path=f.path, file_format=FileFormat.PARQUET,
             partition=partitioning.decode(f.partition_key, spec, schema), file_size_in_bytes=len(input_file),
-            # The rows are sorted by the table's order when the spec takes its keys from it (the default).
-            sort_order_id=order_id or None, equality_ids=None, key_metadata=None, **serialized,
+            sort_order_id=order_id, equality_ids=None, key_metadata=None, **serialized,
         )
         data_file.spec_id = spec.spec_id
         files.append(data_file)
