@@ -157,13 +157,14 @@ def adopt(data: Sequence[_File], candidates: Sequence[_File], spec: TableSpec, f
         if f.lo is None or f.hi is None:
             rejected[f.path] = (f"no manifest bounds of `{first_key}` (its place among sorted runs is unknown)",)
         elif many_small and f.size < spec.small_file_size:
-            rejected[f.path] = (f"small ({len(small)} file(s) of the partition under {spec.small_file_size} bytes)",)
+            why = f"a size under small_file_size ({spec.small_file_size} bytes), like {len(small)} file(s) of the partition"
+            rejected[f.path] = (why,)
         else:
             by_commit.setdefault(f.snapshot_id, []).append(f)
     runs: list[tuple[str, list[_File]]] = []
     for snapshot_id, files in sorted(by_commit.items(), key=lambda kv: max(f.sequence_number for f in kv[1])):
         if overlap_depth((f.lo, f.hi) for f in files) > 1:
-            why = f"not a sorted run (the files snapshot {snapshot_id} added overlap in `{first_key}`)"
+            why = f"files overlapping in `{first_key}` within one commit (snapshot {snapshot_id}): no sorted run"
             rejected.update({f.path: (why,) for f in files})
         elif runs and overlap_depth((f.lo, f.hi) for f in [*runs[-1][1], *files]) <= 1:
             runs[-1][1].extend(files)
