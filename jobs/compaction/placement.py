@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from layout.compaction.executor.partitions import GROUP, PART
 from layout.compaction.executor.slots import quantile_picks
 from layout.literals import sql_literal
 
 from .columns import PREFIX, SLOT
-from .frames import before, literal_frame
+from .frames import before, literal_frame, sql_array
 from .sample import boundaries
 
 if TYPE_CHECKING:
@@ -85,6 +86,47 @@ def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, co
         bucket = F.col("__past")
         df = df.withColumn("__start", F.col("__start") + bucket).drop("__bounds", "__past")
     return df.withColumnRenamed("__start", SLOT)
+
+
+def nan_first_key(job_keys: Sequence[SortKeyModel], schema: T.StructType, curve: bool) -> SortKeyModel | None:
+    """The first sort key when it is a float or double column of a linear order: its NaN rows get a slot of
+    their own (`layout.compaction.executor.slots`); None otherwise (a curve's index is a long)."""
+    if curve or not job_keys or job_keys[0].column not in schema.fieldNames():
+        return None
+    key = job_keys[0]
+    return key if isinstance(schema[key.column].dataType, (T.FloatType, T.DoubleType)) else None
+
+
+def nan_side(key: SortKeyModel) -> Column:
+    """The rows of a NaN slot: NaN in `key`, and its nulls where they sort beside NaN (Spark's sort puts NaN
+    above every number: ascending nulls last, NaN then nulls end the order; descending nulls first, they start
+    it), so that the slot holds a contiguous run of the order."""
+    side = F.isnan(F.col(key.column))
+    if (key.direction == "asc") == (key.nulls == "last"):
+        side = side | F.col(key.column).isNull()
+    return side
+
+
+def nan_rows(df: DataFrame, key: SortKeyModel) -> dict[tuple[int, str], tuple[int, int]]:
+    """Per (group, partition) whose `key` holds a NaN: (rows with NaN, rows of its NaN slot: `nan_side`). One
+    aggregation over the key column (a float key has no sort prefix and the manifests count no NaN)."""
+    rows = (df.where(nan_side(key)).groupBy(GROUP, PART)
+            .agg(F.sum(F.isnan(F.col(key.column)).cast("long")).alias("nan"), F.count(F.lit(1)).alias("side"))
+            .where(F.col("nan") > 0).collect())
+    return {(r[GROUP], r[PART]): (int(r["nan"]), int(r["side"])) for r in rows}
+
+
+def with_nan_slots(df: DataFrame, slots: SlotPlan, key: SortKeyModel | None) -> DataFrame:
+    """`df` placed among the regular slots (`with_slots` with `SlotPlan.regular_counts`), each row moved to its
+    slot in `slots`, and the rows of `nan_side` to their partition's NaN slot: a piece of its own, so the file
+    starts a row group where they begin (parquet-mr drops the column index of a chunk holding NaN)."""
+    remap = slots.nan_remap()
+    if remap is None or key is None:
+        return df
+    regular, nan = remap
+    index = F.col(SLOT) + 1
+    return df.withColumn(SLOT, F.when(nan_side(key), F.element_at(sql_array(nan), index))
+                         .otherwise(F.element_at(sql_array(regular), index)))
 
 
 def _starts(counts: Counts) -> dict[tuple[int, str], int]:

@@ -32,7 +32,7 @@ from .columns import CURVE, PREFIX, RANK, SLOT, SOURCE
 from .fingerprints import InputFingerprint
 from .frames import ordered, sql_array
 from .job_plan import JobPlan
-from .placement import slot_frame, slot_values, with_slots
+from .placement import nan_first_key, nan_rows, slot_frame, slot_values, with_nan_slots, with_slots
 from .read import Inputs, read_inputs
 from .readback import Checked, key_problems, list_outputs, read_back
 from .sample import as_summary, sample_keys, summarize
@@ -270,22 +270,29 @@ def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], in
     boundaries, and every row's slot; only the table's columns and the slot go on to the shuffle."""
     df, columns, scan, keys = first.rows, job.columns, inputs.scan, job.keys
     files_of = file_counts(groups, first.parts)
-    slots, prefix, flat = plan_write(spark, job, groups, first.parts, files_of, first.figures)
+    # A float/double first key holding NaN: its NaN rows get a slot of their own, where a partition has other
+    # rows too (parquet-mr drops the column index of a chunk holding NaN: only theirs then lose it).
+    nan_key = nan_first_key(keys, job.spark_schema, job.curve)
+    nans = {pair: side for pair, (_, side) in (nan_rows(df, nan_key) if nan_key is not None else {}).items()
+            if pair in first.parts and side < first.parts[pair][1]}
+    slots, prefix, flat = plan_write(spark, job, groups, first.parts, files_of, first.figures, nan_rows=nans,
+                                     nan_first=nan_key is not None and nan_key.direction == "desc")
+    counts = slots.regular_counts()  # the slots rows are placed in by key ranges (`with_nan_slots` the rest)
     order = [ordered(key) for key in keys]
     summary, drawn = first.summary, None
-    if summary is None and any(n > 1 for n in slots.slot_counts().values()):
+    if summary is None and any(n > 1 for n in counts.values()):
         drawn = sample_keys(spark, scan, groups, keys)
         summary = as_summary(drawn, keys)
-    placed = first.from_manifests and scan.single is None and bool(slots.slot_counts())
+    placed = first.from_manifests and scan.single is None and bool(counts)
     if placed:
         # Files of several partitions: the join that tags each row with its file's group and partition
         # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
-        info = slot_frame(spark, summary, slots.slot_counts(), keys, prefix)
+        info = slot_frame(spark, summary, counts, keys, prefix)
         df = scan.tagged(scan.rows, info).select(*columns, GROUP, PART, PART_KEY, SOURCE,
                                                  *[c for c in info.columns if c not in (GROUP, PART)])
     if prefix is not None:
         df = df.withColumn(PREFIX, F.expr(prefix.sql()))
-    df = with_slots(spark, df, summary, slots.slot_counts(), keys, prefix, placed=placed, drawn=drawn)
+    df = with_nan_slots(with_slots(spark, df, summary, counts, keys, prefix, placed=placed, drawn=drawn), slots, nan_key)
     if prefix is not None:
         # Computed again after the shuffle from the key columns (a few integer operations per row) rather than
         # carried through it: see `slot_values`.

@@ -66,10 +66,12 @@ def write_dir(plan: RewritePlan) -> str:
 
 
 def plan_write(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], parts: Parts,
-               files_of: Mapping[tuple[int, str], int],
-               figures: Sequence[Mapping[str, Any]]) -> tuple[SlotPlan, PrefixPlan | None, bool]:
+               files_of: Mapping[tuple[int, str], int], figures: Sequence[Mapping[str, Any]], *,
+               nan_rows: Mapping[tuple[int, str], int] | None = None,
+               nan_first: bool = False) -> tuple[SlotPlan, PrefixPlan | None, bool]:
     """The write's slots and tasks (`layout.compaction.executor.slots`), from each (group, partition)'s files
-    and bytes (its group's input bytes by its share of the rows); the sort prefix
+    and bytes (its group's input bytes by its share of the rows), and a NaN slot for each (group, partition)
+    in `nan_rows` (its rows there: `placement.nan_rows`; `nan_first`: NaN sorts first); the sort prefix
     (`layout.compaction.executor.sort_prefix`, None: the keys themselves); whether the slots are written into
     one directory and moved into theirs afterwards (`place_flat_files`)."""
     group_bytes = {g.group_id: sum(f.size for f in g.inputs) for g in groups}
@@ -78,9 +80,12 @@ def plan_write(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]
         group_rows[gid] = group_rows.get(gid, 0) + rows
     sizes = {pair: (files_of[pair], group_bytes[pair[0]] * rows / max(1, group_rows[pair[0]]))
              for pair, (_, rows) in parts.items()}
+    nan_parts = {pair: sizes[pair][1] * n / max(1, parts[pair][1]) for pair, n in (nan_rows or {}).items()
+                 if pair in sizes}
     piece_bytes = _piece_bytes(spark, groups, job.spark_schema)
     parallelism = spark.sparkContext.defaultParallelism
-    slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes), parallelism=parallelism)
+    slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes), parallelism=parallelism,
+                       nan_parts=nan_parts, nan_first=nan_first)
     flat = (len(sizes) > 1 and spark.conf.get("spark.lakesort.compact.flatWrite", "true") == "true"
             and _renames_cheaply(write_dir(job.plan)))
     if flat:
@@ -89,12 +94,15 @@ def plan_write(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]
         # columns): TPC-H SF1 by month into 84 files, warm, sort and write in 11.6-12.2 s against 14.6-15.2 s
         # packed into 27 tasks (one run each). Past FLAT_MAX_TASKS unpacked slots (many small partitions,
         # where a task's fixed cost outweighs the copy), the slots are packed and partitioned as before.
-        unpacked = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism, pack=False)
+        unpacked = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism, pack=False,
+                              nan_parts=nan_parts, nan_first=nan_first)
         flat = unpacked.tasks <= max(FLAT_MAX_TASKS, 2 * slots.tasks)
         slots = unpacked if flat else slots
-    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file%s)",
+    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file%s%s)",
              sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces,
-             ", into one directory" if flat else "")
+             ", into one directory" if flat else "",
+             f", {len(nan_parts)} NaN slot(s): the rows whose first sort key is NaN start a row group" if nan_parts
+             else "")
     return slots, sort_prefix(job.keys, job.ordinals, figures), flat
 
 

@@ -3,15 +3,16 @@ Great Expectations validates (`layout_facts`, described column by column in `FAC
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from layout.io import resolve
-from layout.parquet import ParquetFile
+from layout.parquet import ParquetFile, PhysicalType
 from layout.parquet.format import Encoding, PageType
 
 DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
@@ -71,6 +72,45 @@ def all_dictionary(pf: ParquetFile, rg: int, name: str) -> bool:
     return bool(encodings & DICTIONARY_ENCODINGS) and Encoding.PLAIN not in encodings
 
 
+def nan_values(pf: ParquetFile, rg: int, name: str) -> Literal["none", "some", "all"] | None:
+    """Whether a float/double chunk holds NaN, from its footer statistics alone: "none", "some", "all" (every
+    non-null value), or None when the footer does not say (no statistics). Other types: "none".
+
+    A writer that counts NaNs (parquet-format's `nan_count`) says so outright. parquet-mr (Spark) counts none
+    but folds values into min/max with Java's Double.compare, which orders NaN above every number: a chunk
+    holding a NaN gets NaN as its max, and as its min too only when every value is NaN. Writers that leave NaN
+    out of min/max and count none (pyarrow) read as "none": nothing in their footers says otherwise."""
+    column = pf.column(name)
+    if column.type.physical_type not in (PhysicalType.FLOAT, PhysicalType.DOUBLE):
+        return "none"
+    md = pf.row_groups[rg].columns[column.index].meta_data
+    s = md.statistics if md is not None else None
+    if s is None:
+        return None
+    low, high = _float_bound(column.type, s.min_value, s.min), _float_bound(column.type, s.max_value, s.max)
+    if s.nan_count:
+        values = (md.num_values or 0) - (s.null_count or 0)
+        return "all" if s.nan_count >= values else "some"
+    if high is not None and math.isnan(high):
+        return "all" if low is not None and math.isnan(low) else "some"
+    if low is not None and math.isnan(low):
+        return "some"
+    if low is None and high is None:  # no bounds: all null, or a footer that does not say
+        all_null = s.null_count is not None and s.null_count >= (md.num_values or 0)
+        return "none" if all_null or s.nan_count == 0 else None
+    return "none"
+
+
+def _float_bound(ct: Any, value: bytes | None, deprecated: bytes | None) -> float | None:
+    raw = value if value is not None else deprecated
+    if raw is None:
+        return None
+    try:
+        return float(ct.decode(raw))
+    except (ValueError, ArithmeticError, TypeError):
+        return None
+
+
 # --- the facts table --------------------------------------------------------------------------------
 
 FACTS_COLUMNS = {
@@ -86,6 +126,7 @@ FACTS_COLUMNS = {
     "has_column_index": ("bool", "the chunk has a column index"),
     "has_offset_index": ("bool", "the chunk has an offset index"),
     "has_bloom_filter": ("bool", "the chunk has a bloom filter"),
+    "has_nan": ("bool", "a float/double chunk holds NaN, as its footer statistics say (parquet-mr: a NaN max)"),
     "dictionary_only": ("bool", "every data page of the chunk is dictionary-encoded"),
     "boundary_order": ("string", "ASCENDING, DESCENDING, UNORDERED; null without a column index"),
     "pages": ("int32", "data pages (offset index); null without one"),
@@ -125,6 +166,7 @@ def _facts_rows(f: OpenedFile) -> Iterable[dict[str, Any]]:
                 "compressed_bytes": md.total_compressed_size, "has_column_index": ci is not None,
                 "has_offset_index": pf.has_offset_index(rg, column.name),
                 "has_bloom_filter": pf.has_bloom_filter(rg, column.name),
+                "has_nan": nan_values(pf, rg, column.name) in ("some", "all"),
                 "dictionary_only": all_dictionary(pf, rg, column.name),
                 "boundary_order": ci.boundary_order.name if ci is not None else None,
                 "pages": len(page_rows) if page_rows else None,

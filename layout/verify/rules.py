@@ -9,6 +9,9 @@ Only metadata is read (footers, page indexes, bloom filter offsets), except to e
 index, which reads that one column of that one row group. Rules, one small function each (`RULES`):
 
 ``page_index``      column index and offset index in every chunk of the required columns (error)
+``nan_column_index`` a float/double chunk holding NaN without a column index (warning): parquet-mr writes none
+                    there, whatever its settings; the job starts a row group where the first sort key's NaN rows
+                    begin, so only those row groups lose it. A NaN chunk *with* an index is a page_index error
 ``boundary_order``  the column index's BoundaryOrder is the intended one (error, with the first pair of
                     pages that breaks the order)
 ``row_group_order`` row groups of a file ordered in the first sort key (error)
@@ -47,6 +50,7 @@ from layout.verify.facts import (
     all_dictionary,
     facts_schema,
     layout_facts,
+    nan_values,
     open_files,
     row_group_bytes,
     rows_per_page,
@@ -85,18 +89,89 @@ def check_page_index(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
                           "column index and offset index", f"`{name}` is required by verify.column_index_columns "
                           "but the file has no such column; fix the list in the spec or the writer's schema")
             continue
-        for what, has in (("column index", pf.has_column_index), ("offset index", pf.has_offset_index)):
-            missing = [rg for rg in range(pf.num_row_groups) if not has(rg, name)]
-            if missing:
-                if what == "offset index":
-                    why = _why_no_offset_index(pf)
-                elif intent.read_values:
-                    why = _why_no_column_index(f, missing[0], name, intent)
-                else:
-                    why = f"the writer ({pf.created_by or 'unknown'}) wrote none; `lakesort verify` on the file says why"
-                yield Finding("page_index", "error", pf.path, missing[0], name,
-                              f"no {what} in {len(missing)} of {pf.num_row_groups} row group(s)",
-                              f"a {what} in every row group", f"{what} missing for `{name}`: {why}")
+        yield from _column_indexes(f, name, intent)
+        missing = [rg for rg in range(pf.num_row_groups) if not pf.has_offset_index(rg, name)]
+        if missing:
+            yield Finding("page_index", "error", pf.path, missing[0], name,
+                          f"no offset index in {len(missing)} of {pf.num_row_groups} row group(s)",
+                          "a offset index in every row group", f"offset index missing for `{name}`: "
+                          f"{_why_no_offset_index(pf)}")
+
+
+def _column_indexes(f: OpenedFile, name: str, intent: Intent) -> Iterable[Finding]:
+    """A column index in every row group, except where a float/double chunk holds NaN: parquet-mr writes none
+    there, whatever its settings, so those are reported (`nan_column_index`, a warning), not refused; a chunk
+    without NaN that lacks one, or one with NaN that has one, is an error."""
+    pf = f.pf
+    floats = pf.column(name).type.physical_type in (PhysicalType.FLOAT, PhysicalType.DOUBLE)
+    missing, lost, mixed, indexed = [], [], [], []
+    for rg in range(pf.num_row_groups):
+        has = pf.has_column_index(rg, name)
+        nan = nan_values(pf, rg, name) if floats else "none"
+        if nan is None and not has and intent.read_values:  # the footer does not say: read the chunk (only
+            # where the index is missing); a caller reading metadata only counts the chunk as missing its index
+            nan = "some" if _has_nan(f, rg, name) else "none"
+        if nan in ("some", "all") and not has:
+            lost.append(rg)
+            if nan == "some":
+                mixed.append(rg)
+        elif not has:
+            missing.append(rg)
+        elif nan in ("some", "all") and _nan_uncounted(pf, rg, name):
+            indexed.append(rg)
+    total = pf.num_row_groups
+    if missing:
+        yield Finding("page_index", "error", pf.path, missing[0], name,
+                      f"no column index in {len(missing)} of {total} row group(s)", "a column index in every row group"
+                      + (" without NaN" if lost else ""),
+                      f"column index missing for `{name}`: " + (_why_no_column_index(f, missing[0], name, intent)
+                      if intent.read_values else f"the writer ({pf.created_by or 'unknown'}) wrote none"))
+    if indexed:
+        yield Finding("page_index", "error", pf.path, indexed[0], name,
+                      f"a column index in row group(s) {_listed(indexed)} holding NaN",
+                      "no column index where a chunk holds NaN",
+                      f"row group(s) {_listed(indexed)} of `{name}` hold NaN (their footer statistics say so: a NaN "
+                      f"bound, no NaN count) and still have a column index ({pf.created_by or 'unknown writer'}): "
+                      "its page bounds were taken over NaN values, so a reader may skip pages holding matches; "
+                      "write the file with parquet-mr (Spark), which drops it, or store NaN as null")
+    if lost:
+        yield Finding("nan_column_index", "warning", pf.path, lost[0], name,
+                      f"no column index in row group(s) {_listed(lost)} of {total}: they hold NaN",
+                      "a column index in every row group without NaN", _why_nan(name, lost, mixed, intent))
+
+
+def _listed(row_groups: Sequence[int]) -> str:
+    shown = ", ".join(str(rg) for rg in row_groups[:10])
+    return shown + (f" and {len(row_groups) - 10} more" if len(row_groups) > 10 else "")
+
+
+def _nan_uncounted(pf: ParquetFile, rg: int, name: str) -> bool:
+    """The chunk's NaN shows only as a NaN bound, not as a count: a writer that knows NaN (parquet-format's
+    `nan_count`) may write a sound column index beside it; one that does not took the index over NaN too."""
+    md = pf.row_groups[rg].columns[pf.column(name).index].meta_data
+    return md is None or md.statistics is None or md.statistics.nan_count is None
+
+
+def _why_nan(name: str, lost: Sequence[int], mixed: Sequence[int], intent: Intent) -> str:
+    """What NaN in `name` costs readers, and whether the write could have kept more of its column index."""
+    cause = ("parquet-mr (Spark's writer) writes no column index for a float/double column chunk holding NaN, and "
+             "no writer setting changes that")
+    cost = (f"readers cannot prune row group(s) {_listed(lost)} by `{name}`'s page index, nor by its row group "
+            "statistics (they hold NaN as the max): a query filtering on it reads every page of them")
+    fix = f"store NaN as null in `{name}` to keep them prunable"
+    key = intent.first_key
+    if key is None or key.column != name:
+        return (f"NaN values of `{name}` are spread over the rows ({'not the first sort key' if intent.sort_keys else 'no sort key'}"
+                f"), so every row group holding one loses its column index: {cause}; {cost}; {fix}")
+    where = "last" if key.direction == "asc" else "first"
+    if mixed:
+        return (f"row group(s) {_listed(mixed)} mix NaN with numbers in the first sort key `{name}`: the write did not "
+                f"start a row group where the NaN rows begin (they sort {where} for `{name}` {key.direction}), so the "
+                f"numbers there lost the column index too; {cause}; {cost}. lakesort's compaction cuts there: rewrite "
+                f"the partition (lakesort compact --force --partition ...), or {fix}")
+    return (f"only row group(s) {_listed(lost)}, holding the NaN rows of the first sort key `{name}` (they sort "
+            f"{where} for `{name}` {key.direction}, and the write starts a row group where they begin), lack it: "
+            f"{cause}; {cost}; every other row group keeps it. To keep those too, {fix}")
 
 
 def _why_no_offset_index(pf: ParquetFile) -> str:
@@ -109,11 +184,6 @@ def _why_no_column_index(f: OpenedFile, rg: int, name: str, intent: Intent) -> s
     if column.type.physical_type == PhysicalType.INT96:
         return ("parquet-mr writes no column index for INT96 timestamps; write timestamps as INT64 "
                 "(Spark: spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)")
-    if column.type.physical_type in (PhysicalType.FLOAT, PhysicalType.DOUBLE) and _has_nan(f, rg, name):
-        return (f"column index dropped for `{name}` in row group {rg}: the column holds NaN values, and parquet-mr "
-                "drops the column index of a float/double column chunk that has a page with NaN (its min/max "
-                "would be meaningless); no writer setting changes that: store NaN as null, or expect readers to "
-                "prune this column by row group only")
     if column.type.physical_type != PhysicalType.BYTE_ARRAY:
         return (f"the writer ({f.pf.created_by or 'unknown'}) wrote none although {column.type.physical_type} "
                 "bounds are small; check that it writes page indexes (pyarrow: write_page_index=True)")
@@ -476,7 +546,7 @@ def check_clustering(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Fi
 
 FILE_RULES: tuple[FileRule, ...] = (check_page_index, check_boundary_order, check_row_group_order, check_sizes,
                                     check_pages, check_bloom_filters)
-RULES = ("page_index", "boundary_order", "row_group_order", "overlap", "row_group_size", "file_size", "pages",
+RULES = ("page_index", "nan_column_index", "boundary_order", "row_group_order", "overlap", "row_group_size", "file_size", "pages",
          "bloom_filter", "sorting_columns", "sort_order_id", "clustering")
 
 

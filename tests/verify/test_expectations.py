@@ -83,8 +83,14 @@ def test_demo_suite_has_the_layout_expectations():
     order = in_set["boundary_order"]
     assert order.value_set == ["ASCENDING"]
     assert "l_shipdate" in json.dumps(order.row_condition.dict(), default=str)
-    # column_index_columns: all -> no row condition: every column's chunks need both indexes
-    assert in_set["has_column_index"].row_condition is None and in_set["has_offset_index"].row_condition is None
+    # column_index_columns: all -> every column's chunks need both indexes; a column index only where the chunk
+    # holds no NaN (parquet-mr writes none there: reported as a warning, rule nan_column_index)
+    assert in_set["has_offset_index"].row_condition is None
+    indexes = {e.meta["rule"]: e for e in _by_type(suite)["expect_column_values_to_be_in_set"]
+               if e.column == "has_column_index"}
+    assert indexes["page_index"].meta["severity"] == "error"
+    assert "has_nan" in json.dumps(indexes["page_index"].row_condition.dict(), default=str)
+    assert indexes["nan_column_index"].meta["severity"] == "warning"
     assert "l_orderkey" in json.dumps(in_set["has_bloom_filter"].row_condition.dict(), default=str)
     sizes = {e.column: e for e in _by_type(suite)["expect_column_values_to_be_between"]}
     assert sizes["file_size"].max_value == 2 * 8 * 1024 * 1024  # derived: 2 x target_file_size

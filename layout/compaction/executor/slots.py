@@ -12,6 +12,12 @@ sort key. Tying a task to a file made the task count the file count, which fits 
   buffers its row group), so the budget is kept small: packed into 7 tasks of 32 MiB the driver peaked at
   2.8 GiB against 1.6 GiB; into 27 tasks of 8 MiB, 14.7 s and 2.5 GiB.
 
+A float or double first sort key holding NaN: parquet-mr writes no column index for a chunk with a NaN, and
+Spark's sort puts NaN above every number (last ascending, first descending), so the rows holding NaN (with the
+nulls, where those sort beside them) get a slot of their own (`nan=True`), the last piece of the partition's
+last file ascending, the first of its first file descending: the file then starts a row group where they
+begin, and only the row groups holding NaN lose their column index.
+
 A task's rows are sorted by the key, and Spark's writer keeps a file open per partition directory of the task
 (`most_per_task` of them): so a task never holds two slots of one (group, partition), whose rows would land
 in one file. Where files move without a copy, the job plans a task per slot instead (`pack=False`), writes
@@ -42,6 +48,7 @@ class Slot(Frozen):
     piece: int
     task: int
     position: int
+    nan: bool = False  # holds the (group, partition)'s rows whose first sort key is NaN: a piece of their own
 
 
 class SlotPlan(Frozen):
@@ -57,49 +64,78 @@ class SlotPlan(Frozen):
 
     @property
     def most_pieces(self) -> int:
-        return max((k for *_, k in self.pieces), default=1)
+        """The most pieces of one output file (a NaN slot is one more piece of its file)."""
+        per_file: dict[tuple[int, str, int], int] = {}
+        for s in self.slots:
+            per_file[s.group_id, s.part, s.file] = per_file.get((s.group_id, s.part, s.file), 0) + 1
+        return max(per_file.values(), default=1)
 
     def slot_counts(self) -> dict[tuple[int, str], int]:
-        """Slots per (group, partition): its files times their pieces (the key ranges its rows are cut in)."""
+        """Slots per (group, partition): its files times their pieces (the key ranges its rows are cut in), and
+        its NaN slot."""
         counts: dict[tuple[int, str], int] = {}
         for s in self.slots:
             counts[s.group_id, s.part] = counts.get((s.group_id, s.part), 0) + 1
         return counts
+
+    def regular_counts(self) -> dict[tuple[int, str], int]:
+        """Slots per (group, partition) placed by key ranges (`slot_counts` without the NaN slots)."""
+        counts: dict[tuple[int, str], int] = {}
+        for s in self.slots:
+            counts[s.group_id, s.part] = counts.get((s.group_id, s.part), 0) + (not s.nan)
+        return counts
+
+    def nan_remap(self) -> tuple[list[int], list[int]] | None:
+        """For a row placed among the regular slots only (numbered as if there were no NaN slot: the partitions
+        in order, each its `regular_counts`), the index in `slots` of its slot, and of its partition's NaN slot
+        (the same slot where the partition has none). None when no partition has a NaN slot."""
+        if not any(s.nan for s in self.slots):
+            return None
+        regular = [i for i, s in enumerate(self.slots) if not s.nan]
+        nan_of = {(s.group_id, s.part): i for i, s in enumerate(self.slots) if s.nan}
+        return regular, [nan_of.get((self.slots[i].group_id, self.slots[i].part), i) for i in regular]
 
     def pieces_per_file(self, group_id: int, part: str) -> int:
         return next(k for g, p, k in self.pieces if (g, p) == (group_id, part))
 
 
 def plan_slots(parts: Mapping[tuple[int, str], tuple[int, float]], *, piece_bytes: int = PIECE_BYTES,
-               pack_bytes: int = PACK_BYTES, parallelism: int = 2, pack: bool = True) -> SlotPlan:
+               pack_bytes: int = PACK_BYTES, parallelism: int = 2, pack: bool = True,
+               nan_parts: Mapping[tuple[int, str], float] | None = None, nan_first: bool = False) -> SlotPlan:
     """Slots and tasks for `parts`: (group, partition) -> (output files, estimated bytes).
 
     Each file of a partition gets ceil(file bytes / piece_bytes) pieces. With `pack`, slots share a task while
     together they stay within pack_bytes, never two of one (group, partition); the budget shrinks so that
-    there are at least twice `parallelism` tasks when the slots allow it."""
+    there are at least twice `parallelism` tasks when the slots allow it. `nan_parts`: (group, partition) ->
+    estimated bytes of its rows whose first sort key is NaN, which get a slot of their own: piece -1 of file 0
+    when NaN sorts first (`nan_first`: a descending key), else one piece past the last of the last file."""
     if piece_bytes <= 0:
         raise ValueError(f"piece_bytes must be positive, got {piece_bytes}")
-    laid: list[tuple[int, str, int, int, float]] = []  # group, part, file, piece, bytes
+    nan_parts = nan_parts or {}
+    laid: list[tuple[int, str, int, int, float, bool]] = []  # group, part, file, piece, bytes, nan
     pieces = []
     for (gid, part), (files, size) in sorted(parts.items()):
         files = max(1, files)
         k = max(1, math.ceil(size / files / piece_bytes))
         pieces.append((gid, part, k))
-        laid += [(gid, part, f, p, size / files / k) for f in range(files) for p in range(k)]
-    total = sum(b for *_, b in laid)
+        nan = [(gid, part, 0 if nan_first else files - 1, -1 if nan_first else k, nan_parts[gid, part], True)] \
+            if (gid, part) in nan_parts else []
+        regular = [(gid, part, f, p, size / files / k, False) for f in range(files) for p in range(k)]
+        laid += [*nan, *regular] if nan_first else [*regular, *nan]
+    total = sum(entry[4] for entry in laid)
     budget = min(pack_bytes, total / (2 * max(1, parallelism))) if pack else 0
     # Packed in the order file 0 of every partition, then file 1...: neighbours are of different partitions.
     placed: dict[int, tuple[int, int]] = {}  # index in `laid` -> (task, position)
     task, used, held = -1, 0.0, set()
     for i in sorted(range(len(laid)), key=lambda i: (laid[i][2], laid[i][3], i)):
-        gid, part, _, _, size = laid[i]
+        gid, part, _, _, size, _ = laid[i]
         if task < 0 or not pack or (gid, part) in held or used + size > budget:
             task, used, held = task + 1, 0.0, set()
         placed[i] = (task, len(held))
         used += size
         held.add((gid, part))
-    slots = [Slot(group_id=gid, part=part, file=f, piece=p, task=placed[i][0], position=placed[i][1])
-             for i, (gid, part, f, p, _) in enumerate(laid)]
+    slots = [Slot(group_id=gid, part=part, file=f, piece=p, task=placed[i][0], position=placed[i][1], nan=nan)
+             for i, (gid, part, f, p, _, nan) in enumerate(laid)]
     return SlotPlan(slots=tuple(slots), tasks=task + 1, pieces=tuple(pieces))
 
 

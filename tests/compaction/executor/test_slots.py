@@ -100,3 +100,50 @@ def test_flat_files_go_to_their_slot_s_directory(parts, piece_bytes, seed):
         flat_destinations(plan, [*names, f"part-{plan.tasks:05d}-uuid.c000.zstd.parquet"], "g", "p")
     with pytest.raises(ValueError, match="second file"):
         flat_destinations(plan, [*names, names[0].replace("c000", "c001")], "g", "p")
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=partitions, piece_bytes=st.integers(1, 200), pack=st.booleans(), nan_first=st.booleans(),
+       data=st.data())
+def test_nan_slots_are_a_piece_of_their_own_at_the_end_where_nan_sorts(parts, piece_bytes, pack, nan_first, data):
+    """A partition whose first sort key holds NaN gets one more slot, the last piece of its last file (NaN sorts
+    last ascending) or the first of its first (descending); a row placed among the regular slots alone maps to
+    its slot in the plan, or to its partition's NaN slot. Oracle: the plan without NaN slots."""
+    with_nan = data.draw(st.sets(st.sampled_from(sorted(parts))))
+    nan_parts = {pair: 10.0 for pair in with_nan}
+    plan = plan_slots(parts, piece_bytes=piece_bytes, parallelism=2, pack=pack, nan_parts=nan_parts,
+                      nan_first=nan_first)
+    plain = plan_slots(parts, piece_bytes=piece_bytes, parallelism=2, pack=pack)
+    assert [(s.group_id, s.part, s.file, s.piece) for s in plan.slots if not s.nan] == \
+        [(s.group_id, s.part, s.file, s.piece) for s in plain.slots]
+    assert plan.regular_counts() == plain.slot_counts()
+    for pair in parts:
+        slots = [s for s in plan.slots if (s.group_id, s.part) == pair]
+        nan = [s for s in slots if s.nan]
+        assert len(nan) == (pair in with_nan)
+        if nan:  # at the partition's end where NaN sorts, and the end of its file's pieces in key order
+            assert nan[0] == (slots[0] if nan_first else slots[-1])
+            same_file = sorted(s.piece for s in slots if s.file == nan[0].file)
+            assert nan[0].piece == (same_file[0] if nan_first else same_file[-1])
+    for held in {s.task: [t for t in plan.slots if t.task == s.task] for s in plan.slots}.values():
+        assert len({(s.group_id, s.part) for s in held}) == len(held), "two slots of one partition in a task"
+    remap = plan.nan_remap()
+    if not with_nan:
+        assert remap is None and plan.most_pieces == plain.most_pieces
+        return
+    regular, nan_of = remap
+    assert len(regular) == len(plain.slots)
+    for r, (i, j) in enumerate(zip(regular, nan_of, strict=True)):
+        s, p = plan.slots[i], plain.slots[r]
+        assert (s.group_id, s.part, s.file, s.piece, s.nan) == (p.group_id, p.part, p.file, p.piece, False)
+        target = plan.slots[j]
+        assert (target.group_id, target.part) == (s.group_id, s.part)
+        assert target.nan == ((s.group_id, s.part) in with_nan)
+    assert plan.most_pieces == plain.most_pieces + 1 or plan.most_pieces == plain.most_pieces
+    paths = [f"s3://b/t/data/g={s.group_id}/p={s.part}/part-{s.task:05d}-uuid.c000.zstd.parquet" for s in plan.slots]
+    if pack is False:
+        for files in stitch_lists(plan, paths, "g", "p"):  # the NaN piece stitched at its end of its file
+            tasks = [int(f.rsplit("/part-", 1)[1][:5]) for f in files]
+            slots = [next(s for s in plan.slots if s.task == t) for t in tasks]
+            if any(s.nan for s in slots):
+                assert (slots[0] if nan_first else slots[-1]).nan
