@@ -8,6 +8,8 @@ import re
 import shutil
 import string
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from writers import write_spark
 
@@ -65,6 +67,7 @@ def files(spark, tmp_path_factory):
     nan = ids.select(F.col("id").alias("k"), F.when(F.col("id") % 97 == 0, F.lit(float("nan")))
                      .otherwise(F.col("id").cast("double")).alias("x"))
     out["nan"] = write_spark(spark, nan, base / "nan", sort_by="k", options=pages)
+    out["nan_key"] = write_spark(spark, nan, base / "nan_key", sort_by="x", options=pages)  # NaN beside numbers
     return out
 
 
@@ -85,13 +88,36 @@ def test_dropped_column_index_is_diagnosed_with_numbers(files):
     assert 2 * LONG * 0.99 <= per_page <= 2 * LONG  # measured: a page's min and max are whole 10 KB strings
 
 
-def test_a_float_column_index_dropped_for_nan_names_the_real_cause(files):
-    """parquet-mr drops the column index of a double column with NaN values: no writer setting helps, and
-    the diagnosis says so instead of blaming the writer's page-index settings."""
-    [finding] = _errors(verify_files([files["nan"]], _spec()))
-    assert (finding.rule, finding.column) == ("page_index", "x")
-    assert "holds NaN values" in finding.diagnosis and "no writer setting" in finding.diagnosis
-    assert "write_page_index" not in finding.diagnosis
+def test_a_float_column_index_dropped_for_nan_is_reported_not_refused(files):
+    """parquet-mr drops the column index of a double chunk holding NaN, whatever its settings: verification
+    reports the row groups (a warning naming the column and what readers lose), and does not refuse the files."""
+    report = verify_files([files["nan"]], _spec())
+    assert report.ok and not _errors(report)
+    [finding] = [f for f in report.findings if f.rule == "nan_column_index"]
+    assert (finding.severity, finding.column, finding.row_group) == ("warning", "x", 0)
+    assert finding.observed.startswith("no column index in row group(s) 0")
+    d = finding.diagnosis
+    assert "spread over the rows (not the first sort key)" in d and "no writer setting" in d
+    assert "cannot prune row group(s) 0 by `x`'s page index" in d and "store NaN as null" in d
+    assert "write_page_index" not in d
+
+
+def test_nan_mixed_with_numbers_in_the_first_sort_key_says_the_write_did_not_cut(files):
+    spec = _spec(sort={"keys": [{"column": "x"}]})
+    report = verify_files([files["nan_key"]], spec)
+    assert report.ok
+    [finding] = [f for f in report.findings if f.rule == "nan_column_index"]
+    assert "mix NaN with numbers in the first sort key `x`" in finding.diagnosis
+    assert "did not start a row group where the NaN rows begin (they sort last for `x` asc)" in finding.diagnosis
+
+
+def test_a_double_chunk_without_nan_and_without_column_index_stays_an_error(tmp_path):
+    path = tmp_path / "no_index.parquet"
+    pq.write_table(pa.table({"k": pa.array(range(100), pa.int64()), "x": pa.array([i / 3 for i in range(100)])}),
+                   path, write_page_index=False)
+    errors = _errors(verify_files([str(path)], _spec()))
+    assert {(f.rule, f.column) for f in errors} >= {("page_index", "x")}
+    assert not [f for f in verify_files([str(path)], _spec()).findings if f.rule == "nan_column_index"]
 
 
 def test_spec_truncation_not_applied_is_named(files):
