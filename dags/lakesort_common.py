@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import shutil
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -71,10 +72,16 @@ def owner():
 @task(map_index_template=_LABEL)
 def prepare(item: dict):  # no `-> dict`: TaskFlow would push every key as an XCom of its own
     from layout.compaction.pipeline import runs
+    from layout.compaction.pipeline.spark_home import SparkUnsupported
     from layout.upkeep import lease
     request = read(runs.TableRequest, item)
     try:
-        return runs.prepare_table(request, owner=owner()).model_dump(mode="json")
+        # The Spark tasks run the `spark-submit` on PATH (SparkSubmitHook): a Spark the job does not run on is
+        # refused here, before the table's lease and the plan.
+        return runs.prepare_table(request, owner=owner(), spark_submit=shutil.which("spark-submit")).model_dump(
+            mode="json")
+    except SparkUnsupported as exc:  # a retry cannot help
+        raise AirflowFailException(str(exc)) from None
     except lease.TableBusy as exc:
         if request.trigger == "nightly":  # tonight's work waits for tomorrow; the other run carries on
             raise AirflowSkipException(f"{exc}: skipped") from None

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from layout.compaction.executor import partitions as partitioning
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
@@ -21,6 +20,7 @@ from layout.errors import InputError
 
 from .columns import SOURCE
 from .frames import literal_frame
+from .spark_versions import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,7 +71,7 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         native_scan = NativeScan(rows, listing, single)
         parts.append(native_scan.tagged(rows).select(*columns, GROUP, PART, PART_KEY, SOURCE))
     if others:
-        target = to_arrow_schema(out_schema, timezone="UTC")  # the job's session time zone
+        target = arrow_schema(out_schema)  # in the job's session time zone, UTC
         tasks = max(1, min(len(others), spark.sparkContext.defaultParallelism * 4))
         slices: list[list[tuple[int, str, int, str, int, int]]] = [[] for _ in range(tasks)]
         for i, (gid, f) in enumerate(others):  # round robin over size-descending files: balanced bytes

@@ -2,6 +2,8 @@
 pyspark is the one `spark-submit` puts on the job's PYTHONPATH): the pyspark APIs newer than 3.5, with what
 stands in for them before.
 
+- `to_arrow_schema`'s time zone: a `timezone` argument in 4.2, `timestamp_utc=True` (the default) in 4.0 and
+  4.1, always UTC in 3.5; the job runs in UTC, so each one's default but 4.2's gives the schema it needs.
 - `DataFrame.toArrow` (4.0): before it, the same Arrow batches Spark sends for `toPandas` (`_collect_as_arrow`).
 - `pyspark.sql.functions.arrow_udf` (4.1): before it, `mapInArrow` (3.3) computes the column over whole
   batches. A `pandas_udf` would convert the key columns to pandas and back, which is not exact (a nullable
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 try:
     from pyspark.sql.functions import arrow_udf
@@ -29,19 +32,25 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame
 
-__all__ = ["to_arrow", "with_arrow_column"]
+__all__ = ["arrow_schema", "to_arrow", "with_arrow_column"]
 
 ArrowFunction = Callable[..., pa.Array]  # the key columns' arrays of one batch -> the new column's array
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of Spark's batches of `schema` in a session in UTC (timestamps as UTC instants)."""
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # before 4.2: UTC is the default
+        return to_arrow_schema(schema)
 
 
 def to_arrow(df: DataFrame) -> pa.Table:
     """The rows of `df` collected to the driver as an Arrow table (`DataFrame.toArrow` where Spark has it)."""
     if hasattr(df, "toArrow"):
         return df.toArrow()
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     batches = df._collect_as_arrow()
-    schema = to_arrow_schema(df.schema)
+    schema = arrow_schema(df.schema)
     # Spark's batches may differ from `schema` in nothing but field nullability; rebuilt on the batches' own.
     return pa.Table.from_batches(batches) if batches else schema.empty_table()
 

@@ -10,8 +10,9 @@ archive by running a small job (`jobs/warm_classes.py`) that does what a compact
 archive exists and LAKESORT_SPARK_CLASS_ARCHIVE is on.
 
 The archive lives in this environment (`<venv>/share/lakesort/`), named for what it depends on: the Java
-runtime and Spark's jars. Another Java or Spark (a new lock, a new JDK) names another file, so a stale archive
-is never used; the JVM checks it too, and starts without it (-Xshare:auto) when anything differs, such as a
+runtime and Spark's jars (those of $SPARK_HOME when it is set: the Spark the job runs on). Another Java or Spark
+(a new lock, a new JDK, another SPARK_HOME) names another file, so a stale archive is never used, nor one built
+for another Spark; the JVM checks it too, and starts without it (-Xshare:auto) when anything differs, such as a
 cluster-mode driver on a machine without the file.
 """
 
@@ -55,6 +56,13 @@ def _java() -> Path | None:
 
 
 def _spark_jars() -> Path | None:
+    """The jars of the Spark the jobs run on: $SPARK_HOME's when it is set (the job's spark-submit is then
+    its: `spark_home.spark_submit_binary`), else this environment's pyspark's. The archive is named for them,
+    so an archive built for one Spark is never handed to another Spark's JVM."""
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        jars = Path(home).resolve() / "jars"
+        return jars if jars.is_dir() else None
     # Found, not imported: `layout` never imports pyspark (tests/test_architecture.py).
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
@@ -98,7 +106,7 @@ def with_java_options(conf: Mapping[str, str], options: str | None) -> dict[str,
 def build_archive(*, spark_submit: str, directory: Path | None = None, force: bool = False) -> Path:
     """Build the archive by running `jobs/warm_classes.py` once with the JVM dumping the classes it loaded
     (about 40 s on two cores, most of it the dump). Written under a temporary name and renamed, so that a job
-    never sees half an archive. `spark_submit`: the binary (`layout.compaction.pipeline.submit.spark_submit_binary`).
+    never sees half an archive. `spark_submit`: the binary (`layout.compaction.pipeline.spark_home.spark_submit_binary`).
     Returns its path; raises ArchiveFailed with the log's tail."""
     path = archive_path(directory)
     if path is None:

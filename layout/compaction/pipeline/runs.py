@@ -32,6 +32,7 @@ from pydantic import model_validator
 
 from layout.compaction.pipeline import steps
 from layout.compaction.pipeline.config import RunConfig, SpecChanged
+from layout.compaction.pipeline.spark_home import check_supported
 from layout.compaction.pipeline.steps import MeasureOutcome, PreparedRun, SparkJob
 from layout.compaction.pipeline.submit import operator_kwargs
 from layout.compaction.plan import PartitionDecision
@@ -216,8 +217,11 @@ def backfill_request(params: Mapping[str, Any]) -> TableRequest:
     return request
 
 
-def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | None = None) -> PlannedTable:
-    """Take the table's lease (unless a dry run, which only reads and may run beside a compaction), map
+def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | None = None,
+                  spark_submit: str | None = None) -> PlannedTable:
+    """Refuse a Spark the job does not run on (`spark_home.check_supported`: SparkUnsupported, exit 2, before
+    anything else; `spark_submit` is the one the run's Spark jobs will run, None: `lakesort compact`'s), take
+    the table's lease (unless a dry run, which only reads and may run beside a compaction), map
     dates to partitions, plan with the request's spec (none: the registry's, looked up here, the run's
     start). A dry run and a run with nothing to do are recorded and end here, lease released. Raises
     `lease.TableBusy` (nothing done) when another run holds the table; on any other error the lease is
@@ -225,7 +229,8 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | 
     there, not in a directory of their own under $LAKESORT_WORK_DIR (`steps.prepare`).
     """
     table = request.table
-    if not request.dry_run:
+    if not request.dry_run:  # a dry run starts no Spark
+        check_supported(spark_submit)
         acquire_lease(table, owner)
     try:
         config = request.config or RunConfig.of(find_spec(table))

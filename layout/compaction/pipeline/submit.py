@@ -6,7 +6,9 @@ SparkSubmitOperator (`operator_kwargs`). Both take the job file, Spark conf, exe
 `layout` is shipped from `layout.settings`. The Spark job runs in local mode by default and on a cluster
 with `--master spark://host:7077` (or YARN, Kubernetes). The `layout` package travels to executors as a
 `--py-files` zip (`LAKESORT_SHIP_LAYOUT=zip`), so a cluster needs only the same Python dependencies (the
-locked environment), not this repository; with `installed` the cluster's image has it.
+locked environment), not this repository; with `installed` the cluster's image has it. The Spark is
+$SPARK_HOME's when it is set, else lakesort's own pyspark (`layout.compaction.pipeline.spark_home`, which
+also refuses a Spark the job does not run on).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layout.compaction.pipeline.class_archive import java_options, with_java_options
-from layout.errors import InputError, LakesortError
+from layout.compaction.pipeline.spark_home import spark_submit_binary
+from layout.errors import LakesortError
 from layout.models import Frozen
 from layout.settings import settings
 
@@ -118,17 +121,6 @@ def operator_kwargs(prepared: PreparedRun) -> list[dict[str, Any]]:
                          name=f"lakesort-compact {prepared.table} {prepared.run_id} job {job.job_id}",
                          work_dir=prepared.work_dir).operator_kwargs()
             for job in prepared.jobs]
-
-
-def spark_submit_binary() -> str:
-    for candidate in (Path(sys.executable).with_name("spark-submit"),
-                      Path(os.environ.get("SPARK_HOME", "/nonexistent")) / "bin" / "spark-submit"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("spark-submit")
-    if not found:
-        raise InputError("spark-submit not found: run `make setup` (pyspark installs it in .venv/bin) or set SPARK_HOME")
-    return found
 
 
 def layout_zip(directory: Path) -> Path:
