@@ -72,7 +72,7 @@ def test_the_nightly_resolves_each_spec_once_in_its_first_task(events, registry,
         mp.setattr(runs, "find_spec", no_lookup)
         with task_context() as context:
             planned = runs.PlannedTable.model_validate(common.prepare.function(events_item))
-            assert planned.prepared().config == config
+            assert planned.prepared().config == config.resolved(events)  # with the table's write properties
             assert common.maintain.function(events_item)["status"] == "done"  # the run's lease, taken over
             assert context["lakesort_table"] == "t.events"
     with task_context(), pytest.raises(ConfigError, match=r"broken.yaml: target_file_size"):
