@@ -113,6 +113,22 @@ def test_a_busy_table_skips_a_nightly_and_fails_a_backfill(events, tmp_path):
     assert read_lease("t.events").same_run(holder)
 
 
+def test_prepare_fails_without_retries_on_a_spark_the_job_does_not_run_on(events, tmp_path, monkeypatch):
+    """SparkSubmitOperator runs the `spark-submit` on PATH, which runs $SPARK_HOME's Spark: here a 3.4."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    home = tmp_path / "spark-3.4"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "spark-submit").write_text("#!/bin/sh\nexit 1\n")
+    (home / "bin" / "spark-submit").chmod(0o755)
+    (home / "RELEASE").write_text("Spark 3.4.1 built for Hadoop 3.3.4\n")
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    monkeypatch.setenv("PATH", str(home / "bin"))
+    with task_context(), pytest.raises(AirflowFailException, match=r"Spark 3\.4\.1 .*3\.5, 4\.0, 4\.1, 4\.2"):
+        common.prepare.function({"table": "t.events", "trigger": "nightly"})
+    assert read_lease("t.events") is None
+
+
 def test_the_tasks_pass_json_and_a_failed_spark_job_fails_verify(events, tmp_path):
     """prepare -> planned -> spark_jobs -> table.verify through their JSON payloads; the Spark job left no
     manifest, so `verify` abandons the run, releases the lease and fails without retries."""
