@@ -29,7 +29,7 @@ from layout.errors import InputError
 from layout.models import Frozen
 
 __all__ = ["SUPPORTED", "SparkInstall", "SparkUnsupported", "check_supported", "find_install", "parse_version",
-           "refusal", "spark_submit_binary", "supported_install"]
+           "refusal", "spark_submit_binary"]
 
 # (major, minor) of the Sparks the job is tested on (tests/compaction/pipeline/test_spark_versions.py).
 SUPPORTED = ((3, 5), (4, 0), (4, 1), (4, 2))
@@ -162,11 +162,5 @@ def _checked(spark_submit: str, spark_home: str | None) -> SparkInstall:
 def check_supported(spark_submit: str | None = None) -> SparkInstall:
     """The Spark the job would run on (`spark_submit`, default `spark_submit_binary()`, with $SPARK_HOME), or
     SparkUnsupported (exit 2) naming the version found and those supported. Cached per binary and home: the
-    nightly DAG's prepare task asks once per table."""
+    nightly DAG's prepare task asks once per table (giving the `spark-submit` on PATH: SparkSubmitOperator's)."""
     return _checked(spark_submit or spark_submit_binary(), os.environ.get("SPARK_HOME") or None)
-
-
-def supported_install() -> SparkInstall:
-    """`check_supported()` for the spark-submit Airflow's SparkSubmitOperator runs: the `spark-submit` on PATH
-    (with $SPARK_HOME), else the one `lakesort compact` would run."""
-    return check_supported(shutil.which("spark-submit") or None)
