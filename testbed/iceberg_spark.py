@@ -13,7 +13,7 @@ own output goes to standard error):
   keeps every value as Spark read it (floats bit for bit, timestamps to the microsecond);
 - `{"stream": "start", ...}` / `{"stream": "poll"|"stop", "name": ...}`: a Structured Streaming query with
   Iceberg's source (see `stream`).
-A failed request answers `{"error": "...", "type": "..."}` and the server keeps serving.
+A failed request answers `{"failed": "...", "type": "...", "trace": "..."}` and the server keeps serving.
 
 Standard library, pyspark and pyarrow only: this file is not part of lakesort.
 """
@@ -49,6 +49,8 @@ def session(catalog_db: str, warehouse: str):
         .config(f"{prefix}.type", "jdbc")
         .config(f"{prefix}.uri", f"jdbc:sqlite:{catalog_db}")
         .config(f"{prefix}.warehouse", warehouse)
+        # Another implementation (lakesort, pyiceberg) commits between requests: never serve a cached table.
+        .config(f"{prefix}.cache-enabled", "false")
         # pyiceberg's SQL catalog writes the V1 schema (with `iceberg_type`): Iceberg must not try to migrate it.
         .config(f"{prefix}.jdbc.schema-version", "V1")
         .config("spark.sql.defaultCatalog", CATALOG)
@@ -61,12 +63,12 @@ def _json_value(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
+    if hasattr(value, "asDict"):  # a Row (a tuple too): a struct, by field name
+        return {k: _json_value(v) for k, v in value.asDict().items()}
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _json_value(v) for k, v in value.items()}
-    if hasattr(value, "asDict"):
-        return {k: _json_value(v) for k, v in value.asDict().items()}
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     return str(value)
@@ -138,7 +140,7 @@ def main(argv: list[str]) -> int:
         try:
             answer = handle(spark, streams, json.loads(line))
         except Exception as exc:  # noqa: BLE001 - every failure is the test's to judge
-            answer = {"error": str(exc), "type": type(exc).__name__, "trace": traceback.format_exc()[-4000:]}
+            answer = {"failed": str(exc), "type": type(exc).__name__, "trace": traceback.format_exc()[-4000:]}
         answers.write(json.dumps(answer) + "\n")
     spark.stop()
     return 0

@@ -73,8 +73,8 @@ class IcebergSpark:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
             answer = self._answer()
-        if "error" in answer:
-            raise BedError(f"Iceberg Spark: {answer['type']}: {answer['error']}\n{answer.get('trace', '')}")
+        if "failed" in answer:
+            raise BedError(f"Iceberg Spark: {answer['type']}: {answer['failed']}\n{answer['trace']}")
         return answer
 
     def sql(self, statement: str) -> list[list[Any]]:
