@@ -37,10 +37,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
+from layout.compaction.planning.sorted_runs import RunFile
 from layout.errors import InputError
 from layout.io import resolve
 from layout.read.overlap import overlap_depth
@@ -64,15 +65,6 @@ CHECK_VERSION = 1
 # Footers read at once: each is one or two small reads, mostly waiting on storage (an object store's
 # latency), so more threads than cores pay off; the decoding itself holds the GIL.
 READ_THREADS = 16
-
-
-class _File(Protocol):
-    path: str
-    size: int
-    snapshot_id: int
-    sequence_number: int
-    lo: Any
-    hi: Any
 
 
 def not_adoptable(spec: TableSpec) -> str | None:
@@ -145,14 +137,14 @@ def _shortfall(f: Finding) -> str:
 # ---- per partition: small files and sorted runs, from the manifests -----------------------------------
 
 
-def adopt(data: Sequence[_File], candidates: Sequence[_File], spec: TableSpec, first_key: str
+def adopt(data: Sequence[RunFile], candidates: Sequence[RunFile], spec: TableSpec, first_key: str
           ) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
     """Of a partition's `candidates` (foreign files that passed `check_files`; `data`: all its data files),
     (the adopted ones -> their sorted run, the others -> why not)."""
     small = [f for f in data if f.size < spec.small_file_size]
     many_small = len(small) >= spec.min_small_files
     rejected: dict[str, tuple[str, ...]] = {}
-    by_commit: dict[int, list[_File]] = {}
+    by_commit: dict[int, list[RunFile]] = {}
     for f in candidates:
         if f.lo is None or f.hi is None:
             rejected[f.path] = (f"no manifest bounds of `{first_key}` (its place among sorted runs is unknown)",)
@@ -161,7 +153,7 @@ def adopt(data: Sequence[_File], candidates: Sequence[_File], spec: TableSpec, f
             rejected[f.path] = (why,)
         else:
             by_commit.setdefault(f.snapshot_id, []).append(f)
-    runs: list[tuple[str, list[_File]]] = []
+    runs: list[tuple[str, list[RunFile]]] = []
     for snapshot_id, files in sorted(by_commit.items(), key=lambda kv: max(f.sequence_number for f in kv[1])):
         if overlap_depth((f.lo, f.hi) for f in files) > 1:
             why = f"files overlapping in `{first_key}` within one commit (snapshot {snapshot_id}): no sorted run"

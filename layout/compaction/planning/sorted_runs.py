@@ -30,14 +30,16 @@ from typing import Any, Protocol
 
 from layout.read.overlap import overlap_depth
 
-__all__ = ["RUN_SIZE_RATIO", "SortedRun", "runs_to_merge", "sorted_runs"]
+__all__ = ["RUN_SIZE_RATIO", "RunFile", "SortedRun", "runs_to_merge", "sorted_runs"]
 
 # Simulated over 30 nights of equal appends beside a large base run, at most 4 runs: 1.0 rewrites least
 # (3.43 bytes written per byte appended; 0.5 gives 6.63, 2.0 gives 4.7; with varying appends 3.05).
 RUN_SIZE_RATIO = 1.0
 
 
-class _File(Protocol):
+class RunFile(Protocol):
+    """What the planner knows of a data file from the manifests: its first sort key's bounds and its commit."""
+
     path: str
     size: int
     snapshot_id: int
@@ -67,11 +69,11 @@ class SortedRun:
         return overlap_depth((f.lo, f.hi) for f in self.files) <= 1
 
 
-def sorted_runs(files: Iterable[_File], run_of: Mapping[str, str]) -> list[SortedRun]:
+def sorted_runs(files: Iterable[RunFile], run_of: Mapping[str, str]) -> list[SortedRun]:
     """The runs among `files` (the partition's files lakesort wrote under the current spec), newest first.
     `run_of` maps a file's path to the lakesort run that wrote it; a file not there is no run's (the caller
     treats it as new)."""
-    by_run: dict[str, list[_File]] = {}
+    by_run: dict[str, list[RunFile]] = {}
     for f in files:
         run = run_of.get(f.path)
         if run is not None:
