@@ -19,6 +19,9 @@ def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
     """(filesystem, path) for a local path or a URI such as `file:///w/x.parquet` or `s3://b/k`."""
 
     text = os.fspath(location)
+    if text.startswith("file:") and not text.startswith("file://"):
+        # `file:/w/x.parquet`: how Iceberg's Java implementation (Hadoop's Path) writes local locations.
+        text = text.removeprefix("file:")
     if "://" not in text:
         return fs.LocalFileSystem(), str(Path(text).absolute())
     try:

@@ -21,6 +21,7 @@ from layout.io import data_files, resolve
 from layout.manifest import StagedManifest
 from layout.registry import find_spec
 from layout.spec import SortKey, TableSpec, resolve_sort_keys
+from layout.spec.table_properties import resolve_for_table
 from layout.verify.facts import OpenedFile, open_files
 
 __all__ = ["Source", "open_staged", "resolve_source", "staged_files", "table_files", "table_runs"]
@@ -48,6 +49,8 @@ def resolve_source(source: str, spec: TableSpec | None = None) -> Source:
         return Source(data_files(source), None, spec, None, None)
     spec = spec or _registered_spec(source)
     table = load_table(source, spec.catalog if spec is not None else None)
+    if spec is not None:  # the table's write properties where the spec is silent, as a compaction writes
+        spec = resolve_for_table(spec, table)
     files, partitions = table_files(table)
     keys = tuple(resolve_sort_keys(spec, table)) if spec is not None else None
     return Source(files, partitions, spec, keys, table, table_runs(table))

@@ -33,7 +33,7 @@ class Judged:
     after: int  # the snapshot lakesort committed
 
 
-def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True) -> Judged:
+def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True, measure: bool = False) -> Judged:
     from layout.compaction.pipeline.driver import compact
 
     spark = bed.spark
@@ -44,7 +44,7 @@ def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True) ->
     by_pyiceberg = by_field_id(current)
     assert_same_rows(before[snapshots[-1]], spark.read(name), what=f"{name}: Iceberg Spark's current read")
 
-    result = compact(name, spec=table_spec or spec(name), force=force)
+    result = compact(name, spec=table_spec or spec(name), force=force, measure=measure)
     assert result.plan is not None and result.plan.groups, f"lakesort planned nothing for {name}"
 
     after_snapshots = spark.snapshots(name)
@@ -65,5 +65,5 @@ def live_files(bed, name: str) -> list[dict[str, Any]]:
     """The table's live data files as Iceberg's `files` metadata table lists them."""
     partition = ", partition" if bed.catalog.load_table(name).spec().fields else ""
     return bed.spark.columns(
-        f"SELECT file_path, record_count, file_size_in_bytes, value_counts, null_value_counts, nan_value_counts, "
+        f"SELECT file_path, record_count, file_size_in_bytes, column_sizes, value_counts, null_value_counts, nan_value_counts, "
         f"lower_bounds, upper_bounds, split_offsets, sort_order_id, spec_id{partition} FROM {name}.files")

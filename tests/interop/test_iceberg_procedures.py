@@ -32,7 +32,7 @@ PROPERTIES = {
     "write.metadata.metrics.column.id": "full",
 }
 # What the files table says of one file, compared field by field.
-STATISTICS = ("record_count", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds",
+STATISTICS = ("record_count", "column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds",
               "upper_bounds", "split_offsets")
 
 
@@ -70,6 +70,10 @@ def test_statistics_agree_with_icebergs_and_procedures_run_on_lakesorts_output(b
     compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
     ours = {Path(f["file_path"]).name: f for f in live_files(bed, name)}
     assert all("/lakesort-staging/" in f["file_path"] for f in ours.values())
+    # The spec is silent on the writer: the table's write.parquet.* properties apply.
+    for f in ours.values():
+        footer = pq.ParquetFile(f["file_path"].removeprefix("file:")).metadata
+        assert {footer.row_group(0).column(i).compression for i in range(footer.num_columns)} == {"ZSTD"}
 
     # The same files, imported by Iceberg into a scratch table under the same metrics modes.
     scratch = bed.name("stats_scratch")

@@ -47,7 +47,7 @@ def test_hidden_partitioning_sort_order_and_copy_on_write_dml(bed):
         f"WHEN NOT MATCHED THEN INSERT (id, ts, d, s, x, amount) "
         f"VALUES (u.id, TIMESTAMP '2024-03-04 12:00:00', DATE '2024-02-01', u.s, 1.25, 3.50)")
 
-    judged = compact_and_judge(bed, name)
+    judged = compact_and_judge(bed, name, measure=True)  # the probes measured before and after, too
 
     order_id = bed.catalog.load_table(name).sort_order().order_id
     assert order_id > 0
@@ -120,3 +120,31 @@ def test_parquet_files_brought_in_with_add_files(bed, tmp_path):
     assert bed.catalog.load_table(name).properties.get("schema.name-mapping.default")
 
     compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
+
+
+def test_a_table_icebergs_writers_already_sorted_is_adopted_not_rewritten(bed):
+    """Iceberg Spark wrote the table sorted by its sort order (a range distribution: the files of a partition
+    hold disjoint key ranges), files of a fair size, column and offset indexes in place: lakesort adopts every
+    file as it is, and rewrites only the partition where a later INSERT left a file out of order."""
+    from layout.compaction.planning.planner import plan_rewrite
+
+    name = bed.name("presorted")
+    sql = bed.spark.sql
+    sql(f"CREATE TABLE {name} (id bigint, ts timestamp, d date, s string, x double, amount decimal(12, 2)) "
+        f"USING iceberg PARTITIONED BY (months(d)) TBLPROPERTIES ('write.distribution-mode'='range')")
+    sql(f"ALTER TABLE {name} WRITE ORDERED BY id")
+    _insert_batches(bed, name, 1, 3000)
+    table_spec = spec(name, small_file_size="1KiB", max_sorted_runs=1, verify={"max_row_group_size": "1GiB"})
+    table = bed.catalog.load_table(name)
+
+    plan = plan_rewrite(table, table_spec)
+    decisions = {d.partition: d for d in plan.partitions}
+    assert decisions and all(d.action == "skip" and d.adopted_files == d.files for d in decisions.values()), \
+        [(d.partition, d.action, d.reasons) for d in decisions.values()]
+
+    # One more file in January whose ids fall inside the range of the files there: that partition only.
+    sql(f"INSERT INTO {name} SELECT id, ts, d, s, x, amount FROM {name} WHERE d < DATE '2024-02-01' AND id % 2 = 0")
+    plan = plan_rewrite(bed.catalog.load_table(name), table_spec)
+    rewrite = [d for d in plan.partitions if d.action == "rewrite"]
+    assert len(rewrite) == 1 and "2024-01" in rewrite[0].partition, [(d.partition, d.reasons) for d in rewrite]
+    compact_and_judge(bed, name, table_spec, force=False)
