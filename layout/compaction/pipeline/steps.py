@@ -6,7 +6,7 @@
                 and the output's rows and fingerprints (computed by the executors)
     verify   -> compare those, re-read a sample outside Spark, the metadata proof, layout rules and GX;
                 mark the output verified (the manifest's digest)
-    commit   -> the verified files unchanged (digest, sizes): one atomic Iceberg overwrite; record the run
+    commit   -> the verified files unchanged (digest, sizes): one atomic Iceberg `replace` snapshot (as RewriteFiles); record the run
     measure  -> every probe on the snapshot before and the one after, same probes; record the rows
 
 Every step takes the `PreparedRun` (a value, saved as JSON in the run's work directory, so each
@@ -353,7 +353,7 @@ def commit(prepared: PreparedRun) -> CommitResult:
     """Commit the verified staged output atomically and record the run; returns the CommitResult.
 
     The `verify` step must have passed for exactly this output (its digest); the commit does not repeat its
-    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg overwrite. A spec
+    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg `replace` snapshot. A spec
     changed since the plan refuses the run (`SpecChanged`, naming the file; the staged files are removed),
     unless this is a retry of a commit that went through.
     """
