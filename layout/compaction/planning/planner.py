@@ -1,7 +1,7 @@
 """The rewrite planner: which partitions of an Iceberg table need sorting and compacting, and why.
 
-For each candidate partition (the ones changed since lakesort's last commit, or the ones a manual run
-names) the planner reads the manifest entries (no data files) and decides:
+For each partition (every one, or the ones a manual run names; those unchanged since lakesort's last commit
+there are skipped below) the planner reads the manifest entries (no data files) and decides:
 
 - refuse: the partition has delete files (rewriting would have to apply them; never ignore deletes);
 - rewrite, with reasons: forced; at least `min_small_files` files under `small_file_size`; files not
