@@ -14,6 +14,8 @@ from roundtrip import compact_and_judge, live_files, spec
 
 pytestmark = pytest.mark.usefixtures("in_process_job")
 
+# The columns `_insert_batches` fills.
+COLUMNS = "(id bigint, ts timestamp, d date, s string, x double, amount decimal(12, 2))"
 COW = ("'write.delete.mode'='copy-on-write', 'write.update.mode'='copy-on-write', "
        "'write.merge.mode'='copy-on-write', 'format-version'='2'")
 
@@ -35,7 +37,7 @@ def test_hidden_partitioning_sort_order_and_copy_on_write_dml(bed):
     MERGE INTO in copy-on-write mode: lakesort sorts by the table's order and records its id."""
     name = bed.name("events")
     sql = bed.spark.sql
-    sql(f"CREATE TABLE {name} (id bigint, ts timestamp, d date, s string, x double, amount decimal(12, 2)) "
+    sql(f"CREATE TABLE {name} {COLUMNS} "
         f"USING iceberg PARTITIONED BY (days(ts), bucket(4, id)) TBLPROPERTIES ({COW})")
     sql(f"ALTER TABLE {name} WRITE ORDERED BY s ASC NULLS FIRST, id DESC NULLS LAST")
     _insert_batches(bed, name, 4, 120)
@@ -62,7 +64,7 @@ def test_months_truncate_and_partition_evolution(bed):
     both specs are rewritten under the current one."""
     name = bed.name("evolving_spec")
     sql = bed.spark.sql
-    sql(f"CREATE TABLE {name} (id bigint, ts timestamp, d date, s string, x double, amount decimal(12, 2)) "
+    sql(f"CREATE TABLE {name} {COLUMNS} "
         f"USING iceberg PARTITIONED BY (months(d), truncate(1, s))")
     _insert_batches(bed, name, 3, 100)
     sql(f"ALTER TABLE {name} ADD PARTITION FIELD bucket(2, id)")
@@ -130,7 +132,7 @@ def test_a_table_icebergs_writers_already_sorted_is_adopted_not_rewritten(bed):
 
     name = bed.name("presorted")
     sql = bed.spark.sql
-    sql(f"CREATE TABLE {name} (id bigint, ts timestamp, d date, s string, x double, amount decimal(12, 2)) "
+    sql(f"CREATE TABLE {name} {COLUMNS} "
         f"USING iceberg PARTITIONED BY (months(d)) TBLPROPERTIES ('write.distribution-mode'='range')")
     sql(f"ALTER TABLE {name} WRITE ORDERED BY id")
     _insert_batches(bed, name, 1, 3000)
