@@ -107,13 +107,13 @@ def nan_side(key: SortKeyModel) -> Column:
     return side
 
 
-def nan_rows(df: DataFrame, key: SortKeyModel) -> dict[tuple[int, str], tuple[int, int]]:
-    """Per (group, partition) whose `key` holds a NaN: (rows with NaN, rows of its NaN slot: `nan_side`). One
-    aggregation over the key column (a float key has no sort prefix and the manifests count no NaN)."""
+def nan_rows(df: DataFrame, key: SortKeyModel) -> dict[tuple[int, str], int]:
+    """Per (group, partition) whose `key` holds a NaN: the rows of its NaN slot (`nan_side`). One aggregation
+    over the key column (a float key has no sort prefix and the manifests count no NaN)."""
     rows = (df.where(nan_side(key)).groupBy(GROUP, PART)
             .agg(F.sum(F.isnan(F.col(key.column)).cast("long")).alias("nan"), F.count(F.lit(1)).alias("side"))
             .where(F.col("nan") > 0).collect())
-    return {(r[GROUP], r[PART]): (int(r["nan"]), int(r["side"])) for r in rows}
+    return {(r[GROUP], r[PART]): int(r["side"]) for r in rows}
 
 
 def with_nan_slots(df: DataFrame, slots: SlotPlan, key: SortKeyModel | None) -> DataFrame:

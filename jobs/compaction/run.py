@@ -273,7 +273,7 @@ def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], in
     # A float/double first key holding NaN: its NaN rows get a slot of their own, where a partition has other
     # rows too (parquet-mr drops the column index of a chunk holding NaN: only theirs then lose it).
     nan_key = nan_first_key(keys, job.spark_schema, job.curve)
-    nans = {pair: side for pair, (_, side) in (nan_rows(df, nan_key) if nan_key is not None else {}).items()
+    nans = {pair: side for pair, side in (nan_rows(df, nan_key) if nan_key is not None else {}).items()
             if pair in first.parts and side < first.parts[pair][1]}
     slots, prefix, flat = plan_write(spark, job, groups, first.parts, files_of, first.figures, nan_rows=nans,
                                      nan_first=nan_key is not None and nan_key.direction == "desc")

@@ -94,7 +94,7 @@ def check_page_index(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
         if missing:
             yield Finding("page_index", "error", pf.path, missing[0], name,
                           f"no offset index in {len(missing)} of {pf.num_row_groups} row group(s)",
-                          "a offset index in every row group", f"offset index missing for `{name}`: "
+                          "an offset index in every row group", f"offset index missing for `{name}`: "
                           f"{_why_no_offset_index(pf)}")
 
 
