@@ -14,7 +14,7 @@ from pydantic import Field
 
 from layout.models import Frozen, Strategy
 
-__all__ = ["Action", "InputFile", "MergeRuleModel", "PartitionDecision", "RewriteGroup", "RewritePlan", "SortKeyModel"]
+__all__ = ["Action", "DeleteInput", "InputFile", "MergeRuleModel", "PartitionDecision", "RewriteGroup", "RewritePlan", "SortKeyModel"]
 
 Action = Literal["rewrite", "skip", "refuse"]
 
@@ -50,6 +50,25 @@ class InputFile(Frozen):
     # Estimated bytes of its variable-length values once decoded (`layout.compaction.executor.memory.value_bytes`, from
     # the footer, by the prepare step; None before): how large a write task's piece may be.
     value_bytes: int | None = None
+    sequence_number: int = 0  # its data sequence number: which delete files apply to it (`layout.read.deletes`)
+
+
+class DeleteInput(Frozen):
+    """A delete file that applies to inputs of a group: the job applies it to their rows by Iceberg's rules
+    (`layout.read.deletes`), from these attributes alone."""
+
+    path: str
+    kind: Literal["position", "equality"]
+    size: int
+    rows: int  # its record_count: deleted positions, or equality keys
+    sequence_number: int
+    spec_id: int
+    partition_key: str  # under its own spec, encoded as the inputs' (`layout.compaction.executor.partitions`)
+    unpartitioned: bool = False  # written under an unpartitioned spec: applies in every partition
+    equality_ids: tuple[int, ...] = ()
+    # Equality deletes: the column of each id as the job's read schema (the table's current one) names it: a
+    # top-level column, or a dotted path through structs.
+    equality_columns: tuple[str, ...] = ()
 
 
 class PartitionDecision(Frozen):
@@ -62,7 +81,8 @@ class PartitionDecision(Frozen):
     small_files: int
     foreign_files: int  # not written by lakesort under this spec (adopted ones included)
     overlap_depth: int
-    delete_files: int = 0
+    delete_files: int = 0  # distinct delete files that apply to the partition's data files
+    delete_rows: int = 0  # their record counts: rows deleted by position, keys deleted by equality
     sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.planning.sorted_runs`)
     # Foreign files kept as they are: they already meet the spec (`layout.compaction.planning.adoption`).
     adopted_files: int = 0
@@ -74,6 +94,7 @@ class RewriteGroup(Frozen):
     inputs: tuple[InputFile, ...]
     output_files: int  # how many files the job should write: input bytes over the target size
     reasons: tuple[str, ...]
+    deletes: tuple[DeleteInput, ...] = ()  # every delete file that applies to one of the inputs
 
     @property
     def bytes(self) -> int:
@@ -82,6 +103,11 @@ class RewriteGroup(Frozen):
     @property
     def rows(self) -> int:
         return sum(f.rows for f in self.inputs)
+
+    @property
+    def delete_rows(self) -> int:
+        """The delete files' record counts (an upper bound of the rows they delete here)."""
+        return sum(d.rows for d in self.deletes)
 
 
 class RewritePlan(Frozen):
@@ -110,6 +136,10 @@ class RewritePlan(Frozen):
     @property
     def input_bytes(self) -> int:
         return sum(g.bytes for g in self.groups)
+
+    @property
+    def has_deletes(self) -> bool:
+        return any(g.deletes for g in self.groups)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=1)

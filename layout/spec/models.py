@@ -308,7 +308,7 @@ class TableSpec(Frozen):
     `spec_hash` fingerprints what changes the bytes written (sort, sizes that shape files, writer,
     keys), so a planner can tell whether a partition was compacted under the same spec. Owner,
     probes, catalog, table name, verification bounds, retention and the planning thresholds
-    (`small_file_size`, `min_small_files`) do not enter it: changing them must not make every
+    (`small_file_size`, `min_small_files`, the delete thresholds) do not enter it: changing them must not make every
     partition look stale.
     """
 
@@ -354,6 +354,19 @@ class TableSpec(Frozen):
         description="A partition holding several sorted runs is merged into one once the oldest run written "
         "since its last full merge is this old (e.g. 7d: weekly), so readers of old data read one run. Absent "
         "or null: runs are merged only by size and max_sorted_runs (and `lakesort compact --full`).",
+    )
+    delete_file_threshold: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="Merge-on-read tables: a data file to which at least this many delete files apply is "
+        "rewritten with its deletes applied. Absent or null: no bound by count (Iceberg's rewrite_data_files "
+        "default, delete-file-threshold).",
+    )
+    delete_ratio_threshold: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.3,
+        description="Merge-on-read tables: a data file whose deleted rows are at least this share of its rows "
+        "is rewritten with its deletes applied. Rows known deleted are those of the position delete files "
+        "that reference that file alone (Iceberg's measure too). Default 0.3 (Iceberg's "
+        "delete-ratio-threshold).",
     )
     max_group_size: Size = Field(
         1 * GiB,

@@ -450,6 +450,7 @@ def check_table(table: Table, spec: TableSpec, *, probes: Literal["refuse", "war
     `probes="warn"` (the compaction): a probe's problem (a column renamed since the probe was written) is
     logged, not refused; the rewrite does not need the probes, and measuring reports the probe.
     """
+    refuse_format_version(table, spec.table)
     checker = _Checker(table, spec)
     checker.run()
     problems = list(dict.fromkeys(checker.problems))
@@ -461,3 +462,23 @@ def check_table(table: Table, spec: TableSpec, *, probes: Literal["refuse", "war
         problems += probe_problems
     if problems:
         raise UsageError("\n".join(problems))
+
+
+# The newest table format version lakesort commits to. pyiceberg 0.12's manifest writer knows versions 1 and 2
+# only (`write_manifest` raises for 3), so a v3 table (deletion vectors in Puffin files, row lineage) could be
+# planned and compacted but never committed: it is refused before Spark starts instead.
+MAX_FORMAT_VERSION = 2
+
+
+def refuse_format_version(table: Table, name: str) -> None:
+    """A `UsageError` (exit 2) for a table whose format version lakesort cannot commit to."""
+    version = table.metadata.format_version
+    if version > MAX_FORMAT_VERSION:
+        import pyiceberg
+
+        raise UsageError(
+            f"{name}: the table has format version {version}; lakesort commits through pyiceberg "
+            f"{pyiceberg.__version__}, which writes manifests of format versions 1 and 2 only, so a rewrite could "
+            f"never commit. Nothing was done. Compact v{version} tables with Iceberg's own rewrite_data_files, "
+            "or keep the tables lakesort maintains at 'format-version'='2'"
+        )

@@ -3,8 +3,10 @@
 For each partition (every one, or the ones a manual run names; those unchanged since lakesort's last commit
 there are skipped below) the planner reads the manifest entries (no data files) and decides:
 
-- refuse: the partition has delete files (rewriting would have to apply them; never ignore deletes);
-- rewrite, with reasons: forced; at least `min_small_files` files under `small_file_size`; files not
+- refuse: delete files apply to the files to rewrite and cannot be applied (an equality delete on a column the
+  table no longer has, or inside a list or map);
+- rewrite, with reasons: forced; data files carrying deletes past `delete_file_threshold` or
+  `delete_ratio_threshold` (merge-on-read tables: the rewrite applies them, `layout.read.deletes` says which); at least `min_small_files` files under `small_file_size`; files not
   written by lakesort under this spec that fall short of it (each shortfall named); sorted runs overlapping
   in the first sort key (the maximum overlap depth is reported);
 - skip: already compacted under the same spec and unchanged since, so reruns do nothing.
@@ -34,10 +36,11 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.conversions import from_bytes
+from pyiceberg.manifest import DataFileContent
 from pyiceberg.types import DateType, NestedField, TimestampType, TimestamptzType
 from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
@@ -62,10 +65,12 @@ from layout.compaction.planning.adoption import (
     not_adoptable,
     shortfall_reason,
 )
+from layout.compaction.planning.deletes import delete_inputs, past_thresholds, unappliable
 from layout.compaction.planning.sorted_runs import SortedRun, runs_to_merge, sorted_runs
 from layout.durations import format_duration_short
 from layout.errors import UsageError
 from layout.models import Frozen
+from layout.read.deletes import DataRef, DeleteFile, DeleteIndex, delete_file_of
 from layout.read.overlap import overlap_depth
 from layout.spec import resolve_sort_keys
 
@@ -97,22 +102,30 @@ class _Entry(Frozen):
     ranges: tuple[tuple[int, int] | None, ...] = ()
 
 
-def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> list[_Entry]:
-    """The live entries of the current snapshot, straight from its manifests (not `inspect.entries`,
-    which decodes every column's metrics and fails on uuid columns). A file under an older partition
-    spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current spec."""
+def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[list[_Entry], list[DeleteFile]]:
+    """The live data files of the current snapshot, straight from its manifests (not `inspect.entries`,
+    which decodes every column's metrics and fails on uuid columns), and its live delete files. A file under
+    an older partition spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current
+    spec. Partitions are told apart by spec id and encoded key, alike for data and delete files."""
 
     snapshot = table.current_snapshot()
     if snapshot is None:
-        return []
+        return [], []
     schema, specs, current = table.schema(), table.specs(), table.spec().spec_id
     key_field = schema.find_field(first_key)
     key_fields = [schema.find_field(k) for k in keys]
     out = []
+    deletes: list[DeleteFile] = []
     for manifest in snapshot.manifests(table.io):
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             df = entry.data_file
             spec = specs[manifest.partition_spec_id]
+            if df.content != DataFileContent.DATA:
+                df.spec_id = spec.spec_id
+                deletes.append(delete_file_of(df, sequence_number=entry.sequence_number or 0,
+                                              partition=partitioning.encode(df.partition, spec, schema),
+                                              unpartitioned=not spec.fields))
+                continue
             label = spec.partition_to_path(df.partition, schema) if spec.fields else ""
             if spec.spec_id != current:
                 label = f"spec-{spec.spec_id}/{label}"
@@ -125,7 +138,11 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> list[_En
                 hi=_readable(key_field.field_type, from_bytes(key_field.field_type, hi)) if hi is not None else None,
                 ranges=tuple(_ordinal_range(f, df.lower_bounds, df.upper_bounds) for f in key_fields),
             ))
-    return out
+    return out, deletes
+
+
+def _ref(entry: _Entry) -> DataRef:
+    return DataRef(entry.path, entry.spec_id, entry.partition_key, entry.sequence_number)
 
 
 def _ordinal_range(field: NestedField, lower: dict[int, bytes] | None,
@@ -209,7 +226,10 @@ def plan_rewrite(
     keys = resolve_sort_keys(spec, table)
     layout_hash = effective_hash(spec.spec_hash, keys)
     first = keys[0].column
-    entries = _entries(table, first, [k.column for k in keys])
+    entries, delete_files = _entries(table, first, [k.column for k in keys])
+    index = DeleteIndex(delete_files)
+    # Per data file, the delete files that apply to it: only tables with delete files pay for the lookups.
+    deletes = {e.path: found for e in entries if index and (found := index.for_file(_ref(e)))}
     ours = _lakesort_snapshots(table)
     by_partition: dict[str, list[_Entry]] = {}
     for e in entries:
@@ -219,10 +239,15 @@ def plan_rewrite(
                                                adoption)
     decisions, groups = [], []
     for label in candidates:
-        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash, verdicts)
+        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash, verdicts,
+                                   deletes=deletes)
+        if decision.action == "rewrite":
+            refusal = unappliable(table, chosen, deletes)
+            if refusal is not None:
+                decision, chosen = decision.model_copy(update={"action": "refuse", "reasons": (refusal,)}), []
         decisions.append(decision)
         if decision.action == "rewrite":
-            groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups)))
+            groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups), deletes, table))
     snapshot = table.current_snapshot()
     plan = RewritePlan(
         run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
@@ -264,17 +289,16 @@ def _check_foreign(
 ) -> dict[str, tuple[str, ...]]:
     """Each foreign data file of the candidate partitions -> its shortfalls against the spec's per-file rules
     (empty: it passes), from the record or its footer (`adoption.check_files`). Files under an older partition
-    spec, and partitions refused for their deletes, are not checked."""
+    spec are not checked."""
     if not_adoptable(spec) is not None:
         return {}
     record = record or AdoptionRecord.for_table(spec.table, adoption_key(spec, layout_hash))
     foreign = [e for label in candidates if not label.startswith("spec-")
-               and all(e.content == 0 for e in by_partition[label])
                for e in by_partition[label] if _stamp(e, ours)[1] != layout_hash]
     verdicts: dict[str, tuple[str, ...]] = {e.path: () for e in foreign if record.passed(e.path, e.size)}
     started = time.perf_counter()
     fresh = check_files([e.path for e in foreign if e.path not in verdicts], spec, keys, table.io)
-    sizes = {e.path: e.size for entries in by_partition.values() for e in entries if e.content == 0}
+    sizes = {e.path: e.size for entries in by_partition.values() for e in entries}
     record.update({p: sizes[p] for p, shortfalls in fresh.items() if not shortfalls}, sizes)
     if foreign:
         log.info("%s: %d file(s) of other writers: %d passed before, %d footer(s) read in %.2fs, %d of them pass",
@@ -285,29 +309,29 @@ def _check_foreign(
 
 def _decide(
     label: str, entries: list[_Entry], ours: dict[int, dict[str, str]], spec: TableSpec, force: bool,
-    first_key: str, layout_hash: str, verdicts: dict[str, tuple[str, ...]] | None = None,
+    first_key: str, layout_hash: str, verdicts: dict[str, tuple[str, ...]] | None = None, *,
+    deletes: Mapping[str, tuple[DeleteFile, ...]] | None = None,
 ) -> tuple[PartitionDecision, list[_Entry]]:
-    data = [e for e in entries if e.content == 0]
-    deletes = [e for e in entries if e.content != 0]
+    """`deletes`: per data file path, the delete files that apply to it (`layout.read.deletes`)."""
+    data = list(entries)
+    deletes = deletes or {}
+    applied = {d.path: d for e in data for d in deletes.get(e.path, ())}
     small = [e for e in data if e.size < spec.small_file_size]
     foreign = [e for e in data if _stamp(e, ours)[1] != layout_hash]
     depth = overlap_depth((e.lo, e.hi) for e in data)
     adopted: dict[str, str] = {}  # foreign files kept as they are -> their sorted run
     rejected: dict[str, tuple[str, ...]] = {}
     checked = [e for e in foreign if e.path in (verdicts or {})]
-    if checked and not force and not deletes:
+    if checked and not force:
         passed = [e for e in checked if not verdicts[e.path]]
         adopted, rejected = adopt(data, passed, spec, first_key)
         rejected.update({e.path: verdicts[e.path] for e in checked if verdicts[e.path]})
     facts = {
         "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
         "rows": sum(e.rows for e in data), "small_files": len(small), "foreign_files": len(foreign),
-        "overlap_depth": depth, "delete_files": len(deletes), "adopted_files": len(adopted),
+        "overlap_depth": depth, "delete_files": len(applied), "delete_rows": sum(d.record_count for d in applied.values()),
+        "adopted_files": len(adopted),
     }
-    if deletes:
-        reason = (f"{len(deletes)} delete file(s) apply to this partition: lakesort does not rewrite through "
-                  "deletes yet; run a rewrite that applies them (e.g. Spark's rewrite_data_files) first")
-        return PartitionDecision(action="refuse", reasons=(reason,), **facts), []
     if not data:
         return PartitionDecision(action="skip", reasons=("no data files",), **facts), []
     reasons: list[str] = []
@@ -315,6 +339,10 @@ def _decide(
     if force:
         reasons.append("forced")
         chosen = {e.path for e in data}
+    burdened = past_thresholds(data, deletes, spec)
+    if burdened:
+        reasons.append(burdened[0])
+        chosen |= burdened[1]
     older = [e for e in data if e.partition.startswith("spec-")]
     if older:
         reasons.append(f"{len(older)} file(s) written under an older partition spec (id {older[0].spec_id}): "
@@ -425,8 +453,11 @@ def _decide_runs(
     return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), [e for e in data if e.path in chosen]
 
 
-def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int) -> list[RewriteGroup]:
-    """Whole overlap components, in key order, packed into groups of at most max_group_size bytes."""
+def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int,
+          deletes: Mapping[str, tuple[DeleteFile, ...]] | None = None, table: Table | None = None) -> list[RewriteGroup]:
+    """Whole overlap components, in key order, packed into groups of at most max_group_size bytes; each group
+    with the delete files that apply to its inputs."""
+    deletes = deletes or {}
     groups: list[list[_Entry]] = []
     size = 0
     for comp in _components(files):
@@ -443,9 +474,10 @@ def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[st
         out.append(RewriteGroup(
             group_id=start + i, partition=label,
             inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi),
-                                   ranges=e.ranges,
-                                   spec_id=e.spec_id, partition_key=e.partition_key) for e in members),
+                                   ranges=e.ranges, spec_id=e.spec_id, partition_key=e.partition_key,
+                                   sequence_number=e.sequence_number) for e in members),
             output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
+            deletes=delete_inputs(members, deletes, table),
         ))
     return out
 

@@ -219,16 +219,6 @@ def _entry(path, lo, hi, *, size=100, content=0, snapshot_id=1, seq=1) -> _Entry
                   sequence_number=seq, lo=lo, hi=hi)
 
 
-def test_delete_files_refuse_the_partition():
-    entries = [_entry("f1", 0, 10), _entry("f2", 5, 20), _entry("del1", None, None, content=1),
-               _entry("eq1", None, None, content=2)]
-    d, chosen = _decide("part=a", entries, {}, make_spec(), True, "k", "hash")
-    assert d.action == "refuse" and chosen == []
-    assert (d.files, d.delete_files) == (2, 2)
-    (reason,) = d.reasons
-    assert reason.startswith("2 delete file(s) apply to this partition")
-
-
 # ---- known bugs -------------------------------------------------------------------------------------
 
 
