@@ -30,12 +30,15 @@ class StagedGroup(Frozen):
     partition: str
     inputs: tuple[str, ...]
     input_rows: int  # rows read
-    expected_rows: int  # rows the output must hold: input_rows, or the merged input's for keyed tables
+    expected_rows: int  # rows the output must hold: input_rows less deleted_rows, or the merged input's for keyed tables
     outputs: tuple[StagedFile, ...]
     seconds: float
     # Keyed tables: keys found twice in one partition, and null keys, in the staged files read back.
     duplicate_keys: int | None = None
     null_keys: int | None = None
+    # Merge-on-read: rows the group's delete files deleted (by position, from the delete files alone; by equality,
+    # by a semi-join), None without delete files. The output holds input_rows - deleted_rows (keyed: at most).
+    deleted_rows: int | None = None
 
 
 class JobWarning(Frozen):

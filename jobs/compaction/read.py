@@ -18,7 +18,8 @@ from layout.compaction.executor import partitions as partitioning
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
 from layout.errors import InputError
 
-from .columns import SOURCE
+from .columns import FILE, SOURCE
+from .deletes import POS, file_index
 from .frames import literal_frame
 from .spark_versions import arrow_schema
 
@@ -42,6 +43,12 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     plan, schema, columns = job.plan, job.spark_schema, job.columns
     tags = [T.StructField(GROUP, T.IntegerType(), False), T.StructField(PART, T.StringType(), False),
             T.StructField(PART_KEY, T.StringType(), False)]
+    # Merge-on-read: each row's input file and position in it, which the deletes name (`deletes.apply_deletes`).
+    positioned = plan.has_deletes
+    located = [FILE, POS] if positioned else []
+    if positioned:
+        tags += [T.StructField(FILE, T.IntegerType(), False), T.StructField(POS, T.LongType(), False)]
+    index = file_index(groups)
     out_schema = T.StructType([*schema.fields, *tags])
     native = [(g.group_id, f) for g in groups for f in g.inputs if f.spark_native]
     others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native), key=lambda x: -x[1].size)
@@ -54,31 +61,35 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
             # cores); on a local file system the driver stats them in milliseconds. Object stores keep it.
             spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(10 * len(native) + 32))
         rows = spark.read.schema(schema).parquet(*[f.path for _, f in native])
+        if positioned:  # the reader's own row index (Spark 3.5 and later): the position a delete names
+            rows = rows.withColumn(POS, F.col("_metadata.row_index"))
         # input_file_name() names a file as inputFiles() does: the join key, so no row needs a regex.
         planned = {_source_name(f.path): (gid, f) for gid, f in native}
-        listed: list[tuple[str, int, str, str]] = []  # SOURCE, GROUP, PART, PART_KEY
+        listed: list[tuple] = []  # SOURCE, GROUP, PART, PART_KEY (and FILE)
         for name in rows.inputFiles():
             if _source_name(name) not in planned:
                 raise InputError(f"{name}: Spark lists a file the plan does not hold (planned: "
                                  f"{sorted(planned)[:3]}...); nothing was rewritten")
             gid, f = planned.pop(_source_name(name))
-            listed.append((name, gid, partitioning.key_dir(f.partition_key), f.partition_key))
+            listed.append((name, gid, partitioning.key_dir(f.partition_key), f.partition_key,
+                           *([index[f.path]] if positioned else [])))
             sources[name] = (f.path, f.rows)
         if planned:
             raise InputError(f"{min(planned)}: Spark does not list this planned file; nothing was rewritten")
         single = listed[0][1:] if len({row[1:] for row in listed}) == 1 else None
-        listing = literal_frame(spark, listed, [SOURCE, GROUP, PART, PART_KEY])
+        listing = literal_frame(spark, listed, [SOURCE, GROUP, PART, PART_KEY, *located[:1]])
         native_scan = NativeScan(rows, listing, single)
-        parts.append(native_scan.tagged(rows).select(*columns, GROUP, PART, PART_KEY, SOURCE))
+        parts.append(native_scan.tagged(rows).select(*columns, GROUP, PART, PART_KEY, *located, SOURCE))
     if others:
         target = arrow_schema(out_schema)  # in the job's session time zone, UTC
         tasks = max(1, min(len(others), spark.sparkContext.defaultParallelism * 4))
-        slices: list[list[tuple[int, str, int, str, int, int]]] = [[] for _ in range(tasks)]
+        slices: list[list[tuple[int, str, int, str, int, int, int]]] = [[] for _ in range(tasks)]
         for i, (gid, f) in enumerate(others):  # round robin over size-descending files: balanced bytes
-            slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size))
+            slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size, index[f.path]))
         file_schema = T.StructType([T.StructField("group_id", T.IntegerType()), T.StructField("path", T.StringType()),
                                     T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
-                                    T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType())])
+                                    T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType()),
+                                    T.StructField("file_index", T.IntegerType())])
         files = spark.createDataFrame(spark.sparkContext.parallelize([r for s in slices for r in s], tasks),
                                       file_schema)
         # pyiceberg's reader (and its table module) is imported only when some file needs it: 0.4 s of the
@@ -89,8 +100,10 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
                              schema=job.schema)
         spec_id = plan.partition_spec_id
 
+        named = (FILE, POS) if positioned else None
+
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            return tagged_batches(source, batches, target, spec_id)
+            return tagged_batches(source, batches, target, spec_id, positions=named)
 
         parts.append(files.mapInArrow(read, out_schema).withColumn(SOURCE, F.lit(None).cast("string")))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
@@ -104,7 +117,7 @@ class NativeScan:
 
     rows: DataFrame
     listing: DataFrame
-    single: tuple[int, str, str] | None  # (GROUP, PART, PART_KEY) when every file has the same
+    single: tuple | None  # (GROUP, PART, PART_KEY[, FILE]) when every file has the same
 
     def tagged(self, rows: DataFrame, extra: DataFrame | None = None) -> DataFrame:
         """`rows` of this scan with each file's group, partition and SOURCE: a broadcast join on the file name
@@ -112,8 +125,9 @@ class NativeScan:
         `extra`: a small frame by (GROUP, PART) whose columns the same join brings (files of one partition)."""
         rows = rows.withColumn(SOURCE, F.input_file_name())
         if self.single is not None and extra is None:
-            return (rows.withColumn(GROUP, F.lit(self.single[0])).withColumn(PART, F.lit(self.single[1]))
-                    .withColumn(PART_KEY, F.lit(self.single[2])))
+            tagged = (rows.withColumn(GROUP, F.lit(self.single[0])).withColumn(PART, F.lit(self.single[1]))
+                      .withColumn(PART_KEY, F.lit(self.single[2])))
+            return tagged.withColumn(FILE, F.lit(self.single[3])) if len(self.single) > 3 else tagged
         listing = self.listing if extra is None else self.listing.join(extra, [GROUP, PART], "left")
         return rows.join(F.broadcast(listing), SOURCE, "left")
 

@@ -26,9 +26,11 @@ from layout.compaction.executor.figures import (
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
 from layout.compaction.executor.slots import task_keys
 from layout.compaction.integrity.fingerprint import SPARK_CONF as FINGERPRINT_CONF
+from layout.errors import InputError
 from layout.manifest import JobWarning, StagedGroup, StagedManifest
 
-from .columns import CURVE, PREFIX, RANK, SLOT, SOURCE
+from .columns import CURVE, FILE, PREFIX, RANK, SLOT, SOURCE
+from .deletes import POS, Applied, apply_deletes
 from .fingerprints import InputFingerprint
 from .frames import ordered, sql_array
 from .job_plan import JobPlan
@@ -195,6 +197,7 @@ class FirstPass:
     read: dict[int, int]
     expected: dict[int, int]
     cached: tuple[DataFrame, ...]
+    deleted: dict[int, int] = dataclasses.field(default_factory=dict)  # merge-on-read: rows deleted per group
 
 
 def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], inputs: Inputs, *,
@@ -204,16 +207,21 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     plan, keys, ordinals = job.plan, job.keys, job.ordinals
     df, native, scan = inputs.rows, inputs.native, inputs.scan
     cached: list[DataFrame] = []  # unpersisted after the write
-    if plan.keys is not None or len(native) < sum(len(g.inputs) for g in groups):
+    if plan.keys is not None or plan.has_deletes or len(native) < sum(len(g.inputs) for g in groups):
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
     read = None
-    if plan.keys is not None:  # rows as read, before the merge: per group, and per natively read file
-        counted = df.groupBy(GROUP, SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect()
-        check_native_rows(native, [(r[SOURCE], r["rows"]) for r in counted])
-        read = {}
-        for r in counted:
-            read[r[GROUP]] = read.get(r[GROUP], 0) + r["rows"]
+    deleted: dict[int, int] = {}
+    if plan.has_deletes:  # rows as read, per group and natively read file; then the deletes applied
+        read = _counted(df, native)
+        applied = apply_deletes(spark, job, groups, df)
+        df = applied.rows.drop(FILE, POS).persist(StorageLevel.MEMORY_AND_DISK)
+        cached += [df, *applied.cached]
+        deleted = {g.group_id: applied.deleted(g.group_id) for g in groups}
+        _check_deleted(df, read, applied)
+    if plan.keys is not None and read is None:  # rows as read, before the merge: per group, and per natively read file
+        read = _counted(df, native)
+    if plan.keys is not None:
         order = F.col(plan.keys.sequence)
         order = order.desc_nulls_last() if plan.keys.merge == "deduplicate" else order.asc_nulls_last()
         # Keys are unique per current-spec partition: a partition column is a function of the row.
@@ -226,7 +234,7 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         df = with_curve(df, CURVE, plan.strategy, [k.column for k in plan.sort_keys], rows)
     known = (manifest_figures(groups, ordinals)
              if attempt.figures == "manifests" and scan is not None and plan.keys is None and not job.curve
-             else None)
+             and not plan.has_deletes else None)
     if known is not None:  # no first pass: rows and key ranges from the manifests, checked by the write
         parts, figures = known
         summary = None
@@ -240,14 +248,35 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         for r in figures:
             pair = (r[GROUP], r[PART])
             parts[pair] = (r[PART_KEY], parts.get(pair, ("", 0))[1] + r["rows"])
-        if plan.keys is None:
+        if plan.keys is None and not plan.has_deletes:
             check_native_rows(native, [(r[SOURCE], r["rows"]) for r in figures])
     expected: dict[int, int] = {}
     for (gid, _), (_, rows) in parts.items():
         expected[gid] = expected.get(gid, 0) + rows
     return FirstPass(rows=df, parts=parts, figures=figures, summary=summary, from_manifests=known is not None,
                      read=read if read is not None else dict(expected), expected=expected,
-                     cached=tuple(cached))
+                     cached=tuple(cached), deleted=deleted)
+
+
+def _counted(df: DataFrame, native: Mapping[str, tuple[str, int]]) -> dict[int, int]:
+    """Rows as read per group; each natively read file's count checked against its manifest's."""
+    counted = df.groupBy(GROUP, SOURCE).agg(F.count(F.lit(1)).alias("rows")).collect()
+    check_native_rows(native, [(r[SOURCE], r["rows"]) for r in counted])
+    read: dict[int, int] = {}
+    for r in counted:
+        read[r[GROUP]] = read.get(r[GROUP], 0) + r["rows"]
+    return read
+
+
+def _check_deleted(kept: DataFrame, read: Mapping[int, int], applied: Applied) -> None:
+    """Per group, rows read = rows kept + rows deleted, each counted on its own (`deletes`): else nothing is
+    written, naming the group."""
+    rows = {r[GROUP]: r["n"] for r in kept.groupBy(GROUP).agg(F.count(F.lit(1)).alias("n")).collect()}
+    for gid, n in sorted(read.items()):
+        if rows.get(gid, 0) + applied.deleted(gid) != n:
+            raise InputError(f"group {gid}: read {n} rows, kept {rows.get(gid, 0)} after the deletes, and counted "
+                             f"{applied.by_position.get(gid, 0)} deleted by position and {applied.by_equality.get(gid, 0)} "
+                             "by equality: the deletes were not applied consistently; nothing was written")
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +414,7 @@ def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: FirstPas
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
             input_rows=int(first.read.get(g.group_id, 0)), expected_rows=int(first.expected.get(g.group_id, 0)),
+            deleted_rows=first.deleted.get(g.group_id) if g.deletes else None,
             outputs=tuple(outputs), seconds=seconds,
             duplicate_keys=problems.get(g.group_id, (0, 0))[0] if keyed else None,
             null_keys=problems.get(g.group_id, (0, 0))[1] if keyed else None,

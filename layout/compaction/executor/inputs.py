@@ -135,7 +135,7 @@ _lock = threading.Lock()
 _loaded: dict[str, tuple[TableMetadata, FileIO]] = {}
 
 
-def _metadata(source: InputSource) -> tuple[TableMetadata, FileIO]:
+def metadata_of(source: InputSource) -> tuple[TableMetadata, FileIO]:
     """Table metadata and FileIO, loaded once per Python worker (every file of a run shares them)."""
 
     with _lock:
@@ -149,7 +149,7 @@ def _metadata(source: InputSource) -> tuple[TableMetadata, FileIO]:
 def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     """The rows of one planned file, in `schema`; its count must equal the manifest's `record_count`."""
 
-    metadata, io = _metadata(source)
+    metadata, io = metadata_of(source)
     spec = metadata.specs()[row["spec_id"]]
     data_file = DataFile.from_args(
         content=DataFileContent.DATA, file_path=row["path"], file_format=FileFormat.PARQUET,
@@ -179,17 +179,27 @@ def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Itera
 
 
 def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target: pa.Schema,
-                   current_spec_id: int) -> Iterator[pa.RecordBatch]:
+                   current_spec_id: int, *, positions: tuple[str, str] | None = None) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` body: for each planned file (one row of `files`), its rows cast to `target` (the
-    table's columns as Spark declares them) plus the group id, the partition key and its directory name."""
+    table's columns as Spark declares them) plus the group id, the partition key and its directory name.
+    `positions`: the names of two more columns, the file's index in the job (`file_index` of its row) and
+    each row's position in the file, which deletes need (`jobs/compaction/deletes.py`)."""
 
     schema = source.schema
-    columns = pa.schema([f for f in target if f.name not in (GROUP, PART, PART_KEY)])
-    metadata, _ = _metadata(source)
+    extra = (GROUP, PART, PART_KEY, *(positions or ()))
+    columns = pa.schema([f for f in target if f.name not in extra])
+    metadata, _ = metadata_of(source)
     current = metadata.specs()[current_spec_id]
     for chunk in files:
         for row in chunk.to_pylist():
+            # Without a filter and without deletes, pyiceberg's reader yields a file's rows in file order: the
+            # running count is each row's position (the job checks the count against the manifest's).
+            position = 0
             for batch in read_file(source, schema, row):
+                if positions is not None:
+                    batch = batch.append_column(_POSITION, pa.array(range(position, position + batch.num_rows),
+                                                                    pa.int64()))
+                    position += batch.num_rows
                 if row["spec_id"] == current_spec_id:
                     parts = [(row["partition"], batch)]
                 else:  # written under an older spec: the current spec's values, row by row
@@ -200,4 +210,9 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
                     arrays += [pa.repeat(pa.scalar(row["group_id"], pa.int32()), n),
                                pa.repeat(pa.scalar(partitioning.key_dir(key), pa.string()), n),
                                pa.repeat(pa.scalar(key, pa.string()), n)]
+                    if positions is not None:
+                        arrays += [pa.repeat(pa.scalar(row["file_index"], pa.int32()), n), rows.column(_POSITION)]
                     yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+_POSITION = "__lakesort_position"  # a row's position, carried through `split_by_partition`

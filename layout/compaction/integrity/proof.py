@@ -66,6 +66,7 @@ _MEANING = {
     "footer": "the output file's statistics cannot be read as Iceberg's",
     "input": "the input is not a plain data file",
     "merged rows": "the merged output has more rows than its input",
+    "deleted rows": "the output must hold the input's rows (manifest record counts) less the rows deleted",
     "merged count": "a merged output row is an input row: it cannot have more of this than the input",
     "merged bound": "the merged output has values outside the input's range",
 }
@@ -412,17 +413,23 @@ def _compare_bounds(leaf: _Leaf, i: ColumnStats, o: ColumnStats, merged: bool,
         add("upper bound", i.upper, o.upper)
 
 
-def compare(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, merged: bool = False) -> Comparison:
+def compare(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, merged: bool = False,
+            deleted: int | None = None) -> Comparison:
     """Every difference between the inputs' and the outputs' figures, and what could not be proven.
 
     `merged`: a keyed table's merge keeps one whole input row per key, so the output has at most the
     input's rows, at most its values, nulls and NaNs per column, and bounds within the input's.
+    `deleted`: merge-on-read inputs, the rows their delete files deleted (counted by the job apart from the rows
+    it wrote): the output holds exactly the input's rows less these (a keyed merge: at most), and, every output
+    row being an input row, the per-column figures are checked as a merge's are. 0 deleted: exact equality.
     """
     differences: list[Difference] = [*inputs.issues, *outputs.issues]
     unproven_lines: list[str] = []
-    if (outputs.rows > inputs.rows) if merged else (outputs.rows != inputs.rows):
-        differences.append(Difference(None, "", "rows", inputs.rows, outputs.rows,
-                                      _MEANING["merged rows" if merged else "rows"]))
+    expected_rows = inputs.rows - (deleted or 0)
+    if (outputs.rows > expected_rows) if merged else (outputs.rows != expected_rows):
+        differences.append(Difference(None, "", "rows", expected_rows, outputs.rows,
+                                      _MEANING["merged rows" if merged else "deleted rows" if deleted else "rows"]))
+    merged = merged or bool(deleted)
     for leaf in _leaves(schema):
         i, o = inputs.columns.get(leaf.field_id), outputs.columns.get(leaf.field_id)
         if i is None or o is None:
@@ -452,9 +459,9 @@ def compare(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, merged: 
 
 
 def prove(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, group: str,
-          merged: bool = False) -> Comparison:
+          merged: bool = False, deleted: int | None = None) -> Comparison:
     """`compare`, raising `ProofFailed` (naming the group, every column and figure) on any difference."""
-    result = compare(inputs, outputs, schema, merged=merged)
+    result = compare(inputs, outputs, schema, merged=merged, deleted=deleted)
     if not result.ok:
         lines = "\n".join(f"  - {d.describe()}" for d in result.differences)
         raise ProofFailed(f"metadata proof failed for {group}; nothing committed:\n{lines}")
@@ -465,8 +472,10 @@ def prove(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, group: str
 
 
 def check_group(data_files: Iterable[DataFile], paths: Iterable[str], table_metadata: TableMetadata,
-                io: FileIO, *, group: str, merged: bool = False) -> Comparison:
-    """Prove one rewrite group: its input DataFiles against its staged Parquet files' footers."""
+                io: FileIO, *, group: str, merged: bool = False, deleted: int | None = None) -> Comparison:
+    """Prove one rewrite group: its input DataFiles against its staged Parquet files' footers (`deleted`: the
+    rows its delete files deleted, for merge-on-read inputs)."""
     schema = table_metadata.schema()
     inputs = input_stats(data_files, schema, table_metadata.properties)
-    return prove(inputs, output_stats(paths, table_metadata, io), schema, group=group, merged=merged)
+    return prove(inputs, output_stats(paths, table_metadata, io), schema, group=group, merged=merged,
+                 deleted=deleted)

@@ -76,6 +76,12 @@ def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Reche
             if f.read_back_rows != f.rows:
                 raise CommitRefused(f"{where}: {f.path} reads back {f.read_back_rows} rows, its footer says {f.rows}; "
                                     "nothing committed")
+        if group.deleted_rows is not None:
+            left = group.input_rows - group.deleted_rows
+            keyed = group.duplicate_keys is not None
+            if (group.expected_rows > left) if keyed else (group.expected_rows != left):
+                raise CommitRefused(f"{where}: {group.input_rows} rows read less {group.deleted_rows} deleted leave "
+                                    f"{left}, but the job meant to write {group.expected_rows}; nothing committed")
         rows = sum(f.read_back_rows or 0 for f in group.outputs)
         if rows != group.expected_rows:
             raise CommitRefused(f"{where}: staged files hold {rows} rows, the input {group.expected_rows}; "
@@ -138,7 +144,7 @@ def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> N
         try:
             result = check_group([live[p] for p in g.inputs], [f.path for f in g.outputs], table.metadata,
                                  table.io, group=f"{plan.table} group {g.group_id} ({g.partition or 'unpartitioned'})",
-                                 merged=plan.keys is not None)
+                                 merged=plan.keys is not None, deleted=g.deleted_rows)
         except ProofFailed as exc:
             raise CommitRefused(str(exc)) from exc
         for line in result.unproven:
@@ -164,14 +170,26 @@ class ManifestScans:
         self._inputs = inputs  # data file paths, as the manifests record them
         self._seen: dict[str, tuple[list, list]] = {}
         self._planned = planned_manifests  # the manifests of the snapshot planned against
+        self._delete_entries: dict[str, list] = {}  # delete manifest -> its live entries
+        # Delete files the commit removes with the inputs (`delete_files.DeleteState.dangling`), set per attempt.
+        self.removed: set[str] = set()
 
     def is_new(self, manifest) -> bool:
         return manifest.manifest_path not in self._planned
 
     def scan(self, manifest, io) -> tuple[list, list]:
-        """(entries of inputs, other live entries) of a data manifest; ([], []) for others."""
+        """(entries of inputs, other live entries) of a data manifest; of a delete manifest, (entries of the
+        delete files removed, other live entries), or ([], []) when it holds none of them."""
 
         key = manifest.manifest_path
+        if manifest.content == ManifestContent.DELETES:
+            if not self.removed:
+                return [], []
+            if key not in self._delete_entries:
+                self._delete_entries[key] = manifest.fetch_manifest_entry(io, discard_deleted=True)
+            entries = self._delete_entries[key]
+            found = [e for e in entries if e.data_file.file_path in self.removed]
+            return found, [e for e in entries if e.data_file.file_path not in self.removed] if found else []
         if key not in self._seen:
             found: list = []
             kept: list = []

@@ -3,7 +3,7 @@
 The verify step checked the staged output (`layout.compaction.integrity.staged`). The commit checks only that
 the verified files are unchanged (`confirm_unchanged`: the manifest's digest, by the caller, and every file's
 size) and that every input file is still live; one Iceberg snapshot removes exactly the input files and adds
-the staged ones. Any failure before that leaves the table as it was and deletes the staged files
+the staged ones, and the delete files that applied to the inputs alone. Any failure before that leaves the table as it was and deletes the staged files
 (`layout.upkeep.cleanup.delete_staged`). pyiceberg's optimistic commit fails cleanly when another writer
 committed in between, and the commit retries at once on the new state while every input is still live.
 
@@ -47,6 +47,7 @@ from layout.catalog import RUN_ID, SPEC_HASH
 from layout.compaction.executor import partitions as partitioning
 from layout.compaction.integrity.proof import footer_statistics
 from layout.compaction.integrity.staged import CommitRefused, ManifestScans, confirm_unchanged
+from layout.compaction.pipeline.delete_files import DeleteManifestWriter, DeleteState
 from layout.compaction.plan import RewritePlan
 from layout.manifest import StagedManifest
 from layout.spec.sorting import written_sort_order_id
@@ -68,6 +69,7 @@ class CommitResult:
     bytes_removed: int
     bytes_added: int
     seconds: float
+    delete_files_removed: int = 0  # merge-on-read: delete files that applied only to the inputs
 
 
 def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest) -> CommitResult:
@@ -110,7 +112,8 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
 
     Validation is Iceberg's rewrite semantics (`_RewriteFiles`): every input must still be live and no new
     delete file may apply to it. Rows other writers appended meanwhile, even to the same partitions, do
-    not conflict: the next plan picks them up.
+    not conflict: the next plan picks them up. Delete files that applied to the inputs alone leave with them
+    (`delete_files.DeleteState`).
     """
 
     inputs = {p for g in manifest.groups for p in g.inputs}
@@ -121,7 +124,9 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     added_bytes = sum(f.size for f in outputs)
     table = table.refresh()
     planned = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
-    scans = ManifestScans(inputs, {m.manifest_path for m in planned.manifests(table.io)} if planned else set())
+    planned_manifests = {m.manifest_path for m in planned.manifests(table.io)} if planned else set()
+    scans = ManifestScans(inputs, planned_manifests)
+    deletes = DeleteState(inputs, {d.path for g in plan.groups for d in g.deletes}, planned_manifests)
     live = scans.live(table)
     gone = sorted(inputs - live.keys())
     if gone:
@@ -147,11 +152,12 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
         try:
             # The one step that changes the table: atomic in the catalog. Each attempt is built on the state
             # just read; the inputs' DataFiles (equal by path) are the ones read once above.
-            with _one_shot(table).transaction() as tx, _RewriteFiles.start(tx, table, props, scans) as rewrite:
+            with _one_shot(table).transaction() as tx, _RewriteFiles.start(tx, table, props, scans, deletes) as rewrite:
                 for path in sorted(inputs):
                     rewrite.delete_data_file(live[path])
                 for df in new_files:
                     rewrite.append_data_file(df)
+            removed_deletes = len(rewrite._removed_deletes)
             break
         except ValidationException as exc:
             # An input was removed or got deletes since planning (the producer checks it against the new state).
@@ -169,9 +175,10 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup
         snapshot = None
     result = CommitResult(plan.run_id, snapshot.snapshot_id if snapshot else None, len(inputs), len(outputs), rows,
-                          removed_bytes, added_bytes, time.perf_counter() - started)
-    log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows", plan.run_id, result.snapshot_id,
-             len(inputs), len(outputs), rows)
+                          removed_bytes, added_bytes, time.perf_counter() - started, removed_deletes)
+    log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows%s", plan.run_id, result.snapshot_id,
+             len(inputs), len(outputs), rows,
+             f"; {removed_deletes} delete file(s) that applied to them alone removed" if removed_deletes else "")
     return result
 
 
@@ -253,43 +260,60 @@ class _RewriteFiles:
     """
 
     @staticmethod
-    def start(tx, table: Table, props: dict[str, str], scans: ManifestScans):
+    def start(tx, table: Table, props: dict[str, str], scans: ManifestScans, deletes: DeleteState):
 
         class RewriteFiles(_OverwriteFiles):
             _manifest_counts: dict[str, int]
+            _removed_deletes: tuple | list = ()  # the delete files this attempt removes (`_existing_manifests`)
+            _head: list | None = None
 
             def _validate_concurrency(self) -> None:
                 """Never reached: pyiceberg's own retries are off (`_one_shot`); each attempt is built anew."""
 
             def _head_manifests(self):
-                snapshot = self._transaction.table_metadata.snapshot_by_name(name=self._target_branch)
-                manifests = snapshot.manifests(io=self._io) if snapshot else []
-                for manifest in manifests:
-                    if manifest.content == ManifestContent.DELETES and scans.is_new(manifest):
-                        raise ValidationException(
-                            f"a delete file was committed since planning (manifest {manifest.manifest_path}); "
-                            "it may apply to the inputs")
-                return manifests
+                if self._head is None:  # once per attempt: both manifest passes below ask
+                    metadata = self._transaction.table_metadata
+                    snapshot = metadata.snapshot_by_name(name=self._target_branch)
+                    manifests = snapshot.manifests(io=self._io) if snapshot else []
+                    # Refuses a delete committed since planning that applies to an input (ValidationException).
+                    deletes.update(manifests, self._io, metadata)
+                    scans.removed = set(deletes.dangling())
+                    self._head = manifests
+                return self._head
 
             def _existing_manifests(self):
                 out = []
                 replaced = 0
+                removed = []
                 for manifest in self._head_manifests():
                     deleted, kept = scans.scan(manifest, self._io)
                     if not deleted:
                         out.append(manifest)
                         continue
                     replaced += 1
-                    if kept:
-                        with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:
+                    spec = self.spec(manifest.partition_spec_id)
+                    if manifest.content == ManifestContent.DELETES:
+                        # As Java filters a manifest: the removed delete files stay in it, as DELETED entries
+                        # of this snapshot (pyiceberg's own deleted entries go to data manifests only).
+                        removed += [e.data_file for e in deleted]
+                        with self._delete_manifest_writer(spec) as writer:
                             for entry in kept:
-                                writer.add_entry(ManifestEntry.from_args(
-                                    status=ManifestEntryStatus.EXISTING, snapshot_id=entry.snapshot_id,
-                                    sequence_number=entry.sequence_number,
-                                    file_sequence_number=entry.file_sequence_number, data_file=entry.data_file))
+                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING, entry.snapshot_id, entry))
+                            for entry in deleted:
+                                writer.add_entry(_entry(ManifestEntryStatus.DELETED, self._snapshot_id, entry))
+                        out.append(writer.to_manifest_file())
+                    elif kept:
+                        with self.new_manifest_writer(spec) as writer:
+                            for entry in kept:
+                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING, entry.snapshot_id, entry))
                         out.append(writer.to_manifest_file())
                 self._manifest_counts = {"manifests-replaced": replaced}
+                self._removed_deletes = removed
                 return out
+
+            def _delete_manifest_writer(self, spec):
+                return DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id,
+                                            self._compression)
 
             def _process_manifests(self, manifests):
                 created = sum(m.added_snapshot_id == self._snapshot_id for m in manifests)
@@ -301,16 +325,20 @@ class _RewriteFiles:
 
             def _deleted_entries(self):
                 entries = [
-                    ManifestEntry.from_args(status=ManifestEntryStatus.DELETED, snapshot_id=self._snapshot_id,
-                                            sequence_number=e.sequence_number,
-                                            file_sequence_number=e.file_sequence_number, data_file=e.data_file)
-                    for manifest in self._head_manifests()
+                    _entry(ManifestEntryStatus.DELETED, self._snapshot_id, e)
+                    for manifest in self._head_manifests() if manifest.content == ManifestContent.DATA
                     for e in scans.scan(manifest, self._io)[0]
                 ]
                 self._validate_required_deletes(entries)
                 return entries
 
         return RewriteFiles(operation=OPERATION, transaction=tx, io=table.io, snapshot_properties=props)
+
+
+def _entry(status: ManifestEntryStatus, snapshot_id: int | None, entry: ManifestEntry) -> ManifestEntry:
+    """`entry` with a new status (and the snapshot that gave it), its sequence numbers kept."""
+    return ManifestEntry.from_args(status=status, snapshot_id=snapshot_id, sequence_number=entry.sequence_number,
+                                   file_sequence_number=entry.file_sequence_number, data_file=entry.data_file)
 
 
 # The operation of lakesort's commits. Older lakesort wrote `overwrite` (tests set it back to build such a history).
@@ -335,12 +363,13 @@ def _replace_summary(producer, snapshot_properties: dict[str, str], table_name: 
     # commit refuses a spec changed since planning, but a wrong partition path if it ever were not).
     for data_file in producer._added_data_files:
         collector.add_file(data_file, schema, specs[data_file.spec_id])
-    for data_file in producer._deleted_data_files:
+    removed_deletes = getattr(producer, "_removed_deletes", [])
+    for data_file in (*producer._deleted_data_files, *removed_deletes):
         collector.remove_file(data_file, schema, specs[data_file.spec_id])
     figures = collector.build()
     # Java counts the partitions by path, the unpartitioned one ("") included; pyiceberg skips unpartitioned files.
     changed = {specs[f.spec_id].partition_to_path(f.partition, schema)
-               for f in (*producer._added_data_files, *producer._deleted_data_files)}
+               for f in (*producer._added_data_files, *producer._deleted_data_files, *removed_deletes)}
     figures[CHANGED_PARTITION_COUNT_PROP] = str(len(changed))
     figures.update({key: str(n) for key, n in getattr(producer, "_manifest_counts", {}).items()})
     added, removed = int(figures.get(ADDED_RECORDS, 0)), int(figures.get(DELETED_RECORDS, 0))
