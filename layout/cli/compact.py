@@ -42,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{spec.table}: rewrote {len(result.plan.groups)} group(s): {result.files_removed} files -> "
           f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "
-          f"{result.files_after}; snapshot {result.snapshot_id} ({result.seconds:.1f}s)")
+          f"{result.files_after}"
+          + (f"; {result.delete_files_removed} delete files removed" if result.delete_files_removed else "")
+          + f"; snapshot {result.snapshot_id} ({result.seconds:.1f}s)")
     return EXIT_OK

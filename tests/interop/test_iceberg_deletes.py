@@ -42,3 +42,69 @@ def test_spark_delete_update_merge_position_deletes(bed, granularity):
     assert live_deletes(bed, name) == [], "a delete file outlived the data files it applied to"
     groups = judged.result.plan.groups
     assert any(g.deletes for g in groups)
+
+
+def _mor_table(bed, name: str) -> None:
+    bed.spark.sql(f"CREATE TABLE {name} (id bigint, d date, s string, x double) USING iceberg PARTITIONED BY (d) "
+                  f"TBLPROPERTIES ({MOR})")
+    for b in range(2):
+        _insert(bed, name, b * 150, 150)
+    bed.spark.sql(f"DELETE FROM {name} WHERE id % 4 = 0")
+
+
+def _during_the_job(monkeypatch, action):
+    """Run `action` (another writer's commit) once the job has staged its files, before verify and commit;
+    returns what puts the plain in-process job back."""
+    from layout.compaction.pipeline import driver
+
+    staged = driver.submit  # the in-process job (`in_process_job`)
+
+    def submit(*args, **kwargs):
+        staged(*args, **kwargs)
+        action()
+
+    monkeypatch.setattr(driver, "submit", submit)
+    return lambda: monkeypatch.setattr(driver, "submit", staged)
+
+
+def test_a_delete_committed_while_the_job_runs_never_comes_back(bed, monkeypatch):
+    """Another writer deletes rows of the inputs while lakesort's job runs: the commit is refused (the deleted
+    rows are in the staged files), the table keeps the other writer's delete, and the next run applies it."""
+    from layout.compaction.pipeline.driver import compact
+    from layout.errors import LakesortError
+
+    name = bed.name("mor_race")
+    _mor_table(bed, name)
+    restore = _during_the_job(monkeypatch, lambda: bed.spark.sql(f"DELETE FROM {name} WHERE id IN (1, 2, 3)"))
+    before = len(bed.spark.snapshots(name))
+    table_spec = spec(name, sort={"keys": [{"column": "id"}]})
+
+    with pytest.raises(LakesortError, match="applies to input"):
+        compact(name, spec=table_spec, force=True)
+
+    snapshots = bed.spark.snapshots(name)
+    assert len(snapshots) == before + 1 and snapshots[-1]["operation"] != "replace"  # only the other writer's
+    assert not bed.spark.sql(f"SELECT id FROM {name} WHERE id IN (1, 2, 3)"), "a deleted row came back"
+
+    restore()
+    compact_and_judge(bed, name, table_spec)
+    assert not bed.spark.sql(f"SELECT id FROM {name} WHERE id IN (1, 2, 3)"), "a deleted row came back"
+    assert live_deletes(bed, name) == []
+
+
+def test_a_delete_elsewhere_while_the_job_runs_lets_the_commit_through(bed, monkeypatch):
+    """A delete committed meanwhile in a partition the run does not rewrite applies to no input: the commit goes
+    through, and the other writer's delete file stays with the data files it applies to."""
+    from layout.compaction.pipeline.driver import compact
+
+    name = bed.name("mor_elsewhere")
+    _mor_table(bed, name)
+    _during_the_job(monkeypatch, lambda: bed.spark.sql(f"DELETE FROM {name} WHERE d = DATE '2024-01-03' AND id < 50"))
+    expected = bed.spark.sql(f"SELECT count(*) FROM {name} WHERE NOT (d = DATE '2024-01-03' AND id < 50)")[0][0]
+
+    result = compact(name, spec=spec(name, sort={"keys": [{"column": "id"}]}), partitions=["d=2024-01-01"],
+                     force=True)
+
+    assert result.snapshot_id is not None and result.delete_files_removed > 0
+    assert bed.spark.sql(f"SELECT count(*) FROM {name}")[0][0] == expected
+    assert {r["content"] for r in live_deletes(bed, name)} == {1}  # the other partitions' deletes stay

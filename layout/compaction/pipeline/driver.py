@@ -54,6 +54,7 @@ class CompactResult:
     files_added: int = 0
     rows: int = 0
     seconds: float = 0.0
+    delete_files_removed: int = 0  # merge-on-read: delete files that applied to the rewritten files alone
 
     @property
     def nothing_to_do(self) -> bool:
@@ -126,4 +127,5 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
                 f"compacted; measure it again with `lakesort measure {table}`") from exc
     files_after, _ = steps.live_totals(load_table(table, prepared.catalog))
     return CompactResult(planned, prepared.plan(), result.snapshot_id, prepared.files_before, files_after,
-                         result.files_removed, result.files_added, result.rows, time.perf_counter() - started)
+                         result.files_removed, result.files_added, result.rows, time.perf_counter() - started,
+                         result.delete_files_removed)
