@@ -464,9 +464,10 @@ def check_table(table: Table, spec: TableSpec, *, probes: Literal["refuse", "war
         raise UsageError("\n".join(problems))
 
 
-# The newest table format version lakesort commits to. pyiceberg 0.12's manifest writer knows versions 1 and 2
-# only (`write_manifest` raises for 3), so a v3 table (deletion vectors in Puffin files, row lineage) could be
-# planned and compacted but never committed: it is refused before Spark starts instead.
+# The newest table format version lakesort commits to. pyiceberg 0.12 writes neither a v3 table's metadata
+# ("Writing V3 is not yet supported", apache/iceberg-python#1551) nor its manifests (`write_manifest` raises for
+# 3), so a v3 table (deletion vectors in Puffin files, row lineage) could be planned and compacted but never
+# committed: it is refused before Spark starts instead.
 MAX_FORMAT_VERSION = 2
 
 
@@ -478,7 +479,7 @@ def refuse_format_version(table: Table, name: str) -> None:
 
         raise UsageError(
             f"{name}: the table has format version {version}; lakesort commits through pyiceberg "
-            f"{pyiceberg.__version__}, which writes manifests of format versions 1 and 2 only, so a rewrite could "
-            f"never commit. Nothing was done. Compact v{version} tables with Iceberg's own rewrite_data_files, "
+            f"{pyiceberg.__version__}, which writes the metadata and manifests of format versions 1 and 2 only "
+            f"(apache/iceberg-python#1551), so a rewrite could never commit. Nothing was done. Compact v{version} tables with Iceberg's own rewrite_data_files, "
             "or keep the tables lakesort maintains at 'format-version'='2'"
         )
