@@ -31,7 +31,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from layout.compaction.executor.deletes import DEL, DPATH, POS, equality_batches, position_batches
-from layout.compaction.executor.inputs import InputSource
 from layout.compaction.executor.partitions import GROUP
 from layout.errors import InputError
 
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from layout.compaction.executor.inputs import InputSource
     from layout.compaction.plan import DeleteInput, RewriteGroup
 
     from .job_plan import JobPlan
@@ -78,6 +78,9 @@ class Applied:
 
 def apply_deletes(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], rows: DataFrame) -> Applied:
     """`rows` (the input as read: FILE and POS on each) without the rows the groups' delete files delete."""
+    # pyiceberg's table module (0.4 s to import): only when deletes apply.
+    from layout.compaction.executor.inputs import InputSource
+
     plan = job.plan
     deletes = _unique_deletes(groups)
     index = file_index(groups)

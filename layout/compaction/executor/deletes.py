@@ -16,15 +16,18 @@ Each file must read back its manifest's `record_count`, or the task fails naming
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from layout.compaction.executor import partitions as partitioning
-from layout.compaction.executor.inputs import InputSource, metadata_of
 from layout.errors import InputError
 from layout.read.deletes import PATH_FIELD_ID, POS_FIELD_ID
+
+if TYPE_CHECKING:
+    # The job's driver imports this module for its names: pyiceberg's table module (0.4 s) only in executors.
+    from layout.compaction.executor.inputs import InputSource
 
 # The columns the job's delete frames carry (`jobs/compaction/deletes.py` names them alike).
 DEL = "__lakesort_del"  # the delete file's index in the job's list of delete files
@@ -36,6 +39,8 @@ def position_batches(source: InputSource, files: Iterator[pa.RecordBatch]) -> It
     """`mapInArrow` body: for each position delete file (a row of `files`: `del`, `path`, `record_count`),
     its (DEL, DPATH, POS) rows."""
     import pyarrow.parquet as pq
+
+    from layout.compaction.executor.inputs import metadata_of
 
     _, io = metadata_of(source)
     out = pa.schema([pa.field(DEL, pa.int32(), False), pa.field(DPATH, pa.string()), pa.field(POS, pa.int64())])
@@ -85,6 +90,8 @@ def equality_batches(source: InputSource, files: Iterator[pa.RecordBatch], colum
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.table import FileScanTask
+
+    from layout.compaction.executor.inputs import metadata_of
 
     metadata, io = metadata_of(source)
     projected = source.schema.select(*columns)
