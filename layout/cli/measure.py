@@ -60,13 +60,16 @@ def _measure_table(rows: Sequence[Measurement]) -> list[str]:
         shown = "same" if not found else "inf" if found == float("inf") else f"{sign}{100 * found:.1f}%"
         return f"{'!' if m.engine_differs else ''}{shown}{'' if m.engine_status == 'checked' else ' s'}"
 
-    header = ("probe", "files", "pages", "bytes selected", "in pages", "clustered", "eff.", "waste",
-              "DataFusion", "plan ms")
+    # Only a merge-on-read table gets the delete files' column: elsewhere it would be zeros.
+    deletes = any(m.delete_files_total for m in rows)
+    header = ("probe", "files", *(("deletes",) if deletes else ()), "pages", "bytes selected", "in pages",
+              "clustered", "eff.", "waste", "DataFusion", "plan ms")
     table = [header]
     for m in rows:
         pages_total = "?" if m.pages_total is None else m.pages_total  # unknown: planning opened only some files
         estimated = "~" if m.ideal_method not in (None, "exact") else ""
-        table.append((m.probe, f"{m.files_selected}/{m.files_total}", f"{m.pages_selected}/{pages_total}",
+        merged = (f"{m.delete_files_selected or 0}/{m.delete_files_total or 0}",) if deletes else ()
+        table.append((m.probe, f"{m.files_selected}/{m.files_total}", *merged, f"{m.pages_selected}/{pages_total}",
                       str(m.bytes_selected), f"{m.bytes_ideal}{estimated}", f"{m.bytes_clustered}{estimated}",
                       percent(m.efficiency_clustered), percent(m.wasted_in_pages), engine(m),
                       f"{m.plan_cold_ms:.0f}/{m.plan_warm_ms:.0f}"))
@@ -82,6 +85,10 @@ def _measure_notes(rows: Sequence[Measurement]) -> list[str]:
               "selected"),
              ("  DataFusion: its bytes scanned against lakesort's over the same files (! more than 20% apart, "
               "s: on a sample of the files, n/c: not confirmed)")]
+    if any(m.delete_files_total for m in rows):
+        notes.append("  deletes: delete files a reader opens and merges for the selected files / for the whole "
+                     "snapshot (lakesort.pruning_metrics.delete_files_*, their bytes delete_bytes_*); rows and "
+                     "bytes are the data files', deleted rows included")
     if any(m.ideal_method not in (None, "exact") for m in rows):
         notes.append("  ~ estimated from a sample of the selected row groups (lakesort.pruning_metrics.ideal_method)")
     notes += [f"  {m.probe}: {m.engine_status}" for m in rows

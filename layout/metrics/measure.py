@@ -47,6 +47,12 @@ Measuring is bounded: it grows with the data a probe selects, capped, never with
 - The engine check reads what the plan selects, up to `LAKESORT_ENGINE_CHECK_MAX_BYTES` a probe (a
   seeded sample of the selected files beyond); `LAKESORT_ENGINE_CHECK=false` turns it off.
 - Clustering health reads the snapshot's manifests once per measurement (what planning reads anyway).
+
+On a merge-on-read table a probe also costs the delete files a reader must open and merge for the data
+files it selects (`delete_files_selected`, `delete_bytes_selected`: each delete file once, however many
+selected files it applies to), next to the snapshot's (`delete_*_total`): a compaction that applies the
+deletes brings them to 0. Rows, the ideals and DataFusion's check count the data files' rows as written:
+the rows a reader reads before it drops the deleted ones.
 """
 
 from __future__ import annotations
@@ -127,6 +133,12 @@ class Measurement:
     engine_model_bytes: int | None = None
     engine_model_rows: int | None = None
     engine_ms: float | None = None
+    # Delete files a reader opens and merges for the files the plan selects, distinct, and their bytes; the
+    # totals for the whole snapshot (`layout.read.plan`). 0 on a table without deletes.
+    delete_files_total: int | None = None
+    delete_files_selected: int | None = None
+    delete_bytes_total: int | None = None
+    delete_bytes_selected: int | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +214,8 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
         engine_status=check.status, engine_files=check.files, engine_bytes=check.bytes, engine_rows=check.rows,
         engine_rows_matching=check.rows_matching, engine_model_bytes=check.model_bytes,
         engine_model_rows=check.model_rows, engine_ms=check.ms,
+        delete_files_total=c.delete_files_total, delete_files_selected=c.delete_files_selected,
+        delete_bytes_total=c.delete_bytes_total, delete_bytes_selected=c.delete_bytes_selected,
     )
 
 
@@ -233,6 +247,9 @@ def measure_snapshot(
     out = tuple(measure_probe(spec.table, p, snapshot_id=snapshot_id, run_id=run_id, phase=phase,
                               ideal_row_groups=ideal_row_groups, engine=engine, table=table) for p in probes)
     for m in out:
+        if m.delete_files_total:
+            log.info("%s %s %s: %s of %s delete file(s) to merge (%s bytes)", spec.table, phase, m.probe,
+                     m.delete_files_selected, m.delete_files_total, m.delete_bytes_selected)
         log.info("%s %s %s: %s of %s bytes selected, ideal %s in pages (%.2f, %s), %s clustered (%.2f), "
                  "DataFusion %s (%s), plan %.0f/%.0f ms", spec.table, phase, m.probe, m.bytes_selected,
                  m.bytes_total, m.bytes_ideal, m.efficiency, m.ideal_method, m.bytes_clustered,

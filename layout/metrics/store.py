@@ -36,6 +36,11 @@ groups and pages; see `layout.read.plan`); they were required in tables written 
   engine_rows (rows its scan kept after row-group and page pruning), engine_rows_matching (rows its
   filter passed), engine_model_bytes and engine_model_rows (lakesort's bytes and rows selected over the
   same files: bytes_selected and rows_selected when it read every selected file), engine_ms (double).
+- the delete files of a merge-on-read table (`layout.read.plan`): delete_files_selected and
+  delete_bytes_selected (the distinct position and equality delete files a reader opens and merges for the
+  data files the probe selects, and their file sizes), delete_files_total and delete_bytes_total (for a
+  scan of the whole snapshot); 0 for a table without deletes. Rows stay the data files' rows, deleted
+  ones included.
 
 clustering_metrics (`layout.metrics.clustering`): run_id, phase, table, snapshot_id, measured_at, sort_key,
 partition_path ("" unpartitioned), files, files_unbounded (no bounds: overlap every file), constant_files
@@ -107,6 +112,8 @@ METRICS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("engine_status", _STRING, False), ("engine_files", _LONG, False), ("engine_bytes", _LONG, False),
     ("engine_rows", _LONG, False), ("engine_rows_matching", _LONG, False), ("engine_model_bytes", _LONG, False),
     ("engine_model_rows", _LONG, False), ("engine_ms", _DOUBLE, False),
+    ("delete_files_total", _LONG, False), ("delete_files_selected", _LONG, False),
+    ("delete_bytes_total", _LONG, False), ("delete_bytes_selected", _LONG, False),
 )
 METRICS_KEY = ("run_id", "table", "probe", "phase")
 

@@ -7,20 +7,24 @@ per-field column sizes), and which of them the predicate may match. The files py
 values, per-file lower/upper bounds, null and NaN counts) are used unchanged. Reading the manifests once
 instead of asking pyiceberg to plan twice (once for every file, once for the predicate) gives the table
 totals at the cost of one pyiceberg plan; the price is that manifests pyiceberg would skip on their
-partition summaries are read too, since their files count in the totals. A snapshot with live delete
-manifests is planned by pyiceberg in full, only to tell whether a delete file applies (then refused).
+partition summaries are read too, since their files count in the totals.
+
+A merge-on-read snapshot also has live delete manifests (position and equality deletes): they are read in
+the same pass, and each data file gets the delete files that apply to it by Iceberg's rules
+(`layout.read.deletes`: partition, sequence numbers, `file_path` bounds), which a reader must open and merge
+(`SnapshotDeletes`). A snapshot without delete manifests costs nothing more: no partition keys, no index.
 
 Our predicate is translated leaf by leaf; a leaf pyiceberg cannot bind (a type it does not compare, a
 literal of another scale) becomes AlwaysTrue, which is sound because the tree has no NOT left in it.
-A snapshot never changes, so what is read of it is cached per manifest list: the files once, and which
-of them a predicate keeps per (schema, predicate).
+A snapshot never changes, so what is read of it is cached per manifest list: the files (with their
+deletes) once, and which of them a predicate keeps per (schema, predicate).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -29,8 +33,9 @@ import pyiceberg.expressions as ice
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import parquet_path_to_id_mapping, schema_to_pyarrow
-from pyiceberg.manifest import ManifestContent
+from pyiceberg.manifest import DataFileContent, ManifestContent
 from pyiceberg.table import ManifestGroupPlanner
+from pyiceberg.transforms import VoidTransform
 from pyiceberg.types import DecimalType
 from pyiceberg.utils.concurrent import ExecutorFactory
 
@@ -38,16 +43,20 @@ from layout.errors import UsageError
 from layout.expr.bind import Kind, schema_kinds
 from layout.expr.predicate import Expr, PredicateVisitor, rewrite_not, visit
 from layout.read.cache import FileKey, MetadataCache
+from layout.read.deletes import DataRef, DeleteFile, DeleteIndex, delete_file_of
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.typedef import Record
 
 log = logging.getLogger(__name__)
 
 _CACHE_FS = "iceberg-snapshot"
-# Estimated bytes a cached IcebergFile keeps alive, and each of its column sizes (Python objects).
+# Estimated bytes a cached IcebergFile keeps alive, and each of its column sizes (Python objects); a
+# DeleteFile, and each data file's reference to one.
 _FILE_BYTES, _SIZE_BYTES = 400, 120
+_DELETE_BYTES, _APPLIES_BYTES = 600, 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +66,7 @@ class IcebergFile:
     path: str
     size: int
     record_count: int
-    delete_files: int  # delete files that apply to it (reads must merge them; we refuse for now)
+    delete_files: int  # delete files that apply to it: a reader opens and merges them (`SnapshotDeletes`)
     # Compressed bytes per field id, summed over the row groups (Iceberg's `column_sizes`); None when
     # the manifest has none. Writers leave out columns whose metrics mode is `none`.
     column_sizes: Mapping[int, int] | None = field(default=None, compare=False, repr=False)
@@ -76,26 +85,13 @@ def snapshot_of(table: Table, snapshot_id: int | None = None) -> Snapshot | None
 def snapshot_files(table: Table, expr: Expr | None, cache: MetadataCache | None,
                    snapshot_id: int | None = None) -> list[IcebergFile]:
     """Data files of a snapshot (default: the current one) that might hold rows matching `expr` (all
-    files for None), by pyiceberg's `plan_files`."""
+    files for None): the files pyiceberg's `plan_files` keeps (`snapshot_scan`), without its planning,
+    which raises on equality deletes."""
     snapshot = snapshot_of(table, snapshot_id)
     if snapshot is None:
         return []
-    iceberg_expr = to_iceberg(table, expr) if expr is not None else None
-
-    def load() -> tuple[list[IcebergFile], int]:
-
-        scan = table.scan(row_filter=iceberg_expr if iceberg_expr is not None else AlwaysTrue(),
-                          snapshot_id=snapshot.snapshot_id)
-        files = [
-            IcebergFile(t.file.file_path, t.file.file_size_in_bytes, t.file.record_count, len(t.delete_files))
-            for t in scan.plan_files()
-        ]
-        return files, 200 * len(files) + 1024
-
-    if cache is None:
-        return load()[0]
-    key = FileKey(snapshot.manifest_list, snapshot.snapshot_id)
-    return cache.get_or_load(_CACHE_FS, key, ("files", repr(iceberg_expr)), load)
+    scan = snapshot_scan(table, expr, cache, snapshot)
+    return [scan.files[i] for i in scan.kept]
 
 
 def iceberg_kinds(table: Table) -> dict[str, Kind]:
@@ -130,13 +126,80 @@ class _Kept:
         self._unkept: dict[tuple[int | None, ...], Unkept] = {}
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteRead:
+    """The distinct delete files a reader opens for some data files, and their bytes."""
+
+    files: int = 0
+    bytes: int = 0
+
+
+class SnapshotDeletes:
+    """The delete files of a snapshot that apply to at least one of its live data files (`files`), and for
+    each data file (by its index in `SnapshotScan.files`) the indexes into `files` of those that apply.
+
+    A delete file that applies to several data files is opened once by a reader planning them together
+    (Iceberg's readers index a scan's deletes once), so what a set of data files costs is the distinct
+    delete files over them (`read`). Delete files that apply to no live data file (left dangling by a
+    rewrite) are not in `files`: no reader opens them.
+    """
+
+    __slots__ = ("_all", "applying", "files")
+
+    def __init__(self, files: tuple[DeleteFile, ...], applying: tuple[tuple[int, ...], ...]) -> None:
+        self.files, self.applying = files, applying
+        self._all: DeleteRead | None = None
+
+    @classmethod
+    def index(cls, deletes: Iterable[DeleteFile], data: Sequence[DataRef]) -> SnapshotDeletes:
+        """Which of `deletes` apply to each of `data` (`layout.read.deletes.DeleteIndex`, Iceberg's rules)."""
+        index = DeleteIndex(deletes)
+        position: dict[str, int] = {}
+        files: list[DeleteFile] = []
+        applying = []
+        for ref in data:
+            found = []
+            for d in index.for_file(ref):
+                at = position.get(d.path)
+                if at is None:
+                    at = position[d.path] = len(files)
+                    files.append(d)
+                found.append(at)
+            applying.append(tuple(found))
+        return cls(tuple(files), tuple(applying))
+
+    def read(self, data_indexes: Iterable[int]) -> DeleteRead:
+        """The distinct delete files that apply to the data files `data_indexes`, and their bytes."""
+        seen: set[int] = set()
+        for i in data_indexes:
+            seen.update(self.applying[i])
+        return DeleteRead(len(seen), sum(self.files[d].size for d in seen))
+
+    @property
+    def total(self) -> DeleteRead:
+        """What a scan of every live data file opens: each delete file in `files` once."""
+        if self._all is None:
+            self._all = DeleteRead(len(self.files), sum(d.size for d in self.files))
+        return self._all
+
+
 class SnapshotScan:
-    """Every live data file of a snapshot (`files`, in manifest order) and those a predicate keeps."""
+    """Every live data file of a snapshot (`files`, in manifest order), those a predicate keeps, and the
+    delete files that apply to them (`deletes`; None: the snapshot has no live delete files)."""
 
-    __slots__ = ("_kept", "files")
+    __slots__ = ("_kept", "deletes", "files")
 
-    def __init__(self, files: tuple[IcebergFile, ...], kept: _Kept) -> None:
-        self.files, self._kept = files, kept
+    def __init__(self, files: tuple[IcebergFile, ...], kept: _Kept, deletes: SnapshotDeletes | None = None) -> None:
+        self.files, self._kept, self.deletes = files, kept, deletes
+
+    def delete_read(self, data_indexes: Iterable[int]) -> DeleteRead:
+        """The distinct delete files (and bytes) a reader opens for the data files `data_indexes`."""
+        return DeleteRead() if self.deletes is None else self.deletes.read(data_indexes)
+
+    @property
+    def delete_total(self) -> DeleteRead:
+        """The distinct delete files (and bytes) a scan of every live data file opens."""
+        return DeleteRead() if self.deletes is None else self.deletes.total
 
     @property
     def kept(self) -> tuple[int, ...]:
@@ -180,36 +243,41 @@ class SnapshotScan:
 
 
 def snapshot_scan(table: Table, expr: Expr | None, cache: MetadataCache | None, snapshot: Snapshot) -> SnapshotScan:
-    """The snapshot's data files, and those that might hold rows matching `expr` (None: all of them).
-
-    Refuses (UsageError) a snapshot whose data files have delete files: the reader does not merge them.
-    """
+    """The snapshot's data files, and those that might hold rows matching `expr` (None: all of them), with
+    the delete files that apply to each."""
     iceberg_expr = to_iceberg(table, expr) if expr is not None else AlwaysTrue()
     if cache is None:
-        files, kept = _read(table, snapshot, iceberg_expr)
-        return SnapshotScan(files, _Kept(kept))
+        files, kept, deletes = _read(table, snapshot, iceberg_expr)
+        return SnapshotScan(files, _Kept(kept), deletes)
     key = FileKey(snapshot.manifest_list, snapshot.snapshot_id)
     # The schema takes part: a later schema change (a rename) rebinds the predicate to other field ids.
     item = ("kept", table.metadata.current_schema_id, repr(iceberg_expr))
-    files, kept_item = cache.get(_CACHE_FS, key, "files"), cache.get(_CACHE_FS, key, item)
-    if files is None or kept_item is None:
+    read, kept_item = cache.get(_CACHE_FS, key, "files"), cache.get(_CACHE_FS, key, item)
+    if read is None or kept_item is None:
         # Both from this one read: a snapshot's manifests list the same files in the same order every
         # time, so the indexes of other predicates' cached items stay valid when "files" is replaced.
-        files, kept = _read(table, snapshot, iceberg_expr)
+        files, kept, deletes = _read(table, snapshot, iceberg_expr)
         kept_item = _Kept(kept)
-        cache.put(_CACHE_FS, key, "files", files,
-                  1024 + sum(_FILE_BYTES + _SIZE_BYTES * len(f.column_sizes or ()) for f in files))
+        size = 1024 + sum(_FILE_BYTES + _SIZE_BYTES * len(f.column_sizes or ()) for f in files)
+        if deletes is not None:
+            size += _DELETE_BYTES * len(deletes.files) + _APPLIES_BYTES * sum(map(len, deletes.applying))
+        cache.put(_CACHE_FS, key, "files", (files, deletes), size)
         cache.put(_CACHE_FS, key, item, kept_item, 1024 + 16 * len(kept))
-    return SnapshotScan(files, kept_item)
+    else:
+        files, deletes = read
+    return SnapshotScan(files, kept_item, deletes)
 
 
-def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any) -> tuple[tuple[IcebergFile, ...], tuple[int, ...]]:
-    """One pass over the snapshot's data manifests: every live data file, and the indexes of those kept."""
+def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any
+          ) -> tuple[tuple[IcebergFile, ...], tuple[int, ...], SnapshotDeletes | None]:
+    """One pass over the snapshot's manifests: every live data file, the indexes of those kept, and, when
+    delete manifests are live, the delete files that apply to each data file."""
     metadata, io = table.metadata, table.io
     manifests = snapshot.manifests(io)
-    if any(m.content != ManifestContent.DATA and (m.has_added_files() or m.has_existing_files()) for m in manifests):
-        _refuse_deletes(table, snapshot)
     data_manifests = [m for m in manifests if m.content == ManifestContent.DATA]
+    # A delete manifest with only deleted entries (a rewrite removed its files) holds no live delete file.
+    delete_manifests = [m for m in manifests if m.content == ManifestContent.DELETES
+                        and (m.has_added_files() or m.has_existing_files())]
     # pyiceberg's own evaluators for the predicate: what its plan_files keeps, we keep. They are methods
     # of its planner (pyiceberg is pinned to one version; the Iceberg soundness property test compares
     # the kept files with its plan_files and would catch a change).
@@ -218,15 +286,17 @@ def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any) -> tuple[tuple[Ic
     metrics = judge._build_metrics_evaluator()
     files: list[IcebergFile] = []
     kept: list[int] = []
+    # Only a snapshot with live deletes pays for the data files' references (partition keys, sequence numbers).
+    refs: list[DataRef] | None = [] if delete_manifests else None
     # Manifests are read in pyiceberg's thread pool, as its planning does, and judged here in order.
-    reads = ExecutorFactory.get_or_create().map(lambda m: m.fetch_manifest_entry(io, discard_deleted=True),
-                                                data_manifests)
-    for manifest, entries in zip(data_manifests, reads, strict=True):
+    reads = iter(ExecutorFactory.get_or_create().map(lambda m: m.fetch_manifest_entry(io, discard_deleted=True),
+                                                     [*data_manifests, *delete_manifests]))
+    for manifest in data_manifests:
         partition = partition_evaluators.get(manifest.partition_spec_id)
         if partition is None:
             partition = judge._build_partition_evaluator(manifest.partition_spec_id)
             partition_evaluators[manifest.partition_spec_id] = partition
-        for entry in entries:
+        for entry in next(reads):
             data = entry.data_file
             if data.record_count == 0:
                 continue  # pyiceberg's planning leaves empty files out (its include_empty_files=false)
@@ -234,15 +304,32 @@ def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any) -> tuple[tuple[Ic
                 kept.append(len(files))
             files.append(IcebergFile(data.file_path, data.file_size_in_bytes, data.record_count, 0,
                                      data.column_sizes or None))
-    return tuple(files), tuple(kept)
+            if refs is not None:
+                refs.append(DataRef(data.file_path, manifest.partition_spec_id, _partition_key(data.partition),
+                                    entry.sequence_number or 0))
+    if refs is None:
+        return tuple(files), tuple(kept), None
+    specs = metadata.specs()
+    found = []
+    for manifest in delete_manifests:
+        # As Iceberg's Java: a spec of void transforms only (a v1 table's dropped fields) is unpartitioned too.
+        unpartitioned = all(isinstance(f.transform, VoidTransform) for f in specs[manifest.partition_spec_id].fields)
+        for entry in next(reads):
+            d = entry.data_file
+            found.append(delete_file_of(
+                d, sequence_number=entry.sequence_number or 0, partition=_partition_key(d.partition),
+                # Iceberg's spec: only an equality delete of an unpartitioned spec applies in every partition;
+                # a position delete applies within its own spec and partition.
+                unpartitioned=unpartitioned and d.content == DataFileContent.EQUALITY_DELETES))
+    deletes = SnapshotDeletes.index(found, refs)
+    files = [replace(f, delete_files=len(applying)) if applying else f
+             for f, applying in zip(files, deletes.applying, strict=True)]
+    return tuple(files), tuple(kept), deletes
 
 
-def _refuse_deletes(table: Table, snapshot: Snapshot) -> None:
-    """Delete files are live: ask pyiceberg whether any applies to a data file (only such tables pay for it)."""
-    tasks = table.scan(snapshot_id=snapshot.snapshot_id).plan_files()
-    if any(t.delete_files for t in tasks):
-        raise UsageError(f"{'.'.join(table.name())}: the table has delete files, which lakesort's reader does "
-                         "not apply yet; compact it first or read it with an engine that merges deletes")
+def _partition_key(partition: Record) -> tuple[Any, ...]:
+    """A partition tuple's values, alike for data and delete files of one spec (both decoded by its type)."""
+    return tuple(partition[i] for i in range(len(partition)))
 
 
 def to_iceberg(table: Table, expr: Expr) -> Any:

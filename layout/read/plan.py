@@ -21,6 +21,13 @@ the totals of the files it does not open come from their manifest entries: `file
 sums, per field id; a file whose entry lacks one of the columns is opened for its footer instead).
 `row_groups_total` and `pages_total` only footers know: they are None unless every file was opened
 (the manifests kept them all, or `exact_totals=True`); `*_selected` are always counts.
+
+A merge-on-read Iceberg table's plan also counts the delete files a reader must open for the data files
+it selects (`delete_files_selected`, `delete_bytes_selected`: distinct, a delete file that applies to
+several selected files is read once) and for the whole snapshot (`delete_*_total`), by Iceberg's rules
+(`layout.read.iceberg.SnapshotDeletes`). Rows are still the data files' rows: a reader reads them and then
+drops the deleted ones, which only the delete files' contents tell, so no count subtracts them.
+`layout.read.scan` reads the data files' rows as they are: it does not apply deletes.
 """
 
 from __future__ import annotations
@@ -109,6 +116,7 @@ def plan(
         scope.add_unkept(needed)
     tally: Counter[str] = Counter()
     file_plans = []
+    selected: list[int] = []  # indexes into the Iceberg scan's files of the selected ones: their deletes
     comparisons = 0
     # Pages a file holds need its offset indexes; not worth reading for a total that will be None.
     count_pages = scope.unkept is None or scope.unkept.files == 0
@@ -119,13 +127,18 @@ def plan(
         comparisons += n
         if planned is not None:
             file_plans.append(planned)
+            if entry.index is not None:
+                selected.append(entry.index)
         _recache(facts, the_cache)
-    counts = scope.counts(tally)
+    counts = scope.counts(tally, selected)
     elapsed = (time.perf_counter() - started) * 1000
     log.info("planned %s: files %d/%d, row groups %d/%s, pages %d/%s, rows %d/%d in %.1f ms",
              source, counts.files_selected, counts.files_total, counts.row_groups_selected,
              counts.row_groups_total, counts.pages_selected, counts.pages_total, counts.rows_selected,
              counts.rows_total, elapsed)
+    if counts.delete_files_total:
+        log.info("planned %s: delete files %d/%d (%d/%d bytes) to merge", source, counts.delete_files_selected,
+                 counts.delete_files_total, counts.delete_bytes_selected, counts.delete_bytes_total)
     return Plan(os.fspath(source), bound, projected, tuple(file_plans), counts, elapsed, comparisons)
 
 
@@ -135,6 +148,7 @@ class _Entry:
     path: str
     size: int | None  # known from a manifest or the listing: no stat needed
     mtime_ns: int | None = None  # from the listing (None for Iceberg files: their paths are never reused)
+    index: int | None = None  # an Iceberg file's index in its SnapshotScan's files (its delete files)
 
 
 class _Scope:
@@ -163,14 +177,21 @@ class _Scope:
         if unkept.unsized:  # these are opened after all, in the manifests' order with the kept ones
             opened = sorted({*kept, *unkept.unsized})
             kept_set = set(kept)
-            self.entries = [(_iceberg_entry(scan.files[i]), i in kept_set) for i in opened]
+            self.entries = [(_iceberg_entry(scan.files, i), i in kept_set) for i in opened]
             unsized = [scan.files[i] for i in unkept.unsized]
             # their footers count them: take them out of the manifests' share
             unkept = Unkept(unkept.files - len(unsized), unkept.rows - sum(f.record_count for f in unsized),
                             unkept.bytes, ())
         self.unkept = unkept
 
-    def counts(self, tally: Counter[str]) -> PlanCounts:
+    def counts(self, tally: Counter[str], selected: Sequence[int] = ()) -> PlanCounts:
+        """The counts from the footers' `tally`, the manifests' totals of the files not opened, and the delete
+        files of the `selected` files (indexes into the scan's files)."""
+        scan = self.scan
+        if scan is not None and scan.deletes is not None:
+            chosen, whole = scan.delete_read(selected), scan.delete_total
+            tally.update(delete_files_selected=chosen.files, delete_bytes_selected=chosen.bytes,
+                         delete_files_total=whole.files, delete_bytes_total=whole.bytes)
         rest = self.unkept
         if rest is None or rest.files == 0:  # every file was opened: all counts from footers
             return PlanCounts(**tally)
@@ -208,7 +229,7 @@ def _scope(source: str, expr: Expr, cache: MetadataCache | None, snapshot_id: in
     if not scan.files:
         raise UsageError(f"{source}: no data files to plan (an empty table or directory)")
     # The first kept file; when the manifests keep none, the first file, only to check the binding.
-    first = _open(_iceberg_entry(scan.files[scan.kept[0] if scan.kept else 0]), cache)
+    first = _open(_iceberg_entry(scan.files, scan.kept[0] if scan.kept else 0), cache)
     kinds = _kinds(first.pf)
     bound = _bind(expr, kinds)
     if bound != guess or any(ice_kinds.get(c) is not kinds.get(c) for c in expr_columns(bound)):
@@ -217,15 +238,16 @@ def _scope(source: str, expr: Expr, cache: MetadataCache | None, snapshot_id: in
         scan = snapshot_scan(table, bound, cache, snapshot)
     kept = set(scan.kept)
     if exact_totals:
-        entries = [(_iceberg_entry(f), i in kept) for i, f in enumerate(scan.files)]
+        entries = [(_iceberg_entry(scan.files, i), i in kept) for i in range(len(scan.files))]
     else:
-        entries = [(_iceberg_entry(scan.files[i]), True) for i in scan.kept]
+        entries = [(_iceberg_entry(scan.files, i), True) for i in scan.kept]
     return _Scope(entries, first, bound, scan, table)
 
 
-def _iceberg_entry(f: IcebergFile) -> _Entry:
+def _iceberg_entry(files: Sequence[IcebergFile], index: int) -> _Entry:
+    f = files[index]
     filesystem, path = resolve(f.path)
-    return _Entry(filesystem, path, f.size)
+    return _Entry(filesystem, path, f.size, index=index)
 
 
 def _kinds(pf: ParquetFile) -> dict[str, Kind]:

@@ -38,6 +38,11 @@ class PlanCounts:
     every file (an Iceberg table whose manifests rule files out, planned without `exact_totals`), since
     counting them over the opened files alone would overstate what the reader reads. The other totals
     are always counts: of an Iceberg table's unopened files they come from the manifests.
+
+    `delete_*` (Iceberg merge-on-read tables; 0 elsewhere): the position and equality delete files a reader
+    opens and merges for the data files it selects, each counted once however many of them it applies to,
+    and their bytes (file sizes); `*_total` for a scan of the whole snapshot. Rows stay what the data files
+    hold: a reader reads them, then drops the deleted ones, which only the delete files' contents tell.
     """
 
     files_total: int = 0
@@ -50,6 +55,10 @@ class PlanCounts:
     rows_selected: int = 0
     bytes_total: int = 0
     bytes_selected: int = 0
+    delete_files_total: int = 0
+    delete_files_selected: int = 0
+    delete_bytes_total: int = 0
+    delete_bytes_selected: int = 0
 
 
 @dataclass(frozen=True, slots=True)

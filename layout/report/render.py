@@ -16,7 +16,8 @@ The pages are jinja2 templates (`templates/`, autoescaped, an undefined name an 
 owners' probes' efficiency now and a sparkline of it over time. A table page: a headline (the newest run
 with `before` and `after` rows; its probe whose bytes read changed most); an empty place for what would
 help (the layout advisor, issue #18); per probe, before vs after (bytes read, change, efficiency against
-a perfectly clustered table, bytes wasted within the pages read, DataFusion's check); per probe, bytes
+a perfectly clustered table, bytes wasted within the pages read, DataFusion's check, and on a merge-on-read
+table the delete files read); per probe, bytes
 read and efficiency over time (small multiples); DataFusion's bytes and rows next to lakesort's, probes
 more than 20% apart flagged; clustering health per sort key (overlap depth over time, the depth
 histogram, the deepest partitions); files and average file size; storage over time (bytes under the table

@@ -7,6 +7,8 @@ its latest verification (`layout.report.findings`) and its clustering health
 A probe's before vs after comes from the latest run with both phases for it; its history is the first
 `before` measurement, then every `after` and `on-demand` one by measured_at. Files and average file size
 are files_before/bytes_before of the first run, then files_after/bytes_after of each committed run.
+A probe's delete files (a merge-on-read table: the delete files a reader merges for the files it reads)
+are shown only where a pair read any, and the snapshot's only when the newest measurement found some.
 Storage is what each maintenance run found under the table location when it started (and, a real run,
 left when it ended) next to the live data, the bytes the current snapshot reads. A table's trend (the
 index's sparkline) is `layout.report.trend`'s.
@@ -61,6 +63,12 @@ class ProbeView:
         if self.before is None or self.after is None or self.before.bytes_selected <= 0:
             return None
         return (self.after.bytes_selected - self.before.bytes_selected) / self.before.bytes_selected
+
+    @property
+    def reads_deletes(self) -> bool:
+        """Its pair read delete files before or after (a merge-on-read table); rows from before the delete
+        columns existed read none."""
+        return any(m is not None and (m.delete_files_selected or 0) > 0 for m in (self.before, self.after))
 
     @property
     def engine_rows(self) -> tuple[Measurement, ...]:
@@ -143,6 +151,19 @@ class TableView:
     def flagged(self) -> tuple[ProbeView, ...]:
         """Probes where DataFusion and lakesort's model differ by more than 20%."""
         return tuple(p for p in self.probes if p.flagged)
+
+    @property
+    def reads_deletes(self) -> bool:
+        """Any probe's before/after pair read delete files: the probes table then shows them."""
+        return any(p.reads_deletes for p in self.probes)
+
+    @property
+    def live_deletes(self) -> Measurement | None:
+        """The newest measurement of any probe, when its snapshot has delete files a reader must merge
+        (`delete_files_total`); None when it has none, or predates the delete columns."""
+        latest = [p.latest for p in self.probes if p.latest is not None]
+        newest = max(latest, key=lambda m: (m.measured_at, m.run_id, m.phase), default=None)
+        return newest if newest is not None and (newest.delete_files_total or 0) > 0 else None
 
     @property
     def engine_checked(self) -> bool:

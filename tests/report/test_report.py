@@ -438,3 +438,38 @@ def test_page_shows_engine_check_clustering_and_grouped_findings(tmp_path):
     # both probes' clustered bytes are an eighth of what they read after (12.5%, rounded half to even)
     assert row[1] == "12%" and '<svg class="spark"' in index
     assert "No layout advice yet" in html and TableView("a.t", None, (), ()).advice is None
+
+
+def test_delete_files_read_before_and_after_only_where_a_probe_read_any(tmp_path, history):
+    """A merge-on-read table: the probes table gains the delete files (and bytes) each probe read before and
+    after, and a card the snapshot's delete files at the newest measurement; a table whose rows read none
+    (zeros, or rows from before the delete columns) shows neither."""
+    t = "sales.mor"
+    deletes = {"delete_files_total": 6, "delete_bytes_total": 3 * MiB}
+    metrics = [
+        metric(t, "p1", "before", "n1", T0, 8 * MiB, delete_files_selected=4, delete_bytes_selected=2 * MiB,
+               **deletes),
+        metric(t, "p1", "after", "n1", T0 + timedelta(minutes=5), 2 * MiB, delete_files_selected=0,
+               delete_bytes_selected=0, delete_files_total=0, delete_bytes_total=0),
+        metric(t, "p2", "before", "n1", T0, 8 * MiB),  # no pair: the row spans the columns, the new one too
+        metric(t, "p3", "on-demand", "m1", T0 + timedelta(days=1), 4 * MiB, delete_files_selected=1,
+               delete_bytes_selected=MiB, **deletes),
+    ]
+    s = spec(t, [{"name": "p1", "where": "k = 1"}, {"name": "p2", "where": "k = 2"}, {"name": "p3", "where": "k = 3"}])
+    index = render(tmp_path, [*history[0], *metrics], history[1], [*history[2], s])
+    html = page(index, t)
+    header = [text(th) for table in parse(html).iter("table") if table.get("class") == "probes"
+              for th in table.find("thead").iter("th")]
+    assert header[10:] == ["Files read", "Delete files read", "Run"]
+    probes = table_rows(html, "probes")
+    assert row_of(probes, "p1")[10:] == ["5 \u2192 1 of 40", "4 \u2192 0 (2.00 MiB \u2192 0 B)", "n1"]
+    assert len(row_of(probes, "p2")) == 5 and 'colspan="9"' in html
+    # the newest measurement (p3's, on demand) finds 6 delete files in its snapshot
+    assert "Delete files to merge</div><div class=\"value\">6 (3.00 MiB)" in html
+    assert "<em>Delete files read</em>" in html
+    # the history's table has no delete files in any row (its rows predate the columns: None)
+    plain = page(index, "sales.orders")
+    assert "Delete files" not in plain and 'colspan="9"' not in plain
+    zero = [metric("z.t", "p1", phase, "n1", T0, MiB, delete_files_selected=0, delete_bytes_selected=0,
+                   delete_files_total=0, delete_bytes_total=0) for phase in ("before", "after")]
+    assert "Delete files" not in page(render(tmp_path, zero, [], [spec("z.t")], out="zero"), "z.t")
