@@ -34,7 +34,8 @@ LAYOUT = REPO / "layout"
 LOCAL_IMPORTS_ALLOWED = ("great_expectations", "pyspark", "datafusion", "pyiceberg.catalog", "pyiceberg.io.pyarrow")
 # The Spark job's driver imports pyiceberg's reader (the executors' path for files Spark cannot read as Iceberg
 # does) only when a plan has such files: 0.4 s of the job's start, before Spark, otherwise.
-JOB_LOCAL_IMPORTS_ALLOWED = ("layout.compaction.executor.inputs",)
+# Its readers of delete files likewise, only when a plan applies deletes.
+JOB_LOCAL_IMPORTS_ALLOWED = ("layout.compaction.executor.inputs", "layout.compaction.executor.deletes")
 
 
 def _sources(*roots: Path) -> list[Path]:

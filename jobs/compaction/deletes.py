@@ -30,11 +30,10 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from layout.compaction.executor.deletes import DEL, DPATH, POS, equality_batches, position_batches
 from layout.compaction.executor.partitions import GROUP
 from layout.errors import InputError
 
-from .columns import FILE
+from .columns import DEL, DPATH, FILE, POS
 from .frames import literal_frame
 from .spark_versions import arrow_schema
 
@@ -47,7 +46,7 @@ if TYPE_CHECKING:
 
     from .job_plan import JobPlan
 
-__all__ = ["POS", "Applied", "apply_deletes", "file_index"]
+__all__ = ["Applied", "apply_deletes", "file_index"]
 
 log = logging.getLogger("lakesort.compact")
 
@@ -78,7 +77,7 @@ class Applied:
 
 def apply_deletes(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], rows: DataFrame) -> Applied:
     """`rows` (the input as read: FILE and POS on each) without the rows the groups' delete files delete."""
-    # pyiceberg's table module (0.4 s to import): only when deletes apply.
+    # The executors' readers bring pyiceberg's table module (0.4 s to import): only when deletes apply.
     from layout.compaction.executor.inputs import InputSource
 
     plan = job.plan
@@ -147,11 +146,16 @@ def _listing(spark: SparkSession, chosen: Sequence[tuple[int, DeleteInput]]) -> 
 def _position_pairs(spark: SparkSession, source: InputSource, chosen: Sequence[tuple[int, DeleteInput]],
                     files: DataFrame, attrs: DataFrame) -> DataFrame:
     """Distinct (FILE, POS, GROUP) the position deletes delete: the rule checked, positions within the file."""
+    # Executor code of pyiceberg's readers: imported with them, only when deletes apply (`apply_deletes`).
+    from layout.compaction.executor.deletes import position_batches
+
     out = T.StructType([T.StructField(DEL, T.IntegerType(), False), T.StructField(DPATH, T.StringType()),
                         T.StructField(POS, T.LongType())])
 
+    target = arrow_schema(out)
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return position_batches(source, batches)
+        return position_batches(source, batches, target)
 
     raw = _listing(spark, chosen).mapInArrow(read, out)
     applies = (
@@ -165,6 +169,9 @@ def _position_pairs(spark: SparkSession, source: InputSource, chosen: Sequence[t
 def _equality_rows(spark: SparkSession, job: JobPlan, source: InputSource, chosen: Sequence[tuple[int, DeleteInput]],
                    columns: tuple[str, ...]) -> DataFrame:
     """The equality delete files' rows: DEL and each equality column as `__lakesort_eq<i>`, typed as the rows'."""
+    # Executor code of pyiceberg's readers: imported with them, only when deletes apply (`apply_deletes`).
+    from layout.compaction.executor.deletes import equality_batches
+
     fields = [T.StructField(DEL, T.IntegerType(), False)]
     for i, column in enumerate(columns):
         fields.append(T.StructField(f"__lakesort_eq{i}", _spark_type(job.spark_schema, column), True))

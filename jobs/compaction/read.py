@@ -18,8 +18,8 @@ from layout.compaction.executor import partitions as partitioning
 from layout.compaction.executor.partitions import GROUP, PART, PART_KEY
 from layout.errors import InputError
 
-from .columns import FILE, SOURCE
-from .deletes import POS, file_index
+from .columns import FILE, POS, SOURCE
+from .deletes import file_index
 from .frames import literal_frame
 from .spark_versions import arrow_schema
 

@@ -29,8 +29,8 @@ from layout.compaction.integrity.fingerprint import SPARK_CONF as FINGERPRINT_CO
 from layout.errors import InputError
 from layout.manifest import JobWarning, StagedGroup, StagedManifest
 
-from .columns import CURVE, FILE, PREFIX, RANK, SLOT, SOURCE
-from .deletes import POS, Applied, apply_deletes
+from .columns import CURVE, FILE, POS, PREFIX, RANK, SLOT, SOURCE
+from .deletes import Applied, apply_deletes
 from .fingerprints import InputFingerprint
 from .frames import ordered, sql_array
 from .job_plan import JobPlan

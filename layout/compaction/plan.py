@@ -64,7 +64,7 @@ class DeleteInput(Frozen):
     sequence_number: int
     spec_id: int
     partition_key: str  # under its own spec, encoded as the inputs' (`layout.compaction.executor.partitions`)
-    unpartitioned: bool = False  # written under an unpartitioned spec: applies in every partition
+    unpartitioned: bool = False  # an equality delete of an unpartitioned spec: applies in every partition
     equality_ids: tuple[int, ...] = ()
     # Equality deletes: the column of each id as the job's read schema (the table's current one) names it: a
     # top-level column, or a dotted path through structs.

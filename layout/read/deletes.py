@@ -2,8 +2,9 @@
 
 The spec (format v2, "Scan Planning"): a delete file applies to a data file when
 
-- the data file's partition (spec and values) is the delete file's, or the delete file's spec is
-  unpartitioned (a global delete);
+- the data file's partition (spec and values) is the delete file's, or, for an equality delete only, the
+  delete file's spec is unpartitioned (a global delete; as Iceberg's Java, a spec of void transforms only is
+  unpartitioned too);
 - a position delete: the data file's data sequence number is lower than or equal to the delete's; and, when
   the delete records bounds of its `file_path` column (or a `referenced_data_file`), the data file's path lies
   within them (a file-scoped delete has lower == upper);
@@ -22,10 +23,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.transforms import VoidTransform
+
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionSpec
 
-__all__ = ["PATH_FIELD_ID", "POS_FIELD_ID", "DataRef", "DeleteFile", "DeleteIndex", "delete_file_of"]
+__all__ = ["PATH_FIELD_ID", "POS_FIELD_ID", "DataRef", "DeleteFile", "DeleteIndex", "delete_file_of", "is_unpartitioned"]
 
 # Reserved field ids of a position delete file's columns (Iceberg spec, "Reserved Field IDs").
 PATH_FIELD_ID, POS_FIELD_ID = 2147483546, 2147483545
@@ -45,12 +50,17 @@ class DeleteFile:
     sequence_number: int  # its data sequence number
     record_count: int
     size: int
-    unpartitioned: bool = False  # written under an unpartitioned spec: applies in every partition
+    unpartitioned: bool = False  # an equality delete of an unpartitioned spec: applies in every partition
     equality_ids: tuple[int, ...] = ()
     # Position deletes: bounds of the referenced paths (None: unknown, any path), from `file_path`'s
     # lower/upper bounds or `referenced_data_file`.
     path_lo: str | None = None
     path_hi: str | None = None
+
+    @property
+    def is_global(self) -> bool:
+        """Applies in every partition: only an equality delete of an unpartitioned spec does (Iceberg's spec)."""
+        return self.unpartitioned and self.kind == "equality"
 
     @property
     def file_scoped(self) -> bool:
@@ -59,7 +69,7 @@ class DeleteFile:
 
     def applies_to(self, data: DataRef) -> bool:
         """The rule itself, for one pair (the index answers the same, faster)."""
-        if not (self.unpartitioned or (self.spec_id, self.partition) == (data.spec_id, data.partition)):
+        if not (self.is_global or (self.spec_id, self.partition) == (data.spec_id, data.partition)):
             return False
         if self.kind == "equality":
             return data.sequence_number < self.sequence_number
@@ -106,7 +116,7 @@ class DeleteIndex:
         for d in self.deletes:
             if d.file_scoped:
                 bucket = self._path.setdefault(d.path_lo, _BySequence())
-            elif d.unpartitioned:
+            elif d.is_global:
                 bucket = self._global
             else:
                 bucket = self._partition.setdefault((d.spec_id, d.partition), _BySequence())
@@ -137,10 +147,8 @@ class DeleteIndex:
         return tuple(d for d in self.deletes if d.path not in used)
 
 
-def delete_file_of(data_file: DataFile, *, sequence_number: int, partition: Hashable, unpartitioned: bool) -> DeleteFile:
-    """A pyiceberg delete file's manifest entry as a `DeleteFile` (its `file_path` bounds decoded)."""
-    from pyiceberg.manifest import DataFileContent
-
+def delete_file_of(data_file: DataFile, *, sequence_number: int, partition: Hashable, spec: PartitionSpec) -> DeleteFile:
+    """A pyiceberg delete file's manifest entry, under `spec`, as a `DeleteFile` (its `file_path` bounds decoded)."""
     kind: Kind = "equality" if data_file.content == DataFileContent.EQUALITY_DELETES else "position"
     lo = hi = None
     if kind == "position":
@@ -153,10 +161,15 @@ def delete_file_of(data_file: DataFile, *, sequence_number: int, partition: Hash
             if lo is None or hi is None:
                 lo = hi = None
     return DeleteFile(
-        path=data_file.file_path, kind=kind, spec_id=data_file.spec_id or 0, partition=partition,
+        path=data_file.file_path, kind=kind, spec_id=spec.spec_id, partition=partition,
         sequence_number=sequence_number, record_count=data_file.record_count, size=data_file.file_size_in_bytes,
-        unpartitioned=unpartitioned, equality_ids=tuple(data_file.equality_ids or ()), path_lo=lo, path_hi=hi,
+        unpartitioned=is_unpartitioned(spec), equality_ids=tuple(data_file.equality_ids or ()), path_lo=lo, path_hi=hi,
     )
+
+
+def is_unpartitioned(spec: PartitionSpec) -> bool:
+    """No partition field, or void transforms only (a v1 table's dropped fields), as Iceberg's Java decides."""
+    return all(isinstance(f.transform, VoidTransform) for f in spec.fields)
 
 
 def _text(raw: bytes | None) -> str | None:

@@ -33,9 +33,8 @@ import pyiceberg.expressions as ice
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import parquet_path_to_id_mapping, schema_to_pyarrow
-from pyiceberg.manifest import DataFileContent, ManifestContent
+from pyiceberg.manifest import ManifestContent
 from pyiceberg.table import ManifestGroupPlanner
-from pyiceberg.transforms import VoidTransform
 from pyiceberg.types import DecimalType
 from pyiceberg.utils.concurrent import ExecutorFactory
 
@@ -312,15 +311,11 @@ def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any
     specs = metadata.specs()
     found = []
     for manifest in delete_manifests:
-        # As Iceberg's Java: a spec of void transforms only (a v1 table's dropped fields) is unpartitioned too.
-        unpartitioned = all(isinstance(f.transform, VoidTransform) for f in specs[manifest.partition_spec_id].fields)
+        spec = specs[manifest.partition_spec_id]
         for entry in next(reads):
             d = entry.data_file
-            found.append(delete_file_of(
-                d, sequence_number=entry.sequence_number or 0, partition=_partition_key(d.partition),
-                # Iceberg's spec: only an equality delete of an unpartitioned spec applies in every partition;
-                # a position delete applies within its own spec and partition.
-                unpartitioned=unpartitioned and d.content == DataFileContent.EQUALITY_DELETES))
+            found.append(delete_file_of(d, sequence_number=entry.sequence_number or 0,
+                                        partition=_partition_key(d.partition), spec=spec))
     deletes = SnapshotDeletes.index(found, refs)
     files = [replace(f, delete_files=len(applying)) if applying else f
              for f, applying in zip(files, deletes.applying, strict=True)]

@@ -39,6 +39,7 @@ def _format() -> ds.ParquetFileFormat:
 
 def read_batches(plan: Plan) -> Iterator[pa.RecordBatch]:
     """The plan's matching rows, one table's batches per file."""
+    _refuse_deletes(plan)
     fmt = _format()
     for file in plan.files:
         table = _read_file(plan, file, fmt)
@@ -50,6 +51,7 @@ def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False,
     """The matching rows in key order, through the loser-tree merge: one stream per chain of files that
     follow each other in the first key (`layout.read.chains`: a sorted run's files are one stream, so a
     partition of a few runs merges a few streams), each file read when the merge reaches it."""
+    _refuse_deletes(plan)
 
     keys = [key] if isinstance(key, str) else list(key)
     wanted = [*keys, *([sequence] if sequence else [])]
@@ -72,6 +74,7 @@ def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False,
 
 
 def read_table(plan: Plan) -> pa.Table:
+    _refuse_deletes(plan)
     fmt = _format()
     tables = [t for f in plan.files if (t := _read_file(plan, f, fmt)) is not None]
     if tables:
@@ -172,3 +175,12 @@ def _empty(plan: Plan, fmt: ds.ParquetFileFormat) -> pa.Table:
     schema = fmt.make_fragment(path, filesystem=filesystem).physical_schema
     projected = _projection(plan, schema)
     return schema.empty_table().select(projected)
+
+
+def _refuse_deletes(plan: Plan) -> None:
+    """This reader reads data files and never merges delete files: a plan whose files have any is refused, where
+    reading would return rows the table deleted (planning and measuring count them: `PlanCounts`)."""
+    if plan.counts.delete_files_selected:
+        raise UsageError(f"{plan.source}: {plan.counts.delete_files_selected} delete file(s) apply to the data files "
+                         "this read selects, and lakesort's reader does not merge deletes; compact the table with "
+                         "lakesort (which applies them) or read it with an engine that merges them")

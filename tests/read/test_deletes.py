@@ -40,9 +40,9 @@ def test_the_index_finds_exactly_the_deletes_the_rules_apply(spec_deletes, spec_
 
 def _brute(d: DeleteFile, data: DataRef) -> bool:
     """Iceberg's rules, spelled out as the spec words them."""
-    same_partition = d.unpartitioned or (d.spec_id == data.spec_id and d.partition == data.partition)
-    if d.kind == "equality":
-        return same_partition and data.sequence_number < d.sequence_number
+    same_partition = d.spec_id == data.spec_id and d.partition == data.partition
+    if d.kind == "equality":  # "... or the delete file's partition spec is unpartitioned"
+        return (same_partition or d.unpartitioned) and data.sequence_number < d.sequence_number
     in_bounds = d.path_lo is None or d.path_lo <= data.path <= d.path_hi
     return same_partition and data.sequence_number <= d.sequence_number and in_bounds
 

@@ -16,34 +16,28 @@ Each file must read back its manifest's `record_count`, or the task fails naming
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.manifest import POSITIONAL_DELETE_SCHEMA, DataFile, DataFileContent, FileFormat
+from pyiceberg.table import FileScanTask
 
 from layout.compaction.executor import partitions as partitioning
+from layout.compaction.executor.inputs import InputSource, metadata_of
 from layout.errors import InputError
-from layout.read.deletes import PATH_FIELD_ID, POS_FIELD_ID
 
-if TYPE_CHECKING:
-    # The job's driver imports this module for its names: pyiceberg's table module (0.4 s) only in executors.
-    from layout.compaction.executor.inputs import InputSource
-
-# The columns the job's delete frames carry (`jobs/compaction/deletes.py` names them alike).
-DEL = "__lakesort_del"  # the delete file's index in the job's list of delete files
-DPATH = "__lakesort_dpath"  # a position delete's data file path
-POS = "__lakesort_pos"  # a row's position in its data file (data rows carry it too)
+# The reserved field ids of a position delete file's columns (Iceberg spec, "Reserved Field IDs").
+PATH_FIELD_ID = POSITIONAL_DELETE_SCHEMA.find_field("file_path").field_id
+POS_FIELD_ID = POSITIONAL_DELETE_SCHEMA.find_field("pos").field_id
 
 
-def position_batches(source: InputSource, files: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def position_batches(source: InputSource, files: Iterator[pa.RecordBatch], out: pa.Schema) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` body: for each position delete file (a row of `files`: `del`, `path`, `record_count`),
-    its (DEL, DPATH, POS) rows."""
-    import pyarrow.parquet as pq
-
-    from layout.compaction.executor.inputs import metadata_of
-
+    its rows as `out`: the file's `del`, then each row's data file path and position."""
     _, io = metadata_of(source)
-    out = pa.schema([pa.field(DEL, pa.int32(), False), pa.field(DPATH, pa.string()), pa.field(POS, pa.int64())])
     for chunk in files:
         for row in chunk.to_pylist():
             path, index = row["path"], row["del"]
@@ -85,13 +79,9 @@ def equality_batches(source: InputSource, files: Iterator[pa.RecordBatch], colum
                      target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` body: for each equality delete file (a row of `files`: `del`, `path`, `spec_id`,
     `partition`, `record_count`, `size`), its equality columns (`columns`, dotted paths of the read schema) as
-    `target`'s fields after DEL."""
-    from pyiceberg.expressions import AlwaysTrue
+    `target`'s fields after the file's `del`."""
+    # pyiceberg's Arrow I/O costs about 0.5 s to import: only in the executors that read a delete file.
     from pyiceberg.io.pyarrow import ArrowScan
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.table import FileScanTask
-
-    from layout.compaction.executor.inputs import metadata_of
 
     metadata, io = metadata_of(source)
     projected = source.schema.select(*columns)

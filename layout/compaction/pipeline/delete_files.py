@@ -80,8 +80,7 @@ class DeleteState:
                     self._data[df.file_path] = DataRef(df.file_path, spec.spec_id, key, entry.sequence_number or 0)
                     continue
                 df.spec_id = spec.spec_id
-                found = delete_file_of(df, sequence_number=entry.sequence_number or 0, partition=key,
-                                       unpartitioned=not spec.fields)
+                found = delete_file_of(df, sequence_number=entry.sequence_number or 0, partition=key, spec=spec)
                 self._listed.setdefault(manifest.manifest_path, []).append(df.file_path)
                 self._deletes[df.file_path] = (found, df)
                 live.add(df.file_path)

@@ -45,6 +45,7 @@ import difflib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version as installed
 from typing import TYPE_CHECKING, Literal
 
 from layout.errors import ConfigError, UsageError
@@ -475,11 +476,9 @@ def refuse_format_version(table: Table, name: str) -> None:
     """A `UsageError` (exit 2) for a table whose format version lakesort cannot commit to."""
     version = table.metadata.format_version
     if version > MAX_FORMAT_VERSION:
-        import pyiceberg
-
         raise UsageError(
             f"{name}: the table has format version {version}; lakesort commits through pyiceberg "
-            f"{pyiceberg.__version__}, which writes the metadata and manifests of format versions 1 and 2 only "
+            f"{installed('pyiceberg')}, which writes the metadata and manifests of format versions 1 and 2 only "
             f"(apache/iceberg-python#1551), so a rewrite could never commit. Nothing was done. Compact v{version} tables with Iceberg's own rewrite_data_files, "
             "or keep the tables lakesort maintains at 'format-version'='2'"
         )

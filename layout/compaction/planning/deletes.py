@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pyiceberg.types import StructType
+
 from layout.compaction.plan import DeleteInput
 
 if TYPE_CHECKING:
@@ -74,8 +76,6 @@ def unappliable(table: Table, chosen: Sequence[_Data], deletes: Mapping[str, tup
 def equality_column(schema: Any, field_id: int) -> str | None:
     """The dotted column path of an equality field as the current schema names it; None when the schema lacks it
     or it lies inside a list or map (Iceberg allows neither)."""
-    from pyiceberg.types import StructType
-
     name = schema.find_column_name(field_id)
     if name is None or not schema.find_field(field_id).field_type.is_primitive:
         return None
@@ -95,7 +95,7 @@ def delete_inputs(members: Sequence[_Data], deletes: Mapping[str, tuple[DeleteFi
     schema = table.schema() if table is not None else None
     return tuple(
         DeleteInput(path=d.path, kind=d.kind, size=d.size, rows=d.record_count, sequence_number=d.sequence_number,
-                    spec_id=d.spec_id, partition_key=str(d.partition), unpartitioned=d.unpartitioned,
+                    spec_id=d.spec_id, partition_key=str(d.partition), unpartitioned=d.is_global,
                     equality_ids=d.equality_ids,
                     equality_columns=tuple(equality_column(schema, i) or "" for i in d.equality_ids)
                     if schema is not None else ())

@@ -123,8 +123,7 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[li
             if df.content != DataFileContent.DATA:
                 df.spec_id = spec.spec_id
                 deletes.append(delete_file_of(df, sequence_number=entry.sequence_number or 0,
-                                              partition=partitioning.encode(df.partition, spec, schema),
-                                              unpartitioned=not spec.fields))
+                                              partition=partitioning.encode(df.partition, spec, schema), spec=spec))
                 continue
             label = spec.partition_to_path(df.partition, schema) if spec.fields else ""
             if spec.spec_id != current:
