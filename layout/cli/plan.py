@@ -24,6 +24,9 @@ def run(args: argparse.Namespace) -> int:
         ("files", c.files_total, c.files_selected), ("row groups", c.row_groups_total, c.row_groups_selected),
         ("pages", c.pages_total, c.pages_selected), ("rows", c.rows_total, c.rows_selected),
         ("bytes", c.bytes_total, c.bytes_selected),
+        # Merge-on-read tables: the delete files a reader opens and merges for the selected data files.
+        *((("delete files", c.delete_files_total, c.delete_files_selected),
+           ("delete bytes", c.delete_bytes_total, c.delete_bytes_selected)) if c.delete_files_total else ()),
     ):
         skipped = f"{100 * (1 - chosen / total):.1f}%" if total else "-"
         # None: not counted (an Iceberg plan opens only the files its manifests keep)
