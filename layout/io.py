@@ -7,12 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyarrow import fs
+from pyiceberg.manifest import ManifestContent
 
 from layout.catalog import load_table
 from layout.errors import InputError
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileInfo, FileSystem
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
 
 
 def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
@@ -85,4 +88,21 @@ def data_files(source: str) -> list[tuple[FileSystem, str]]:
         return find_parquet_files(source)
 
     table = load_table(identifier)
-    return [resolve(task.file.file_path) for task in table.scan().plan_files()]
+    return [resolve(f.file_path) for f in live_data_files(table)]
+
+
+def live_data_files(table: Table) -> list[DataFile]:
+    """The live data files of the table's current snapshot, from its data manifests, as pyiceberg's
+    `scan().plan_files()` lists them (empty files left out) but without its planning, which raises on a table
+    with equality delete files (merge-on-read: the delete files are not looked at here)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    files = []
+    for manifest in snapshot.manifests(table.io):
+        if manifest.content != ManifestContent.DATA:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.data_file.record_count > 0:
+                files.append(entry.data_file)
+    return files

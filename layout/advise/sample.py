@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from layout.errors import InputError
-from layout.io import resolve
+from layout.io import live_data_files, resolve
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -133,8 +133,7 @@ def sample_table(table: Table, *, rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0
     specs = table.specs()
     by_label: dict[str, list[_File]] = {}
     column_bytes: dict[int, int] = {}
-    for task in table.scan().plan_files():
-        data = task.file
+    for data in live_data_files(table):
         if data.record_count == 0:
             continue
         spec = specs[data.spec_id]

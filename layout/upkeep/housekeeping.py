@@ -31,6 +31,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, ValidationException
 
 from layout.errors import ConfigError
+from layout.io import live_data_files
 from layout.maintenance.run import maintain
 from layout.metrics.store import NAMESPACE
 from layout.models import Frozen
@@ -120,4 +121,4 @@ def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | Non
 
 def _data_files(table) -> int:
     snapshot = table.current_snapshot()
-    return 0 if snapshot is None else sum(1 for _ in table.scan().plan_files())
+    return 0 if snapshot is None else len(live_data_files(table))

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from layout.io import live_data_files
 from layout.parquet import ParquetFile, PhysicalType
 from layout.read.overlap import overlap_depth
 from layout.verify.clustering import curve_notes
@@ -526,7 +527,7 @@ def check_sort_order_ids(table: Any, spec: TableSpec, paths: Sequence[str]) -> I
         return  # the spec's own keys win: the table's sort order id says nothing about them
     order_id = table.sort_order().order_id
     wanted = set(paths)
-    wrong = [t.file for t in table.scan().plan_files() if t.file.file_path in wanted and t.file.sort_order_id != order_id]
+    wrong = [f for f in live_data_files(table) if f.file_path in wanted and f.sort_order_id != order_id]
     if wrong:
         yield Finding("sort_order_id", "warning", wrong[0].file_path, None, None,
                       f"{len(wrong)} file(s) with sort_order_id {sorted({str(w.sort_order_id) for w in wrong})}",

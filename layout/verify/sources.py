@@ -17,7 +17,7 @@ from pyiceberg.typedef import Record
 
 from layout.catalog import RUN_ID, load_table, stamp_of
 from layout.errors import ConfigError
-from layout.io import data_files, resolve
+from layout.io import data_files, live_data_files, resolve
 from layout.manifest import StagedManifest
 from layout.registry import find_spec
 from layout.spec import SortKey, TableSpec, resolve_sort_keys
@@ -60,9 +60,9 @@ def table_files(table: Table) -> tuple[Files, dict[str, str]]:
     """The live data files of the table's current snapshot, with their partition paths."""
     spec, schema = table.spec(), table.schema()
     files, partitions = [], {}
-    for task in table.scan().plan_files():
-        filesystem, path = resolve(task.file.file_path)
-        values = task.file.partition
+    for data_file in live_data_files(table):
+        filesystem, path = resolve(data_file.file_path)
+        values = data_file.partition
         partitions[path] = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
         files.append((filesystem, path))
     return files, partitions

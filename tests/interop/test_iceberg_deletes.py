@@ -22,26 +22,32 @@ def _insert(bed, name: str, start: int, rows: int) -> None:
         f"FROM range({start}, {start + rows})")
 
 
-@pytest.mark.parametrize("granularity", ["file", "partition"])
-def test_spark_delete_update_merge_position_deletes(bed, granularity):
-    name = bed.name(f"mor_{granularity}")
-    sql = bed.spark.sql
-    sql(f"CREATE TABLE {name} (id bigint, d date, s string, x double) USING iceberg PARTITIONED BY (d) "
-        f"TBLPROPERTIES ({MOR}, 'write.delete.granularity'='{granularity}')")
-    for b in range(3):
-        _insert(bed, name, b * 200, 200)
-    sql(f"DELETE FROM {name} WHERE id % 5 = 0")
-    sql(f"UPDATE {name} SET s = 'updated' WHERE id % 7 = 0")
-    sql(f"MERGE INTO {name} t USING (SELECT id FROM range(0, 900, 9)) u ON t.id = u.id "
-        f"WHEN MATCHED AND t.id % 2 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET t.x = -1.0 "
-        f"WHEN NOT MATCHED THEN INSERT (id, d, s, x) VALUES (u.id, DATE '2024-01-02', 'new', 2.5)")
-    assert {r["content"] for r in live_deletes(bed, name)} == {1}
+# Each kind of merge-on-read table (`mor_tables`), compacted whole: position deletes partition-scoped (DELETE)
+# and file-scoped (UPDATE, MERGE INTO); equality deletes with NULL keys and keys inserted again; equality
+# deletes under three partition specs (a global one among them); an unpartitioned table with global deletes
+# of both kinds; both kinds on the same data files.
+KINDS = ("position_partition", "updated_and_merged", "equality", "equality_across_specs", "unpartitioned_global",
+         "mixed")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_merge_on_read_table_compacts_with_its_deletes_applied(bed, kind):
+    from iceberg_bed import assert_same_rows
+    from mor_tables import BUILDERS
+
+    table = BUILDERS[kind](bed)
+    name = table.name
+    current = bed.spark.read(name)
+    assert_same_rows(table.expected_arrow(current.schema), current, what=f"{name}: the bed's table as built")
+    kinds = {r["content"] for r in live_deletes(bed, name)}
+    assert kinds == {{"position": 1, "equality": 2}[k] for k in table.deletes}
 
     judged = compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
 
     assert live_deletes(bed, name) == [], "a delete file outlived the data files it applied to"
     groups = judged.result.plan.groups
-    assert any(g.deletes for g in groups)
+    assert sum(len(g.deletes) for g in groups) >= len(kinds)
+    assert judged.result.delete_files_removed > 0
 
 
 def _mor_table(bed, name: str) -> None:

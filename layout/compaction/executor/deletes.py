@@ -100,7 +100,7 @@ def equality_batches(source: InputSource, files: Iterator[pa.RecordBatch], colum
                     n = batch.num_rows
                     read += n
                     arrays: list[Any] = [pa.repeat(pa.scalar(row["del"], pa.int32()), n)]
-                    arrays += [_column(batch, name).cast(field.type) for name, field in zip(columns, target[1:], strict=True)]
+                    arrays += [_column(batch, name).cast(field.type) for name, field in zip(columns, list(target)[1:], strict=True)]
                     yield pa.RecordBatch.from_arrays(arrays, schema=target)
             except InputError:
                 raise

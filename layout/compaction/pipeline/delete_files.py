@@ -19,8 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.exceptions import ValidationException
-from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestWriterV2
+from pyiceberg.manifest import (
+    DEFAULT_READ_VERSION,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestWriterV2,
+)
+from pyiceberg.schema import Schema
+from pyiceberg.types import IcebergType, IntegerType, ListType, NestedField, StructType
 
 from layout.compaction.executor import partitions as partitioning
 from layout.read.deletes import DataRef, DeleteFile, DeleteIndex, delete_file_of
@@ -32,7 +41,11 @@ if TYPE_CHECKING:
 
 
 class DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg 0.12's v2 manifest writer, for a manifest of delete files: its writer knows data manifests only."""
+    """pyiceberg 0.12's v2 manifest writer, for a manifest of delete files: its writer knows data manifests only.
+
+    pyiceberg also declares `equality_ids` (field 135) a list of longs where the spec says ints; it never wrote a
+    delete file, so nothing showed. Iceberg's Java reader fails on the longs (ClassCastException reading the
+    manifest), so this writer declares them as the spec does."""
 
     def content(self) -> ManifestContent:
         return ManifestContent.DELETES
@@ -40,6 +53,27 @@ class DeleteManifestWriter(ManifestWriterV2):
     @property
     def _meta(self) -> dict[str, str]:
         return {**super()._meta, "content": "deletes"}
+
+    def new_writer(self) -> AvroOutputFile[ManifestEntry]:
+        return AvroOutputFile[ManifestEntry](
+            output_file=self._output_file, file_schema=_int_equality_ids(self._with_partition(self.version)),
+            record_schema=_int_equality_ids(self._with_partition(DEFAULT_READ_VERSION)), schema_name="manifest_entry",
+            metadata=self._meta)
+
+
+_EQUALITY_IDS = 135  # data_file.equality_ids: list<int> (element id 136) in Iceberg's spec
+
+
+def _int_equality_ids(schema: Schema) -> Schema:
+    def fixed(kind: IcebergType) -> IcebergType:
+        if not isinstance(kind, StructType):
+            return kind
+        return StructType(*[
+            NestedField(f.field_id, f.name, ListType(element_id=136, element_type=IntegerType(), element_required=True)
+                        if f.field_id == _EQUALITY_IDS else fixed(f.field_type), required=f.required, doc=f.doc)
+            for f in kind.fields])
+
+    return Schema(*fixed(schema.as_struct()).fields, schema_id=schema.schema_id)
 
 
 class DeleteState:

@@ -46,6 +46,7 @@ from layout.compaction.pipeline.config import RunConfig, SpecChanged, check_unch
 from layout.compaction.plan import RewriteGroup, RewritePlan
 from layout.compaction.planning.planner import plan_rewrite
 from layout.errors import LakesortError, ParquetError
+from layout.io import live_data_files
 from layout.manifest import StagedManifest
 from layout.metrics.measure import measure as measure_snapshot
 from layout.metrics.measure import probes_for
@@ -473,5 +474,5 @@ def live_totals(table: Table) -> tuple[int, int]:
     """(files, bytes) of the table's current snapshot."""
     if table.current_snapshot() is None:
         return 0, 0
-    files = [t.file for t in table.scan().plan_files()]
+    files = live_data_files(table)
     return len(files), sum(f.file_size_in_bytes for f in files)
