@@ -323,3 +323,6 @@ BUILDERS = {
     "mixed": mixed_deletes,
     "equality_by_query": equality_deleted_by_query,
 }
+# The kinds tests/interop/test_iceberg_deletes.py compacts (checking each as built first, `test_mor_bed.check_built`).
+COMPACTED = ("position_partition", "updated_and_merged", "equality", "equality_across_specs", "unpartitioned_global",
+             "mixed")
