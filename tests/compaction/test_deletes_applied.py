@@ -46,7 +46,7 @@ equality = st.tuples(st.just("equality"), st.sampled_from(PARTS),
 steps = st.lists(st.one_of(append, positions, equality), min_size=3, max_size=8)
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps)
 def test_deletes_in_any_order_leave_exactly_the_rows_iceberg_keeps(iceberg_catalog, spark, monkeypatch, history):
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, load_job()))

@@ -324,5 +324,5 @@ BUILDERS = {
     "equality_by_query": equality_deleted_by_query,
 }
 # The kinds tests/interop/test_iceberg_deletes.py compacts (checking each as built first, `test_mor_bed.check_built`).
-COMPACTED = ("position_partition", "updated_and_merged", "equality", "equality_across_specs", "unpartitioned_global",
-             "mixed")
+# Partition-scoped position deletes are compacted in `unpartitioned_global` (a DELETE at partition granularity).
+COMPACTED = ("updated_and_merged", "equality", "equality_across_specs", "unpartitioned_global", "mixed")

@@ -24,8 +24,9 @@ def _insert(bed, name: str, start: int, rows: int) -> None:
         f"FROM range({start}, {start + rows})")
 
 
-# Each kind of merge-on-read table (`mor_tables.COMPACTED`), compacted whole: position deletes partition-scoped
-# (DELETE) and file-scoped (UPDATE, MERGE INTO); equality deletes with NULL keys and keys inserted again;
+# Each kind of merge-on-read table (`mor_tables.COMPACTED`), compacted whole: position deletes file-scoped
+# (UPDATE, MERGE INTO) and partition-scoped (a DELETE on the unpartitioned table); equality deletes with NULL
+# keys and keys inserted again;
 # equality deletes under three partition specs (a global one among them); an unpartitioned table with global
 # deletes of both kinds; both kinds on the same data files.
 @pytest.mark.parametrize("kind", COMPACTED)
