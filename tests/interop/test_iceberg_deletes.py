@@ -26,9 +26,8 @@ def _insert(bed, name: str, start: int, rows: int) -> None:
 
 # Each kind of merge-on-read table (`mor_tables.COMPACTED`), compacted whole: position deletes file-scoped
 # (UPDATE, MERGE INTO) and partition-scoped (a DELETE on the unpartitioned table); equality deletes with NULL
-# keys and keys inserted again;
-# equality deletes under three partition specs (a global one among them); an unpartitioned table with global
-# deletes of both kinds; both kinds on the same data files.
+# keys and keys inserted again; equality deletes under three partition specs (a global one among them); an
+# unpartitioned table with global deletes of both kinds; both kinds on the same data files.
 @pytest.mark.parametrize("kind", COMPACTED)
 def test_a_merge_on_read_table_compacts_with_its_deletes_applied(bed, kind):
     table = BUILDERS[kind](bed)
