@@ -55,8 +55,7 @@ _SECRET_WORDS = ("secret", "password", "token", "credential", "session", "access
 # Paths Spark reads exactly as given: its listing skips names starting with `_` or `.`, and Hadoop's Path
 # decodes `%` escapes and splits on `:`; anything outside this set goes through pyiceberg's reader. A scheme is
 # followed by `//` (s3://bucket/...) or, as Hadoop writes local paths, by one slash: Iceberg's Java writers name
-# local files `file:/tmp/...` (read through pyiceberg before, its TPC-H SF1 merge-on-read rewrite took 2.6-2.8x
-# Iceberg's own rewrite_data_files; `tests/benchmarks/bench_deletes.py`).
+# local files `file:/tmp/...`, which went through pyiceberg's reader before.
 _PLAIN_PATH = re.compile(r"^([a-z][a-z0-9+.-]*:(?=/))?[A-Za-z0-9/._=+-]+$")
 
 
