@@ -8,7 +8,7 @@ sorted by both (the spec's order); its entry records the bounds of `file_path`, 
 so a delete that names one data file is file-scoped. An equality delete file holds the equality columns
 with the table's field ids. `commit_deletes` commits them as Iceberg's RowDelta does with deletes only: a
 snapshot of operation "delete" whose new manifest is a delete manifest (content 1); pyiceberg's own
-`ManifestWriterV2` writes data manifests only, so a subclass declares the content. pyiceberg's scan applies
+`ManifestWriterV2` writes data manifests only: lakesort's commit has a subclass for delete manifests, used here. pyiceberg's scan applies
 the position deletes written here (a test checks it), which is how these helpers are known to be right.
 """
 
@@ -25,9 +25,7 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestWriter,
-    ManifestWriterV2,
 )
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
@@ -35,6 +33,7 @@ from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
 from pyiceberg.types import StringType
 
+from layout.compaction.pipeline.delete_files import DeleteManifestWriter
 from layout.io import resolve
 from layout.read.deletes import PATH_FIELD_ID, POS_FIELD_ID
 
@@ -109,17 +108,6 @@ def equality_delete_file(table: Table, written: tuple[str, int, int], columns: S
     return df
 
 
-class _DeleteManifestWriter(ManifestWriterV2):
-    """A v2 manifest of delete files: the same entries, content "deletes" in its metadata and manifest list."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
-
-
 class _AppendDeletes(_FastAppendFiles):
     """A fast append whose added manifest is a delete manifest (what RowDelta commits with deletes only),
     written under the delete files' own partition spec (pyiceberg's names the table's current one)."""
@@ -127,7 +115,7 @@ class _AppendDeletes(_FastAppendFiles):
     spec_id: int
 
     def new_manifest_writer(self, spec: Any) -> ManifestWriter:
-        return _DeleteManifestWriter(self.spec(self.spec_id), self.schema(), self.new_manifest_output(),
+        return DeleteManifestWriter(self.spec(self.spec_id), self.schema(), self.new_manifest_output(),
                                      self._snapshot_id, self._compression)
 
 
