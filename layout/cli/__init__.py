@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "expire": "layout.cli.expire",
     "housekeep": "layout.cli.housekeep",
     "spark-archive": "layout.cli.spark_archive",
+    "spark-jars": "layout.cli.spark_jars",
     "advise": "layout.cli.advise",
     "demo": "layout.cli.demo",
 }
@@ -201,6 +202,19 @@ def build_parser() -> argparse.ArgumentParser:
                             "archive is kept in this environment, one per Java and Spark version.")
     _flag(p, "--force", help="build it again even when it is there")
     _flag(p, "--path", help="print where the archive is (or would be) and build nothing")
+
+    p = command("spark-jars", help="the S3A connector jars for the Spark that runs the job",
+                description="Find the Hadoop of the Spark in use ($SPARK_HOME, else lakesort's pyspark), name "
+                            "hadoop-aws of that version and the AWS SDK modules it needs, and fetch them once with "
+                            "Maven for spark.jars (never spark.jars.packages: nothing downloads at run time).")
+    p.add_argument("--hadoop-version", metavar="X.Y.Z",
+                   help="for this Hadoop instead of the one of the Spark in use (e.g. a cluster's Spark)")
+    out = p.add_mutually_exclusive_group()
+    _flag(out, "--print-pom", help="print a Maven pom naming the jars, and fetch nothing")
+    out.add_argument("--fetch", metavar="DIR",
+                     help="copy the jars into DIR with `mvn dependency:copy-dependencies` and print the "
+                          "spark.jars line naming them")
+    _flag(p, "--offline", help="with --fetch: only from Maven's local repository (mvn --offline)")
 
     p = command("advise", help="predict which sort would serve the owners' probes best",
                 description="Sample the table, lay the sample out as the compaction would for each candidate "
