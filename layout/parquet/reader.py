@@ -8,16 +8,19 @@ one column of a wide file never touches the others.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from layout.errors import ParquetError, UsageError
 from layout.parquet import format as fmt
 from layout.parquet.bloom import BloomFilter, check_header
 from layout.parquet.format import BoundaryOrder, FieldRepetitionType, PhysicalType
+from layout.parquet.ranges import DEFAULT_GAP, coalesce, read_ranges
 from layout.parquet.thrift import ThriftError, decode_struct
 from layout.parquet.types import ColumnType, SortOrder
 
@@ -127,8 +130,11 @@ class _LocalSource:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def size(self) -> int:
-        return os.stat(self.path).st_size
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
+        """`(read(offset, length), size)`. A local read opens the file for itself: an open() costs
+        microseconds here, and no descriptor outlives a read."""
+        yield self.read_at, os.stat(self.path).st_size
 
     def read_at(self, offset: int, length: int) -> bytes:
         fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
@@ -145,21 +151,23 @@ class _LocalSource:
 
 
 class _FsSource:
+    """A file of a pyarrow filesystem. Each batch of reads opens it once: pyarrow's S3 and GCS files cost
+    a HEAD request on opening (pyarrow's Python API takes no FileInfo that would carry the size) and
+    none per read, so the size comes from that open too, never from a `get_file_info` of its own."""
+
     __slots__ = ("fs", "path")
 
     def __init__(self, path: str, fs: Any) -> None:
         self.path, self.fs = path, fs
 
-    def size(self) -> int:
-        info = self.fs.get_file_info(self.path)
-        if info.size is None:
-            raise FileNotFoundError(self.path)
-        return int(info.size)
-
-    def read_at(self, offset: int, length: int) -> bytes:
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
         with self.fs.open_input_file(self.path) as f:
-            data = f.read_at(length, offset)  # pyarrow's order: (nbytes, offset); bytes or a Buffer
-            return data if isinstance(data, bytes) else data.to_pybytes()
+            def read(offset: int, length: int) -> bytes:
+                data = f.read_at(length, offset)  # pyarrow's order: (nbytes, offset); bytes or a Buffer
+                return data if isinstance(data, bytes) else data.to_pybytes()
+
+            yield read, f.size()
 
 
 def _column_names(schema: list[fmt.SchemaElement], path: str) -> list[tuple[tuple[str, ...], int, int, int]]:
@@ -215,6 +223,8 @@ class ParquetFile:
         self._raw_column_index: dict[tuple[int, int], fmt.ColumnIndex | None] = {}
         self._offset_index: dict[tuple[int, int], fmt.OffsetIndex | None] = {}
         self._bloom: dict[tuple[int, int], BloomFilter | None] = {}
+        # Bytes read ahead by `prefetch`, not decoded yet: (what, rg, col) -> bytes, taken on first use.
+        self._fetched: dict[tuple[str, int, int], bytes] = {}
         self.writer_version = WriterVersion.parse(metadata.created_by)
         self.columns = self._build_columns()
         self._by_name = {}
@@ -234,11 +244,22 @@ class ParquetFile:
     # --- opening -------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], filesystem: Any = None) -> ParquetFile:
+    def open(cls, path: str | os.PathLike[str], filesystem: Any = None, *, size: int | None = None) -> ParquetFile:
+        """Read and decode the footer of `path` (on `filesystem`, a pyarrow filesystem; None: local).
+
+        `size` is the file's length when the caller knows it (an Iceberg manifest's `file_size_in_bytes`,
+        a directory listing): the footer is then read without asking the filesystem for it. Without it,
+        the size comes from the file opened for that read (no request of its own either way).
+        """
         p = os.fspath(path)
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+            raise UsageError(f"{p}: the file size must be a non-negative integer of bytes, got {size!r}")
         source = _LocalSource(p) if filesystem is None else _FsSource(p, filesystem)
         try:
-            size = source.size()
+            with source.reader() as (read, actual):
+                size = actual if size is None else size
+                tail_len = min(size, FOOTER_READ_SIZE)
+                tail = cls._checked(read, p, size - tail_len, tail_len) if size >= 12 else b""
         except FileNotFoundError:
             raise ParquetError(p, "file not found") from None
         except OSError as e:
@@ -246,8 +267,6 @@ class ParquetFile:
         if size < 12:
             raise ParquetError(p, f"not a Parquet file: {size} bytes is too small (a Parquet file has at least "
                                   f"12 bytes: magic, footer length, magic)")
-        tail_len = min(size, FOOTER_READ_SIZE)
-        tail = cls._read(source, p, size - tail_len, tail_len)
         magic = tail[-4:]
         if magic == MAGIC_ENCRYPTED:
             raise ParquetError(p, "the file is encrypted (encrypted footer, magic PARE)",
@@ -263,7 +282,7 @@ class ParquetFile:
                                   f"file of {size} bytes")
         if footer_len + 8 <= tail_len:
             footer = tail[tail_len - 8 - footer_len:tail_len - 8]
-        else:
+        else:  # a footer longer than the speculative read: one more read for the rest
             start = size - 8 - footer_len
             head = cls._read(source, p, start, footer_len + 8 - tail_len)
             footer = head + tail[:-8]
@@ -274,14 +293,27 @@ class ParquetFile:
         return pf
 
     @staticmethod
-    def _read(source: Any, path: str, offset: int, length: int) -> bytes:
-        try:
-            data = source.read_at(offset, length)
-        except OSError as e:
-            raise ParquetError(path, f"cannot read {length} bytes at offset {offset}: {e}") from None
+    def _checked(read: Callable[[int, int], bytes], path: str, offset: int, length: int) -> bytes:
+        data = read(offset, length)
         if len(data) != length:
             raise ParquetError(path, f"truncated file: wanted {length} bytes at offset {offset}, got {len(data)}")
         return data
+
+    @classmethod
+    def _read(cls, source: Any, path: str, offset: int, length: int) -> bytes:
+        return cls._read_ranges(source, path, [(offset, length)])[0]
+
+    @classmethod
+    def _read_ranges(cls, source: Any, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Each range's bytes, in one opening of the file and as few reads as `DEFAULT_GAP` allows."""
+        try:
+            with source.reader() as (read, _):
+                return read_ranges(lambda o, n: cls._checked(read, path, o, n), ranges, DEFAULT_GAP)
+        except FileNotFoundError:
+            raise ParquetError(path, "file not found") from None
+        except OSError as e:
+            where = f"{ranges[0][1]} bytes at offset {ranges[0][0]}" if len(ranges) == 1 else f"{len(ranges)} ranges"
+            raise ParquetError(path, f"cannot read {where}: {e}") from None
 
     def read_at(self, offset: int, length: int) -> bytes:
         """Read exactly `length` bytes at `offset` (bounds-checked against the file size)."""
@@ -412,28 +444,79 @@ class ParquetFile:
         return md is not None and md.bloom_filter_offset is not None
 
     def _region(self, column: Column, rg: int, what: str, offset: int, length: int | None) -> bytes:
+        where = (what, rg, column.index)
+        if where in self._fetched:  # read ahead by `prefetch` (and so already counted in bytes_read)
+            with self._lock:
+                data = self._fetched.pop(where, None)
+            if data is not None:
+                return data
+        self._check_region(column, rg, what, offset, length)
+        if length is None:
+            length = min(self.size - offset, _MAX_UNSIZED_READ)
+        self.bytes_read += length
+        return self._read(self._source, self.path, offset, length)
+
+    def _check_region(self, column: Column, rg: int, what: str, offset: int, length: int | None) -> None:
         end = self.size
         if offset < 0 or offset >= end or (length is not None and (length <= 0 or offset + length > end)):
             raise ParquetError(self.path, f"corrupt footer: the {what} of column {column.name!r} in row group "
                                           f"{rg} (offset {offset}, length {length}) lies outside the file "
                                           f"({end} bytes)")
-        if length is None:
-            length = min(end - offset, _MAX_UNSIZED_READ)
-        self.bytes_read += length
-        return self._read(self._source, self.path, offset, length)
+
+    # --- reading ahead: several chunks' structures in few requests -------------------------------------
+
+    def load_page_indexes(self, columns: Iterable[int | str], row_groups: Iterable[int] | None = None) -> int:
+        """Read the column and offset indexes of `columns` in `row_groups` (all by default) at once; the
+        number of requests it took (0 when all were read before). See `prefetch`."""
+        groups = range(len(self.row_groups)) if row_groups is None else list(row_groups)
+        chunks = [(rg, self.column(c).index) for c in columns for rg in groups]
+        return self.prefetch(column_index=chunks, offset_index=chunks)
+
+    def prefetch(self, *, column_index: Iterable[tuple[int, int | str]] = (),
+                 offset_index: Iterable[tuple[int, int | str]] = (),
+                 bloom_filter: Iterable[tuple[int, int | str]] = ()) -> int:
+        """Read ahead the column indexes, offset indexes and bloom filters of the given `(row group, column)`
+        chunks in one opening of the file and as few requests as the gap of `layout.parquet.ranges`
+        allows (writers put them side by side before the footer: usually one). Returns the requests.
+
+        Only bytes are read here; each structure is decoded on first use, as without a prefetch, so its
+        errors (corrupt, encrypted, outside the file) come from the accessor that asks for it. Chunks
+        read before, without one, encrypted, with a location outside the file or without a recorded
+        length (older writers: its end is unknown) are left to that accessor.
+        """
+        wanted: list[tuple[tuple[str, int, int], int, int]] = []
+        kinds = (("column index", column_index, self._raw_column_index), ("offset index", offset_index,
+                 self._offset_index), ("bloom filter", bloom_filter, self._bloom))
+        for what, chunks, memo in kinds:
+            for rg, col in chunks:
+                column, cc = self._chunk(rg, col)
+                where = (what, rg, column.index)
+                if (rg, column.index) in memo or where in self._fetched or cc.crypto_metadata is not None:
+                    continue
+                offset, length = _location(what, cc)
+                if offset is None or length is None or offset < 0 or length <= 0 or offset + length > self.size:
+                    continue
+                wanted.append((where, offset, length))
+        if not wanted:
+            return 0
+        wanted = list({w[0]: w for w in wanted}.values())  # a chunk named twice is read once
+        ranges = [(offset, length) for _, offset, length in wanted]
+        data = self._read_ranges(self._source, self.path, ranges)
+        with self._lock:
+            for (where, _, length), d in zip(wanted, data, strict=True):
+                self._fetched.setdefault(where, d)
+                self.bytes_read += length
+        return len(coalesce(ranges, DEFAULT_GAP))
 
     def offset_index(self, rg: int, col: int | str) -> fmt.OffsetIndex | None:
-        return self._page_index(rg, col, self._offset_index, "offset index", fmt.OffsetIndex,
-                                lambda cc: (cc.offset_index_offset, cc.offset_index_length))
+        return self._page_index(rg, col, self._offset_index, "offset index", fmt.OffsetIndex)
 
     def raw_column_index(self, rg: int, col: int | str) -> fmt.ColumnIndex | None:
         """The chunk's ColumnIndex as decoded (min/max still PLAIN bytes); pruning works on these."""
         return self._page_index(rg, col, self._raw_column_index, "column index", fmt.ColumnIndex,
-                                lambda cc: (cc.column_index_offset, cc.column_index_length),
                                 check=self._check_column_index)
 
-    def _page_index(self, rg: int, col: int | str, memo: dict, what: str, cls: type,
-                    location: Any, check: Any = None) -> Any:
+    def _page_index(self, rg: int, col: int | str, memo: dict, what: str, cls: type, check: Any = None) -> Any:
         """One chunk's offset or column index: its byte range read on first use, decoded, remembered."""
         column, cc = self._chunk(rg, col)
         key = (rg, column.index)
@@ -442,7 +525,7 @@ class ParquetFile:
         except KeyError:
             pass
         result = None
-        offset, length = location(cc)
+        offset, length = _location(what, cc)
         if offset is not None:
             if cc.crypto_metadata is not None:
                 raise self._encrypted(column, rg, cc, what)
@@ -544,6 +627,16 @@ class ParquetFile:
     def __repr__(self) -> str:
         return f"ParquetFile({self.path!r}, rows={self.num_rows}, row_groups={self.num_row_groups}, " \
                f"columns={len(self.columns)})"
+
+
+def _location(what: str, cc: fmt.ColumnChunk) -> tuple[int | None, int | None]:
+    """(offset, length) of a chunk's column index, offset index or bloom filter, as its footer says."""
+    if what == "column index":
+        return cc.column_index_offset, cc.column_index_length
+    if what == "offset index":
+        return cc.offset_index_offset, cc.offset_index_length
+    md = cc.meta_data
+    return (None, None) if md is None else (md.bloom_filter_offset, md.bloom_filter_length)
 
 
 def _exactness(ct: ColumnType, s: Any, lo: Any, hi: Any) -> tuple[bool, bool]:

@@ -265,12 +265,14 @@ class _FileFacts:
     page and byte totals are computed once, not on every plan.
     """
 
-    __slots__ = ("_file_stats", "_file_totals", "_stats", "_totals", "accounted", "fs_id", "index", "key", "pf")
+    __slots__ = ("_file_stats", "_file_totals", "_stats", "_totals", "accounted", "fs_id", "index", "key", "pf",
+                 "read_ahead")
 
     def __init__(self, pf: ParquetFile, key: Any, fs_id: str) -> None:
         self.pf, self.key, self.fs_id = pf, key, fs_id
         self.index = {c.name: c.index for c in pf.columns}
         self.accounted = 0  # bytes_read when the cache last sized this entry
+        self.read_ahead: set[tuple[Any, ...]] = set()  # what `_read_ahead` read for this file already
         self._stats: dict[tuple[int, int], ColumnStats] = {}
         self._totals: dict[tuple[int, int], tuple[int, int]] = {}
         self._file_totals: dict[tuple[int, ...], tuple[int, int]] = {}
@@ -338,11 +340,16 @@ def _open(entry: _Entry, cache: MetadataCache | None) -> _FileFacts:
     fs_id = filesystem_id(entry.filesystem)
     key = FileKey(entry.path, entry.size, entry.mtime_ns) if entry.size is not None else \
         file_key(entry.filesystem, entry.path)
+
+    def parquet_file() -> ParquetFile:
+        # The size a manifest or listing gave (or the stat the key took): the footer read asks no more.
+        return ParquetFile.open(entry.path, filesystem=entry.filesystem, size=key.size)
+
     if cache is None:
-        return _FileFacts(ParquetFile.open(entry.path, filesystem=entry.filesystem), key, fs_id)
+        return _FileFacts(parquet_file(), key, fs_id)
 
     def load() -> tuple[_FileFacts, int]:
-        facts = _FileFacts(ParquetFile.open(entry.path, filesystem=entry.filesystem), key, fs_id)
+        facts = _FileFacts(parquet_file(), key, fs_id)
         facts.accounted = facts.pf.bytes_read
         return facts, facts.accounted * DECODED_SIZE_FACTOR
 
@@ -388,23 +395,25 @@ def _plan_file(
     cols = tuple(facts.index[n] for n in needed if n in facts.index)
     n_groups = pf.num_row_groups
     tally["row_groups_total"] += n_groups
+    present = tuple((n, facts.index[n]) for n in predicate_columns if n in facts.index)
+    # Files: manifest bounds (Iceberg: decided before opening) or the row groups' statistics merged.
+    if keep is None:
+        keep = StatsEvaluator(facts.file_stats(present)).eval(expr) is not Truth.NONE
+    stats = [{n: facts.stats(rg, c) for n, c in present} for rg in range(n_groups)] if keep else []
+    truths = [StatsEvaluator(s).eval(expr) for s in stats]
+    _read_ahead(facts, cols, present, truths, count_pages)
     if count_pages:
         pages, nbytes = facts.file_totals(cols)
         tally["pages_total"] += pages
     else:
         nbytes = facts.file_bytes(cols)
     tally["bytes_total"] += nbytes
-    present = tuple((n, facts.index[n]) for n in predicate_columns if n in facts.index)
-    # Files: manifest bounds (Iceberg: decided before opening) or the row groups' statistics merged.
-    if keep is None:
-        keep = StatsEvaluator(facts.file_stats(present)).eval(expr) is not Truth.NONE
     if not keep:
         return None, 0
-    stats = [{n: facts.stats(rg, c) for n, c in present} for rg in range(n_groups)]
     planned, comparisons = [], 0
     for rg in range(n_groups):
         num_rows = pf.row_groups[rg].num_rows
-        truth = StatsEvaluator(stats[rg]).eval(expr)
+        truth = truths[rg]
         if truth is not Truth.NONE and truth is not Truth.ALL:
             blooms = {n: pf.bloom_filter(rg, c) for n, c in present if pf.has_bloom_filter(rg, c)}
             if blooms and BloomEvaluator(blooms).eval(expr) is Truth.NONE:
@@ -433,6 +442,32 @@ def _plan_file(
         return None, comparisons
     tally["files_selected"] += 1  # a file counts as selected when a reader has anything to read in it
     return FilePlan(pf.path, tuple(planned), entry.filesystem), comparisons
+
+
+def _read_ahead(facts: _FileFacts, cols: tuple[int, ...], present: tuple[tuple[str, int], ...],
+                truths: list[Truth], count_pages: bool) -> None:
+    """Read, in one request where the gap allows, every page index and bloom filter planning this file
+    will ask for, instead of one request per chunk (on an object store each costs a round trip and a
+    fee): the offset indexes of the counted columns (of every row group when pages are totalled, else of
+    the row groups the statistics keep) and, in the row groups the statistics leave undecided, the
+    predicate columns' column indexes, offset indexes and bloom filters. Done once per file version
+    and predicate outcome (`facts.read_ahead`), so a warm plan does not walk the chunks again."""
+    kept = [rg for rg, t in enumerate(truths) if t is not Truth.NONE]
+    undecided = [rg for rg in kept if truths[rg] is not Truth.ALL]
+    what = (cols, present, tuple(kept), tuple(undecided), count_pages)
+    if what in facts.read_ahead:
+        return
+    pf = facts.pf
+    counted = range(pf.num_row_groups) if count_pages else kept
+    searched = [(rg, c) for rg in undecided for _, c in present]
+    pf.prefetch(
+        offset_index=[*((rg, c) for rg in counted for c in cols), *searched],
+        column_index=[(rg, c) for rg, c in searched if pf.columns[c].max_repetition_level == 0],
+        bloom_filter=[(rg, c) for rg, c in searched if pf.has_bloom_filter(rg, c)],
+    )
+    if len(facts.read_ahead) >= 64:  # one entry per predicate outcome: bounded, as a cached value must be
+        facts.read_ahead.clear()
+    facts.read_ahead.add(what)
 
 
 def _merge(stats: list[ColumnStats | None]) -> ColumnStats | None:
