@@ -1,10 +1,12 @@
 """ParquetFile: the footer on open; column index, offset index and bloom filter per chunk on demand.
 
-Opening reads the footer with at most two `read_at` calls (the last 64 KiB speculatively, then the rest
-of the footer if it is longer) and decodes only the footer. The page index and bloom filter of a column
-chunk are read (only that chunk's byte range) and decoded on first request, then memoized, so planning
-one column of a wide file never touches the others.
-"""
+Opening reads the footer in one opening of the file with at most two reads (the last 64 KiB
+speculatively, then the rest of the footer if it is longer), with no size request when the caller
+passes the size, and decodes only the footer. The page index and bloom filter of a column chunk are read
+(only that chunk's byte range) and decoded on first request, then memoized, so planning one column of a
+wide file never touches the others. `prefetch` / `load_page_indexes` read those of many chunks ahead in
+one coalesced read (`layout.parquet.ranges`), still decoded on first request: on an object store a
+plan then costs two GETs per file for its metadata rather than one per chunk."""
 
 from __future__ import annotations
 
