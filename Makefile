@@ -9,6 +9,7 @@ DEMO_HOME ?= .lakesort
 DEMO_SCALE ?= 0.05
 DEMO_BATCHES ?= 12
 PYTEST_ARGS ?=
+, := ,
 # The test bed (testbed/README.md): other Sparks, Iceberg's own Spark runtime and the SQLite JDBC driver.
 TESTBED := .testbed
 BED_SPARKS := 3.5 4.0 4.1
@@ -62,7 +63,17 @@ $(TESTBED)/jars/.copied: Makefile
 	for jar in $(BED_JARS); do mvn --batch-mode --quiet dependency:copy -Dartifact=$$jar -DoutputDirectory=$(TESTBED)/jars || exit 1; done
 	@touch $@
 
-testbed: $(foreach v,$(BED_SPARKS),$(TESTBED)/spark-$(v)/.installed) $(TESTBED)/jars/.copied
+# The object-store test bed (tests/object_store.py): Iceberg's REST catalog server, and the S3A connector for
+# lakesort's own Spark (hadoop-aws and the AWS SDK modules it needs; Spark already ships netty, slf4j, commons
+# and httpcomponents, so those are left out). Versions are pinned in the poms; Maven's cache keeps the jars.
+$(TESTBED)/%/.copied: testbed/maven/%.pom.xml
+	rm -rf $(TESTBED)/$*
+	mvn --batch-mode --quiet -f $< dependency:copy-dependencies -DoutputDirectory=$(abspath $(TESTBED))/$* \
+		-DincludeScope=runtime -DexcludeGroupIds=$(if $(filter s3a,$*),io.netty$(,)org.slf4j$(,)commons-codec$(,)commons-logging$(,)org.apache.httpcomponents,none)
+	@touch $@
+
+testbed: $(foreach v,$(BED_SPARKS),$(TESTBED)/spark-$(v)/.installed) $(TESTBED)/jars/.copied \
+	$(TESTBED)/rest-catalog/.copied $(TESTBED)/s3a/.copied
 
 # Re-pin the test bed's environments after editing testbed/requirements/*.in.
 testbed-lock: | $(UV)

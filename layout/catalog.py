@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.utils.config import Config
 
+from layout import storage
 from layout.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def load_table(identifier: str, catalog: str | None = None) -> Table:
 
     cat = load_catalog(catalog)
     try:
-        return cat.load_table(identifier)
+        table = cat.load_table(identifier)
     except NoSuchTableError:
         namespace = identifier.rpartition(".")[0]
         try:
@@ -81,6 +82,9 @@ def load_table(identifier: str, catalog: str | None = None) -> Table:
             tables = []
         hint = f"tables in {namespace!r}: {', '.join(tables)}" if tables else "check the name with the catalog"
         raise InputError(f"Iceberg table {identifier!r} not found in catalog {cat.name!r}; {hint}") from None
+    # Every later path under the table opens with its storage settings (vended credentials included).
+    storage.configure(table.location(), table.io.properties)
+    return table
 
 
 def write_sql_catalog_config(home: Path, config_dir: Path, name: str = DEFAULT_CATALOG) -> Path:

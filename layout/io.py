@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pyarrow import fs
 from pyiceberg.manifest import ManifestContent
 
+from layout import storage
 from layout.catalog import load_table
 from layout.errors import InputError
 
@@ -27,6 +28,13 @@ def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
         text = text.removeprefix("file:")
     if "://" not in text:
         return fs.LocalFileSystem(), str(Path(text).absolute())
+    if storage.is_object_store(text):
+        # With the endpoint, region and credentials of the table the location belongs to (`layout.storage`).
+        try:
+            return storage.filesystem(text)
+        except Exception as exc:
+            raise InputError(f"{text}: cannot open this location ({exc}); check the catalog's storage settings "
+                             "(s3.endpoint, s3.region, credentials)") from exc
     try:
         return fs.FileSystem.from_uri(text)
     except Exception as exc:  # pyarrow raises several types for unsupported schemes

@@ -315,3 +315,59 @@ def in_process_job(spark, job, monkeypatch) -> list:
 
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", submit)
     return runs
+
+
+# ---- the object-store bed (tests/object_store.py): S3 behind a counting proxy, Iceberg's REST catalog --------
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory):
+    """moto's S3 server behind testbed/s3_front.py, for the whole session (bucket `warehouse`)."""
+    import object_store as bed
+
+    why = bed.missing()
+    if why:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    store = bed.start_object_store(tmp_path_factory.mktemp("object-store"))
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+@pytest.fixture(scope="session")
+def rest_catalog(object_store, tmp_path_factory):
+    """Iceberg's REST catalog server over the session's S3, vending its credentials per table."""
+    import object_store as bed
+
+    java = _java_executable()
+    if java:
+        _ensure_java_home(java)
+    catalog = bed.start_rest_catalog(object_store, tmp_path_factory.mktemp("rest-catalog"))
+    try:
+        yield catalog
+    finally:
+        catalog.stop()
+
+
+@pytest.fixture
+def on_rest(rest_catalog, object_store, registry, tmp_path, monkeypatch):
+    """lakesort configured as a user of the REST catalog would configure it: pyiceberg's PYICEBERG_CATALOG__*
+    variables (URI, S3 endpoint and region; no keys: the catalog vends them), Spark with the S3A jars, and no
+    `.pyiceberg.yaml` anywhere it looks. The request log and faults are reset for the test."""
+    import object_store as bed
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PYICEBERG_HOME", raising=False)
+    for key in [k for k in os.environ if k.startswith(("PYICEBERG_CATALOG__", "AWS_"))]:
+        monkeypatch.delenv(key)
+    for key, value in rest_catalog.environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYICEBERG_DEFAULT_CATALOG", bed.CATALOG)
+    monkeypatch.setenv("LAKESORT_SPARK_CONF", f'{{"spark.jars": "{bed.s3a_jars()}"}}')
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
+    object_store.reset()
+    return rest_catalog

@@ -39,6 +39,7 @@ from .read import Inputs, read_inputs
 from .readback import Checked, key_problems, list_outputs, read_back
 from .sample import as_summary, sample_keys, summarize
 from .schema import as_declared
+from .storage import with_storage
 from .write import (
     finish_files,
     hadoop_fs,
@@ -144,6 +145,7 @@ def compact_groups(spark: SparkSession, plan: RewritePlan, groups: Sequence[Rewr
     """
     if not groups:
         return Staged((), 0)
+    plan = with_storage(spark, plan)  # an object store's settings and credentials, from the catalog
     job = JobPlan.of(plan)
     timings = timings if timings is not None else {}
     try:

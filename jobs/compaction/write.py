@@ -36,6 +36,7 @@ from .read import is_local
 from .sample import SAMPLE_SEED
 from .schema import FIXED_WIDTH
 from .spark_versions import to_arrow, with_arrow_column
+from .storage import configured
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -206,7 +207,8 @@ def finish_files(spark: SparkSession, job: JobPlan, target: str, slots: SlotPlan
         return
     t0 = time.perf_counter()
     tasks = max(1, min(len(work), spark.sparkContext.defaultParallelism * 2))
-    done = spark.sparkContext.parallelize(work, tasks).map(lambda w: finish_staged_file(w, ids)).collect()
+    finish = configured(job.plan.table_location, dict(job.plan.io_properties))(finish_staged_file)
+    done = spark.sparkContext.parallelize(work, tasks).map(lambda w: finish(w, ids)).collect()
     stitched = [w for w in work if len(w) > 1]
     log.info("stitched %d file(s) from %d piece(s), %d footer(s) given list/map field ids, in %.1fs", len(stitched),
              sum(len(w) for w in stitched), sum(done), time.perf_counter() - t0)

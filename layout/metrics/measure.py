@@ -66,6 +66,7 @@ from typing import Any, Literal
 
 from pyiceberg.catalog import Catalog
 
+from layout import storage
 from layout.catalog import load_catalog
 from layout.metrics import store
 from layout.metrics.clustered import clustered_read
@@ -233,6 +234,7 @@ def measure_snapshot(
     """
     catalog = load_catalog(spec.catalog)
     table = catalog.load_table(spec.table)
+    storage.configure(table.location(), table.io.properties)
     if snapshot_id is None:
         current = table.current_snapshot()
         if current is None:

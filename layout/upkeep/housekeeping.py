@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, ValidationException
 
+from layout import storage
 from layout.errors import ConfigError
 from layout.io import live_data_files
 from layout.maintenance.run import maintain
@@ -92,6 +93,7 @@ def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | Non
     for identifier in identifiers:
         name = ".".join(identifier)
         table = catalog.load_table(identifier)
+        storage.configure(table.location(), table.io.properties)
         before = _data_files(table)
         rewritten = False
         if before > MAX_FILES and not dry_run:

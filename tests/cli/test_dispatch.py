@@ -31,6 +31,7 @@ FLAGS = {
     "expire": ["TABLE", "--spec", "--dry-run", "--json"],
     "housekeep": ["--catalog", "--dry-run"],
     "spark-archive": ["--force", "--path"],
+    "spark-jars": ["--hadoop-version", "--print-pom", "--fetch", "--offline"],
     "advise": ["TABLE", "--spec", "--json", "--sample", "--seed", "--no-record"],
     "demo": ["--home", "--scale", "--batches", "--replace"],
 }

@@ -39,6 +39,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import FileScanTask
 
+from layout import storage
 from layout.compaction.executor import partitions as partitioning
 from layout.errors import InputError
 
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
 GROUP, PART, PART_KEY = partitioning.GROUP, partitioning.PART, partitioning.PART_KEY
 
-# Secrets never go into a plan file: executors take credentials from their own environment.
-_SECRET_WORDS = ("secret", "password", "token", "credential", "session", "access-key", "private")
 
 
 # Paths Spark reads exactly as given: its listing skips names starting with `_` or `.`, and Hadoop's Path
@@ -119,7 +118,7 @@ def _type_reason(want: it.IcebergType, got: it.IcebergType, where: str) -> str |
 
 def shareable_io_properties(properties: dict[str, str]) -> dict[str, str]:
     """The FileIO properties an executor needs (endpoint, region, ...), without secrets."""
-    return {k: v for k, v in properties.items() if not any(w in k.lower() for w in _SECRET_WORDS)}
+    return storage.public(properties)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from pyiceberg.io import load_file_io
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
+from layout import storage
 from layout.catalog import load_catalog, load_table
 from layout.compaction.executor.inputs import native_reason
 from layout.compaction.executor.memory import value_bytes
@@ -248,7 +249,8 @@ def check_inputs(plan: RewritePlan) -> RewritePlan:
     Returns the plan with each file the job may read with Spark's own reader marked `spark_native`
     (`layout.compaction.executor.inputs.native_reason`, from the same footer) and its `value_bytes` estimated
     (`layout.compaction.executor.memory`: how much of the input a write task sorts in memory)."""
-    io = load_file_io(dict(plan.io_properties), plan.metadata_location)
+    # The plan carries no secrets: an object store's credentials come from the table's load (`layout.storage`).
+    io = load_file_io({**plan.io_properties, **storage.properties_for(plan.table_location)}, plan.metadata_location)
     schema = Schema.model_validate_json(plan.table_schema_json)
     native: set[str] = set()
     values: dict[str, int] = {}

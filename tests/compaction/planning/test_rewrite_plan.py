@@ -25,7 +25,6 @@ from layout.compaction.planning.planner import (
     SPEC_HASH,
     RewritePlan,
     _components,
-    _decide,
     _Entry,
     _pack,
     plan_rewrite,

@@ -1,0 +1,59 @@
+"""The table's object store, for this job: its settings and credentials from the catalog, in memory only.
+
+The plan names the table and carries its public storage settings (endpoint, region); credentials are never
+written into it. On an object store the driver loads the table from the catalog once (a REST catalog vends
+the table's credentials in that response), sets them in the driver's Hadoop configuration, which Spark ships
+to executors with each task for its own reader and writer (S3A), and returns a plan whose FileIO properties
+include them for the executors' pyiceberg and pyarrow readers, which get it inside their task closures. Nothing
+here is logged, written to a file or passed on a command line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from layout import storage
+from layout.catalog import load_table
+from layout.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from layout.compaction.plan import RewritePlan
+
+S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
+    """`plan` with its table's full FileIO properties, and Spark's Hadoop configuration set for its store."""
+    if not storage.is_object_store(plan.table_location):
+        return plan
+    table = load_table(plan.table, plan.catalog)  # registers the table's storage settings (`layout.storage`)
+    properties = {**plan.io_properties, **storage.properties_for(table.location())}
+    settings = storage.hadoop_settings(properties)
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    try:
+        jvm.java.lang.Class.forName(S3A, False, jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # noqa: BLE001 - py4j wraps the ClassNotFoundException
+        raise ConfigError(
+            f"table {plan.table} is at {plan.table_location}, but this Spark has no S3A connector "
+            f"({S3A}): add hadoop-aws of the Spark's Hadoop version and its AWS SDK jars to spark.jars "
+            "(`lakesort spark-jars` names and fetches them; LAKESORT_SPARK_CONF='{\"spark.jars\": \"...\"}')"
+        ) from None
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    for key, value in settings.items():
+        hadoop.set(key, value)
+    return plan.model_copy(update={"io_properties": properties})
+
+
+def configured(location: str, properties: dict[str, str]):
+    """A function for executors that registers the table's storage settings in their Python worker, then
+    calls `fn`: `configured(loc, props)(fn)(args)`."""
+
+    def wrap(fn):
+        def call(*args, **kwargs):
+            storage.configure(location, properties)
+            return fn(*args, **kwargs)
+        return call
+
+    return wrap

@@ -1,0 +1,120 @@
+"""Where object-store files are and how to reach them: the FileIO properties (endpoint, region, credentials)
+of each table location, kept per process, and the pyarrow filesystem and Hadoop (S3A) settings made from them.
+
+A table's storage settings come from its catalog: the catalog's own configuration, and on a REST catalog the
+credentials it vends with each table (`s3.access-key-id`, `s3.secret-access-key`, `s3.session-token` in the
+load-table response). `layout.catalog.load_table` registers them here for the table's location, so every path
+lakesort later opens under that location (`layout.io.resolve`) is opened with them: there is no second place to
+configure. Secrets live only in this process's memory: `public` strips them from anything that is written down
+(a plan, a manifest, a run record), and Spark executors get them inside their task closures (`hadoop_settings`,
+the executor code's own `configure`), never on a command line or in a file.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from pyiceberg.io.pyarrow import PyArrowFileIO
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem
+
+__all__ = ["OBJECT_STORE_SCHEMES", "configure", "filesystem", "hadoop_settings", "is_object_store",
+           "is_secret", "properties_for", "public"]
+
+OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss"})
+_SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", "key-id", "access-key", "private")
+
+_lock = threading.Lock()
+_by_prefix: dict[str, dict[str, str]] = {}
+_file_ios: dict[frozenset, PyArrowFileIO] = {}
+
+
+def is_secret(key: str) -> bool:
+    """True for a FileIO property that must never be written down (keys, tokens, passwords)."""
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def public(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties without secrets: what a plan or a manifest may carry (endpoint, region, path style)."""
+    return {k: v for k, v in properties.items() if not is_secret(k) and isinstance(v, str)}
+
+
+def is_object_store(location: str) -> bool:
+    return "://" in location and location.split("://", 1)[0].lower() in OBJECT_STORE_SCHEMES
+
+
+def _key(location: str) -> str:
+    split = urlsplit(location)
+    scheme = "s3" if split.scheme in ("s3a", "s3n") else split.scheme
+    return f"{scheme}://{split.netloc}/{split.path.strip('/')}".rstrip("/")
+
+
+def configure(location: str, properties: Mapping[str, str]) -> None:
+    """Use these FileIO properties for every file under `location` (a table's location) in this process."""
+    if not is_object_store(location):
+        return
+    clean = {k: v for k, v in properties.items() if isinstance(v, str)}
+    with _lock:
+        _by_prefix[_key(location)] = clean
+
+
+def properties_for(location: str) -> dict[str, str]:
+    """The FileIO properties registered for the longest prefix of `location`, or {} (the SDK's defaults)."""
+    key = _key(location)
+    with _lock:
+        best = max((p for p in _by_prefix if key == p or key.startswith(p + "/")), key=len, default=None)
+        if best is None:  # a location of the same bucket (a warehouse listing above the tables, say)
+            bucket = key.split("/", 3)[:3]
+            best = max((p for p in _by_prefix if p.split("/", 3)[:3] == bucket), key=len, default=None)
+        return dict(_by_prefix[best]) if best is not None else {}
+
+
+def filesystem(location: str) -> tuple[FileSystem, str]:
+    """(pyarrow filesystem, path inside it) for an object-store location, configured by `configure`, through
+    pyiceberg's PyArrowFileIO (its S3 settings: endpoint, region, keys, session token, path style, retries)."""
+    properties = properties_for(location)
+    frozen = frozenset(properties.items())
+    with _lock:
+        io = _file_ios.get(frozen)
+        if io is None:
+            io = _file_ios[frozen] = PyArrowFileIO(properties)
+    scheme, netloc, path = PyArrowFileIO.parse_location(location, properties)
+    return io.fs_by_scheme(scheme, netloc), path
+
+
+# pyiceberg's S3 property names -> Hadoop S3A's. Only S3 is mapped: the other stores' Hadoop connectors take
+# their own settings from the cluster's configuration.
+_S3A = {
+    "s3.endpoint": "fs.s3a.endpoint",
+    "s3.region": "fs.s3a.endpoint.region",
+    "client.region": "fs.s3a.endpoint.region",
+    "s3.access-key-id": "fs.s3a.access.key",
+    "s3.secret-access-key": "fs.s3a.secret.key",
+    "s3.session-token": "fs.s3a.session.token",
+    "s3.path-style-access": "fs.s3a.path.style.access",
+}
+
+
+def hadoop_settings(properties: Mapping[str, str]) -> dict[str, str]:
+    """Hadoop configuration for Spark's S3A connector from a table's FileIO properties: `s3://` read by S3A,
+    its endpoint, region and credentials (temporary ones with a session token). Secrets included: for the
+    driver's Hadoop configuration at run time only, which Spark ships to executors with each task."""
+    out = {"fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+           "fs.s3n.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    for key, hadoop in _S3A.items():
+        if properties.get(key):
+            out[hadoop] = properties[key]
+    if "fs.s3a.endpoint" in out and "fs.s3a.path.style.access" not in out:
+        # A custom endpoint (MinIO, Ceph, moto, ...) rarely has virtual-host buckets; pyiceberg's pyarrow
+        # filesystem also addresses by path unless `s3.force-virtual-addressing` is set.
+        out["fs.s3a.path.style.access"] = str(properties.get("s3.force-virtual-addressing", "false").lower() != "true").lower()
+    if "fs.s3a.session.token" in out:
+        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+    elif "fs.s3a.access.key" in out:
+        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return out
