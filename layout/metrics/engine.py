@@ -16,9 +16,17 @@ sample of its files up to that budget (engine_status "checked k of n files"), an
 are counted over the same files (engine_model_bytes, engine_model_rows). `LAKESORT_ENGINE_CHECK=false`
 or `lakesort measure --no-engine` turns it off (engine_status "off").
 
+Where the files are: local files are given to DataFusion through a temporary directory of links to
+exactly the selected files; files on S3 through DataFusion's own object store (`datafusion.object_store.
+AmazonS3`, registered for the bucket), one table per selected file, the probe run over their UNION ALL.
+The store gets the endpoint, region and credentials of the table the files belong to, as lakesort's own
+reads do (`layout.storage.properties_for`: the catalog's settings and the credentials a REST catalog
+vends), and addresses the bucket by path, over plain HTTP when the endpoint says `http://`. The
+credentials live only in the store object: never in a log line, a status or an error text.
+
 It never fails a measurement. What it cannot check is recorded as "not confirmed: <reason>": the
-`datafusion` package missing, files not on the local filesystem (DataFusion is given the selected
-files through a temporary directory of links), a probe column stored under another name or absent in
+`datafusion` package missing, files on an object store other than S3 (or on S3 with
+`s3.force-virtual-addressing`, which the installed DataFusion's S3 store does not take), a probe column stored under another name or absent in
 a file (DataFusion reads Parquet columns by name; Iceberg resolves renamed columns by field id), a
 nested projection, or any error DataFusion raises (SQL it does not read, types it cannot merge).
 """
@@ -38,8 +46,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from layout import storage
 from layout.expr.predicate import columns as expr_columns
-from layout.metrics.ideal import FileCounter
+from layout.metrics.ideal import FileCounter, OpenFiles
 from layout.read.plan_values import FilePlan, Plan
 
 if TYPE_CHECKING:
@@ -87,10 +96,12 @@ def difference(engine: int | None, model: int | None) -> float | None:
     return abs(engine - model) / model
 
 
-def check_probe(planned: Plan, *, table: Table | None, max_bytes: int) -> EngineCheck:
+def check_probe(planned: Plan, *, table: Table | None, max_bytes: int, files: OpenFiles | None = None
+                ) -> EngineCheck:
     """Run the plan's probe with DataFusion over the plan's selected files (a seeded sample of them beyond
     `max_bytes` selected); see the module docstring. The predicate is the one lakesort planned, as SQL
-    (`str` of the bound, NOT-free predicate: an owner's `SELECT ... WHERE` is reduced to its condition)."""
+    (`str` of the bound, NOT-free predicate: an owner's `SELECT ... WHERE` is reduced to its condition).
+    `files`: the measurement's opened files (footers read once per measurement, not once per probe)."""
     started = time.perf_counter()
     c = planned.counts
     if not planned.files:  # nothing selected: DataFusion has nothing to read either
@@ -100,34 +111,82 @@ def check_probe(planned: Plan, *, table: Table | None, max_bytes: int) -> Engine
     except ImportError:
         return EngineCheck("not confirmed: the datafusion package is not installed (pip install datafusion; "
                            "lakesort's `pipeline` extra has it)")
-    remote = next((f for f in planned.files if not _local(f)), None)
-    if remote is not None:
-        return EngineCheck(f"not confirmed: the check reads local files only, and {remote.path} is on "
-                           f"{type(remote.filesystem).__name__}")
+    unreadable = next(((f, why) for f in planned.files if (why := _unreadable(f)) is not None), None)
+    if unreadable is not None:
+        return EngineCheck(f"not confirmed: {unreadable[1]}")
     nested = [name for name in planned.columns or () if "." in name]
     if nested:
         return EngineCheck(f"not confirmed: the probe projects nested field(s) {', '.join(nested)}, which the "
                            "check does not map to DataFusion")
     chosen = _choose(planned, max_bytes)
+    opened = files if files is not None else OpenFiles()
     try:
-        problem = _renamed(chosen, sorted(expr_columns(planned.predicate) | set(planned.columns or ())), table)
+        problem = _renamed(chosen, sorted(expr_columns(planned.predicate) | set(planned.columns or ())), table,
+                           opened)
         if problem is not None:
             return EngineCheck(f"not confirmed: {problem}")
-        files, nbytes, rows, matching = _run(chosen, str(planned.predicate), planned.columns)
+        n_files, nbytes, rows, matching = _run(chosen, str(planned.predicate), planned.columns)
         if len(chosen) == len(planned.files):
             status, model_bytes, model_rows = "checked", c.bytes_selected, c.rows_selected
         else:
             status = f"checked {len(chosen)} of {len(planned.files)} files"
-            model_bytes, model_rows = _model(planned, chosen)
+            model_bytes, model_rows = _model(planned, chosen, opened)
     except Exception as error:  # noqa: BLE001 - a check that fails is recorded, never fails the measurement
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return EngineCheck(f"not confirmed: DataFusion could not run the probe: {first[:300]}")
-    return EngineCheck(status, files, nbytes, rows, matching, model_bytes, model_rows,
+    return EngineCheck(status, n_files, nbytes, rows, matching, model_bytes, model_rows,
                        (time.perf_counter() - started) * 1000)
 
 
 def _local(file: FilePlan) -> bool:
     return file.filesystem is None or isinstance(file.filesystem, fs.LocalFileSystem)
+
+
+def _is_s3(file: FilePlan) -> bool:
+    return isinstance(file.filesystem, fs.S3FileSystem)
+
+
+def _uri(file: FilePlan) -> str:
+    """The file's location as DataFusion takes it: a local path, or s3://bucket/key (pyarrow's S3 paths are
+    bucket/key)."""
+    return os.path.abspath(file.path) if _local(file) else "s3://" + file.path.lstrip("/")
+
+
+def _unreadable(file: FilePlan) -> str | None:
+    """Why DataFusion cannot be given this file here; None when it can."""
+    if _local(file):
+        return None
+    if not _is_s3(file):
+        return (f"the check reads S3 and local files only, and {file.path} is on "
+                f"{type(file.filesystem).__name__}")
+    properties = storage.properties_for(_uri(file))
+    if properties.get("s3.force-virtual-addressing", "false").lower() == "true":
+        return (f"{file.path}: the table's storage asks for virtual-hosted addressing "
+                "(s3.force-virtual-addressing), which DataFusion's S3 store here does not take")
+    return None
+
+
+def _first(properties: dict[str, str], *keys: str) -> str | None:
+    return next((properties[k] for k in keys if properties.get(k)), None)
+
+
+def _s3_store(bucket: str) -> Any:
+    """DataFusion's S3 store for `bucket`, with the endpoint, region and credentials registered for it in
+    `layout.storage` (pyiceberg's property names, `s3.*` before `client.*`). The secrets go into the store
+    and nowhere else."""
+    from datafusion.object_store import AmazonS3
+
+    properties = storage.properties_for(f"s3://{bucket}")
+    endpoint = _first(properties, "s3.endpoint")
+    return AmazonS3(
+        bucket_name=bucket,
+        region=_first(properties, "s3.region", "client.region"),
+        access_key_id=_first(properties, "s3.access-key-id", "client.access-key-id"),
+        secret_access_key=_first(properties, "s3.secret-access-key", "client.secret-access-key"),
+        session_token=_first(properties, "s3.session-token", "client.session-token"),
+        endpoint=endpoint,
+        allow_http=bool(endpoint and endpoint.lower().startswith("http://")),
+    )
 
 
 def _choose(planned: Plan, max_bytes: int) -> list[FilePlan]:
@@ -150,7 +209,7 @@ def _choose(planned: Plan, max_bytes: int) -> list[FilePlan]:
     return sorted(chosen, key=lambda f: f.path)
 
 
-def _renamed(files: Sequence[FilePlan], names: Sequence[str], table: Table | None) -> str | None:
+def _renamed(files: Sequence[FilePlan], names: Sequence[str], table: Table | None, opened: OpenFiles) -> str | None:
     """Why reading `files` by column name would not read the table's columns `names`; None when it would.
 
     A file with field ids must hold each column's field id under the column's current name; a file
@@ -166,7 +225,7 @@ def _renamed(files: Sequence[FilePlan], names: Sequence[str], table: Table | Non
         except ValueError:
             return f"{name} is not a column of the table's current schema"
     for f in files:
-        by_id, stored_names = _stored_columns(f.path)
+        by_id, stored_names = _stored_columns(f.path) if _local(f) else _footer_columns(opened, f)
         for name, field_id in ids.items():
             if by_id:
                 stored = by_id.get(field_id)
@@ -192,6 +251,24 @@ def _stored_columns(path: str) -> tuple[dict[int, str], frozenset[str]]:
     return by_id, frozenset(arrow.names)
 
 
+def _footer_columns(opened: OpenFiles, file: FilePlan) -> tuple[dict[int, str], frozenset[str]]:
+    """`_stored_columns` of a file on an object store, from its footer as the measurement opened it."""
+    schema = opened.open(file).metadata.schema or []
+    by_id, names = {}, []
+    i, remaining = 1, (schema[0].num_children or 0) if schema else 0
+    while remaining and i < len(schema):  # the root's children, each followed by its own subtree
+        element = schema[i]
+        names.append(element.name)
+        if element.field_id is not None:
+            by_id[element.field_id] = element.name
+        skip, i = element.num_children or 0, i + 1
+        while skip and i < len(schema):  # walk past the subtree
+            skip += (schema[i].num_children or 0) - 1
+            i += 1
+        remaining -= 1
+    return by_id, frozenset(names)
+
+
 def _run(files: Sequence[FilePlan], where: str, columns: Sequence[str] | None) -> tuple[int, int, int, int]:
     """(files, bytes scanned, rows after pruning, rows matching) of the probe over `files`."""
     # Optional and half a second to import: only when a probe is checked (check_probe tried it already).
@@ -201,17 +278,25 @@ def _run(files: Sequence[FilePlan], where: str, columns: Sequence[str] | None) -
     for key, value in SETTINGS.items():
         config = config.set(key, value)
     projection = ", ".join('"' + c.replace('"', '""') + '"' for c in columns) if columns else "*"
-    # DataFusion reads a directory (or one file): links to exactly the selected files, in a directory of
-    # our own, so that files of other snapshots under the table location are never read.
-    with tempfile.TemporaryDirectory(prefix="lakesort-engine-") as directory:
+    ctx = SessionContext(config)
+    if all(_local(f) for f in files):
+        # DataFusion reads a directory (or one file): links to exactly the selected files, in a directory of
+        # our own, so that files of other snapshots under the table location are never read.
+        with tempfile.TemporaryDirectory(prefix="lakesort-engine-") as directory:
+            for i, f in enumerate(files):
+                os.symlink(os.path.abspath(f.path), os.path.join(directory, f"{i:06d}.parquet"))
+            ctx.register_parquet("probe", directory)
+            metrics = _execute(ctx, f"SELECT {projection} FROM probe WHERE {where}")
+    else:
+        # On S3 a directory of links is not to be had: each selected file is a table of its own (a single
+        # object, so DataFusion lists nothing else), the probe runs over their UNION ALL.
+        for bucket in sorted({_uri(f).split("/", 3)[2] for f in files if not _local(f)}):
+            ctx.register_object_store("s3://", _s3_store(bucket), bucket)
+        parts = []
         for i, f in enumerate(files):
-            os.symlink(os.path.abspath(f.path), os.path.join(directory, f"{i:06d}.parquet"))
-        ctx = SessionContext(config)
-        ctx.register_parquet("probe", directory)
-        frame = ctx.sql(f"SELECT {projection} FROM probe WHERE {where}")
-        for _ in frame.execute_stream():  # batch by batch: nothing of the result is kept
-            pass
-        metrics = frame.execution_plan().collect_metrics()
+            ctx.register_parquet(f"probe_{i}", _uri(f))
+            parts.append(f"SELECT {projection} FROM probe_{i} WHERE {where}")
+        metrics = _execute(ctx, " UNION ALL ".join(parts))
     scans = [m for desc, m in metrics if desc.startswith("DataSourceExec")]
     filters = [m for desc, m in metrics if desc.startswith("FilterExec")]
     if not scans:
@@ -222,16 +307,24 @@ def _run(files: Sequence[FilePlan], where: str, columns: Sequence[str] | None) -
     return len(files), nbytes, rows, matching
 
 
+def _execute(ctx: Any, sql: str) -> list[tuple[str, Any]]:
+    """Run `sql` batch by batch (nothing of the result is kept); the plan's metrics."""
+    frame = ctx.sql(sql)
+    for _ in frame.execute_stream():
+        pass
+    return frame.execution_plan().collect_metrics()
+
+
 def _sum(metrics: Any, name: str) -> int:
     value = metrics.sum_by_name(name)
     return int(value) if value is not None else 0
 
 
-def _model(planned: Plan, chosen: Sequence[FilePlan]) -> tuple[int, int]:
+def _model(planned: Plan, chosen: Sequence[FilePlan], files: OpenFiles | None = None) -> tuple[int, int]:
     """lakesort's bytes and rows selected over `chosen`, by the planner's own counting rules."""
     nbytes = rows = 0
     for f in chosen:
-        counter = FileCounter(planned, f)
+        counter = FileCounter(planned, f, files)
         for rg in f.row_groups:
             nbytes += counter.planned(rg)[1]
             rows += rg.selection.row_count

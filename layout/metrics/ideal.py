@@ -26,7 +26,7 @@ from layout.read.plan_values import FilePlan, Plan, RowGroupPlan
 from layout.read.scan import match_selections
 from layout.read.selection import RowSelection
 
-__all__ = ["IDEAL_ROW_GROUPS", "FileCounter", "Ideal", "estimate", "ideal"]
+__all__ = ["IDEAL_ROW_GROUPS", "FileCounter", "Ideal", "OpenFiles", "estimate", "ideal"]
 
 # The ideal reads the predicate columns of every selected row group and the offset indexes of the
 # counted columns where a row matches: exact up to this many row groups, a sample of this many beyond.
@@ -35,6 +35,27 @@ __all__ = ["IDEAL_ROW_GROUPS", "FileCounter", "Ideal", "estimate", "ideal"]
 # the worst case (half the row groups matching throughout, half not at all) and is a few thousandths
 # when matches scatter over the row groups, which is what makes a plan select this many.
 IDEAL_ROW_GROUPS = 32
+
+
+class OpenFiles:
+    """The Parquet files one measurement opened, by filesystem and path: each file's footer is read once per
+    measurement, and the page indexes its probes asked for stay with it (`ParquetFile` memoizes them), so the
+    ideals and the engine check of later probes ask storage for nothing already read (on an object store
+    each open costs requests). A measurement reads one snapshot, whose files Iceberg never rewrites in
+    place: nothing held here goes stale while it lasts. Bounded by the files the measurement's probes select."""
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[int, str], ParquetFile] = {}
+
+    def open(self, file: FilePlan) -> ParquetFile:
+        key = (id(file.filesystem), file.path)
+        pf = self._files.get(key)
+        if pf is None:
+            pf = self._files[key] = ParquetFile.open(file.path, filesystem=file.filesystem)
+        return pf
+
+    def __len__(self) -> int:
+        return len(self._files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,39 +71,41 @@ class Ideal:
     rates: tuple[ColumnRate, ...] = field(default=(), compare=False)
 
 
-def ideal(planned: Plan, *, row_groups: int | None = IDEAL_ROW_GROUPS) -> Ideal:
+def ideal(planned: Plan, *, row_groups: int | None = IDEAL_ROW_GROUPS, files: OpenFiles | None = None) -> Ideal:
     """The ideal read of a plan: the pages of its columns that hold a matching row (exact up to
-    `row_groups` selected row groups, a seeded sample of that many beyond; None: always exact)."""
+    `row_groups` selected row groups, a seeded sample of that many beyond; None: always exact).
+    `files`: the measurement's opened files (default: opened for this call alone)."""
 
     if row_groups is not None and row_groups < 1:
         raise UsageError(f"the ideal's row-group budget must be at least 1 (None: exact), got {row_groups}")
     units = sorted(((f, rg) for f in planned.files for rg in f.row_groups), key=lambda u: (u[0].path, u[1].index))
     if row_groups is None or len(units) <= row_groups:
-        pages, nbytes, rows, rates = _exact(planned)
+        pages, nbytes, rows, rates = _exact(planned, files)
         return Ideal(pages, nbytes, rows, "exact", rates)
     rng = random.Random(zlib.crc32(f"{planned.source}|{planned.predicate}|{planned.columns}".encode()))
     step = len(units) / row_groups
     start = rng.random() * step
-    return estimate(planned, [units[int(start + i * step)] for i in range(row_groups)], len(units))
+    return estimate(planned, [units[int(start + i * step)] for i in range(row_groups)], len(units), files=files)
 
 
-def _exact(planned: Plan) -> tuple[int, int, int, tuple[ColumnRate, ...]]:
+def _exact(planned: Plan, files: OpenFiles | None) -> tuple[int, int, int, tuple[ColumnRate, ...]]:
     """(pages, bytes, rows, rates) of every selected row group: the predicate columns read whole."""
-    units, rates = _units(planned, planned, selected=False)
+    units, rates = _units(planned, planned, selected=False, files=files)
     return sum(u[0] for u in units), sum(u[1] for u in units), sum(u[2] for u in units), rates
 
 
-def estimate(planned: Plan, sample: Sequence[tuple[FilePlan, RowGroupPlan]], n: int) -> Ideal:
+def estimate(planned: Plan, sample: Sequence[tuple[FilePlan, RowGroupPlan]], n: int, *,
+             files: OpenFiles | None = None) -> Ideal:
     """Ratio estimates of the ideal from `sample`, row groups of the plan's `n` selected ones: per
     figure, the plan's selected total times the sample's ideal over its selected (all row groups: exact)."""
 
     by_file: dict[str, list[RowGroupPlan]] = {}
-    files: dict[str, FilePlan] = {}
+    file_plans: dict[str, FilePlan] = {}
     for f, rg in sample:
         by_file.setdefault(f.path, []).append(rg)
-        files[f.path] = f
-    sub = replace(planned, files=tuple(replace(files[p], row_groups=tuple(g)) for p, g in by_file.items()))
-    units, rates = _units(planned, sub, selected=True)
+        file_plans[f.path] = f
+    sub = replace(planned, files=tuple(replace(file_plans[p], row_groups=tuple(g)) for p, g in by_file.items()))
+    units, rates = _units(planned, sub, selected=True, files=files)
     c = planned.counts
     sums = [sum(u[i] for u in units) for i in range(6)]
 
@@ -105,14 +128,14 @@ def estimate(planned: Plan, sample: Sequence[tuple[FilePlan, RowGroupPlan]], n: 
     return Ideal(pages, nbytes, rows, f"sampled {k} of {n} row groups (s.e. of efficiency {error:.3f})", rates)
 
 
-def _units(planned: Plan, sub: Plan, *, selected: bool
+def _units(planned: Plan, sub: Plan, *, selected: bool, files: OpenFiles | None = None
            ) -> tuple[list[tuple[int, int, int, int, int, int]], tuple[ColumnRate, ...]]:
     """Per row group of `sub` (a part of `planned`): ideal pages, bytes and matching rows, then (with
     `selected`; zeros without, and row groups without a match left out) the selected pages, bytes, rows;
     and the counted columns' rates over every row group of `sub`."""
     units, rates = [], []
     for file, groups in match_selections(sub):
-        counter = FileCounter(planned, file)
+        counter = FileCounter(planned, file, files)
         for rg, matched in groups:
             rates.extend(counter.rates(rg.index))
             if not matched and not selected:
@@ -129,11 +152,14 @@ class FileCounter:
     (or of a repeated column) is one page, read whole; else the pages holding a selected row, and the
     dictionary page. Page structures are built once per chunk."""
 
-    def __init__(self, planned: Plan, file: FilePlan) -> None:
-        self.pf = ParquetFile.open(file.path, filesystem=file.filesystem)
+    def __init__(self, planned: Plan, file: FilePlan, files: OpenFiles | None = None) -> None:
+        self.pf = files.open(file) if files is not None else ParquetFile.open(file.path, filesystem=file.filesystem)
         self.chunks = ChunkStructures(self.pf)
         index = {c.name: c.index for c in self.pf.columns}
         self.columns = [index[name] for name in needed_columns(planned, self.pf)]
+        # The offset indexes of the counted columns in the plan's row groups, in one read ahead rather than
+        # a request per chunk (what is already read stays as it is).
+        self.pf.prefetch(offset_index=[(rg.index, col) for rg in file.row_groups for col in self.columns])
 
     def fetched(self, rg: int, selection: RowSelection) -> tuple[int, int]:
         structures = [self.chunks.pages(rg, col) for col in self.columns]
