@@ -147,27 +147,52 @@ def sort_files(listing: Iterable[FileInfo], *, retained: References, known: Refe
     return result
 
 
+# A storage that refuses this many deletions in a run is down or refusing on purpose: stop trying.
+MAX_FAILED_DELETES = 20
+
+
 def delete(filesystem: FileSystem, files: list[tuple[DeletedKind, FileInfo]], *, table: str,
            dry_run: bool) -> dict[DeletedKind, tuple[int, int]]:
     """Delete `files` in their order; (files, bytes) deleted per kind. A file already gone is skipped (someone
-    else deleted it); any other failure stops the run with the files deleted so far logged."""
+    else deleted it). A file the storage refuses to delete (after the filesystem's own retries: an outage, a 503
+    SlowDown, a permission) is passed over and the rest of its kind still deleted; then the run stops before the
+    next kind (top-down: the files left behind are never pointed at by a file deleted after them) and raises
+    MaintenanceError naming the files it could not delete, what it deleted and what it left for a later run."""
     done: dict[DeletedKind, list[int]] = {kind: [0, 0] for kind in DELETED_KINDS}
+    failed: list[tuple[DeletedKind, str, OSError]] = []
     verb = "would delete" if dry_run else "deleted"
-    for kind, info in files:
+    for index, (kind, info) in enumerate(files):
+        if failed and (kind != failed[-1][0] or len(failed) >= MAX_FAILED_DELETES):
+            _refuse(table, failed, done, left=len(files) - index)
         if not dry_run:
             try:
                 filesystem.delete_file(info.path)
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                deleted = sum(n for n, _ in done.values())
-                raise MaintenanceError(f"{table}: cannot delete {info.path} ({exc}); {deleted} unreferenced "
-                                       "file(s) were deleted before it, the rest stay (the table reads as "
-                                       "before); fix the permission and run maintenance again") from exc
+                log.warning("%s: could not delete %s %s: %s", table, kind, info.path, exc)
+                failed.append((kind, info.path, exc))
+                continue
         # One line a file: at debug level for real runs (many a night), at info level for a dry run (the
         # list is what a dry run is for).
         log.log(logging.INFO if dry_run else logging.DEBUG, "%s: %s %s %s (%d bytes)", table, verb, kind,
                 info.path, info.size or 0)
         done[kind][0] += 1
         done[kind][1] += info.size or 0
+    if failed:
+        _refuse(table, failed, done, left=0)
     return {kind: (n, size) for kind, (n, size) in done.items()}
+
+
+def _refuse(table: str, failed: list[tuple[DeletedKind, str, OSError]], done: dict[DeletedKind, list[int]], *,
+            left: int) -> None:
+    deleted = sum(n for n, _ in done.values())
+    kind, path, exc = failed[0]
+    shown = "; ".join(p for _, p, _ in failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+    raise MaintenanceError(
+        f"{table}: could not delete {len(failed)} unreferenced file(s) (the first, {kind} {path}: {exc}): {shown}. "
+        f"{deleted} unreferenced file(s) were deleted, these and {left} more are left (deletion stops there, "
+        "top-down, so no file left points at one already gone); the table and every retained snapshot read as "
+        "before. Run maintenance again once the storage accepts deletions (a permission, an outage): what only "
+        "the snapshots expired by this run referenced, and no retained manifest lists, counts as orphans then: "
+        "deleted once older than the table's orphan grace") from exc
