@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -20,6 +20,7 @@ import numpy as np
 from layout.errors import UsageError
 from layout.metrics.clustered import ColumnRate, merge_rates
 from layout.parquet import ParquetFile
+from layout.read.cache import FileKey, MetadataCache, filesystem_id
 from layout.read.chunks import ChunkStructures
 from layout.read.plan import needed_columns
 from layout.read.plan_values import FilePlan, Plan, RowGroupPlan
@@ -42,17 +43,31 @@ class OpenFiles:
     measurement, and the page indexes its probes asked for stay with it (`ParquetFile` memoizes them), so the
     ideals and the engine check of later probes ask storage for nothing already read (on an object store
     each open costs requests). A measurement reads one snapshot, whose files Iceberg never rewrites in
-    place: nothing held here goes stale while it lasts. Bounded by the files the measurement's probes select."""
+    place: nothing held here goes stale while it lasts. Bounded by the files the measurement's probes select.
 
-    def __init__(self) -> None:
+    With the planner's metadata `cache` and the files' `sizes` (path as planned -> bytes, from the manifests)
+    a file the plans opened is taken from the cache, footer and page indexes read already; any other is
+    opened with its size (no size request)."""
+
+    def __init__(self, cache: MetadataCache | None = None, sizes: Mapping[str, int] | None = None) -> None:
         self._files: dict[tuple[int, str], ParquetFile] = {}
+        self._cache, self._sizes = cache, sizes or {}
 
     def open(self, file: FilePlan) -> ParquetFile:
         key = (id(file.filesystem), file.path)
         pf = self._files.get(key)
         if pf is None:
-            pf = self._files[key] = ParquetFile.open(file.path, filesystem=file.filesystem)
+            pf = self._files[key] = self._planned(file) or ParquetFile.open(
+                file.path, filesystem=file.filesystem, size=self._sizes.get(file.path))
         return pf
+
+    def _planned(self, file: FilePlan) -> ParquetFile | None:
+        size = self._sizes.get(file.path)
+        if self._cache is None or size is None or file.filesystem is None:
+            return None
+        facts = self._cache.get(filesystem_id(file.filesystem), FileKey(file.path, size), "parquet")
+        pf = getattr(facts, "pf", None)
+        return pf if isinstance(pf, ParquetFile) else None
 
     def __len__(self) -> int:
         return len(self._files)

@@ -47,6 +47,12 @@ Measuring is bounded: it grows with the data a probe selects, capped, never with
 - The engine check reads what the plan selects, up to `LAKESORT_ENGINE_CHECK_MAX_BYTES` a probe (a
   seeded sample of the selected files beyond); `LAKESORT_ENGINE_CHECK=false` turns it off.
 - Clustering health reads the snapshot's manifests once per measurement (what planning reads anyway).
+- Metadata is read once per measurement: its probes share one metadata cache (manifests, footers, page
+  indexes) and one set of opened files (`layout.metrics.ideal.OpenFiles`, for the ideals and the engine
+  check), and the files' sizes come from the manifests. So a probe's cold plan (`plan_cold_ms`) is its
+  first plan in the measurement: cold for what no earlier probe of the measurement read (the first
+  probe's is a plan from storage alone). On S3 (TPC-H scale 0.01, 332 files, 12 probes, engine check
+  off) this took `lakesort measure` from 5,808 requests and 62 s to 1,966 and 33 s.
 
 On a merge-on-read table a probe also costs the delete files a reader must open and merge for the data
 files it selects (`delete_files_selected`, `delete_bytes_selected`: each delete file once, however many
@@ -68,16 +74,18 @@ from pyiceberg.catalog import Catalog
 
 from layout import storage
 from layout.catalog import load_catalog
+from layout.io import resolve
 from layout.metrics import store
 from layout.metrics.clustered import clustered_read
 from layout.metrics.clustering import ClusteringRecord, measure_clustering, record_clustering
 from layout.metrics.engine import TOLERANCE, EngineCheck, check_probe, difference
-from layout.metrics.ideal import IDEAL_ROW_GROUPS, ideal
+from layout.metrics.ideal import IDEAL_ROW_GROUPS, OpenFiles, ideal
 from layout.metrics.probes import Probe, ProbeKind, probes_for
 
 # The run records (defined in layout.metrics.runs), also asked for here: one module for what a run records.
 from layout.metrics.runs import RunRecord, read_runs, record_run
 from layout.read.cache import MetadataCache
+from layout.read.iceberg import snapshot_files
 from layout.read.plan import plan
 from layout.settings import settings
 from layout.spec import TableSpec, resolve_sort_keys
@@ -181,18 +189,23 @@ class SnapshotMeasurement:
 
 def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, run_id: str,
                   phase: Phase, ideal_row_groups: int | None = IDEAL_ROW_GROUPS, engine: bool = False,
-                  table: Any = None, measured_at: dt.datetime | None = None) -> Measurement:
+                  table: Any = None, measured_at: dt.datetime | None = None,
+                  cache: MetadataCache | None = None, files: OpenFiles | None = None) -> Measurement:
     """Plan `probe` cold and warm on the snapshot, count the pages the matching rows need (exactly up to
     `ideal_row_groups` selected row groups, estimated from a sample of that many beyond; None: always
     exactly) and what a perfectly clustered table would read; with `engine`, run it with DataFusion too
-    (`table`: the Iceberg table, whose schema tells renamed columns apart)."""
+    (`table`: the Iceberg table, whose schema tells renamed columns apart).
 
-    cache = MetadataCache()
+    `cache` and `files`: the measurement's metadata cache and opened files, shared by its probes (see
+    `measure_snapshot`); by default this probe's own, so its first plan is cold."""
+
+    cache = MetadataCache() if cache is None else cache
+    files = OpenFiles(cache) if files is None else files
     cold = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
     warm = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
-    best = ideal(warm, row_groups=ideal_row_groups)
+    best = ideal(warm, row_groups=ideal_row_groups, files=files)
     c = warm.counts
-    check = (check_probe(warm, table=table, max_bytes=settings().engine_check_max_bytes) if engine
+    check = (check_probe(warm, table=table, max_bytes=settings().engine_check_max_bytes, files=files) if engine
              else EngineCheck("off"))
     matching = best.rows
     if best.method != "exact" and check.status == "checked" and check.rows_matching is not None:
@@ -246,8 +259,15 @@ def measure_snapshot(
     probes = list(probes) if probes is not None else probes_for(spec, table, snapshot_id)
     started = time.perf_counter()
     measured_at = dt.datetime.now(dt.UTC)
+    # One metadata cache and one set of opened files for every probe of the measurement: each manifest,
+    # footer and page index is read from storage once, not once per probe (on an object store each read is
+    # a request). The files' sizes come from the manifests, so no file is asked for its size.
+    cache = MetadataCache()
+    sizes = {resolve(f.path)[1]: f.size for f in snapshot_files(table, None, cache, snapshot_id)}
+    files = OpenFiles(cache, sizes)
     out = tuple(measure_probe(spec.table, p, snapshot_id=snapshot_id, run_id=run_id, phase=phase,
-                              ideal_row_groups=ideal_row_groups, engine=engine, table=table) for p in probes)
+                              ideal_row_groups=ideal_row_groups, engine=engine, table=table, cache=cache,
+                              files=files) for p in probes)
     for m in out:
         if m.delete_files_total:
             log.info("%s %s %s: %s of %s delete file(s) to merge (%s bytes)", spec.table, phase, m.probe,
