@@ -8,14 +8,15 @@ test also checks that its fault rules fired (`ObjectStore.faults`), so the fault
 
 - the job: 503 SlowDown on GETs of the input files, connection resets on PUTs of the staged output and 1-1.5 s
   of latency on a few requests: S3A retries, the run commits;
-- the job: every copy of a staged file to its final name answered 503 for longer than S3A's retry budget
-  (small limits through the job's Spark conf): the run fails cleanly, the table as it was, no staged file left;
-  the next run commits;
-- the commit: the REST server's own metadata.json write reset every time (its S3FileIO gives up): the
-  catalog's 500 is "state unknown", nothing committed, the staged files kept for `lakesort cleanup`; the
-  commit step retried under transient faults on pyiceberg's manifest and manifest-list writes and the
-  server's metadata write commits once; a manifest-list write that keeps failing refuses the commit and removes
-  the staged files (marked slow: a Spark job of its own);
+- the job: every PUT under the staging directory (after the first few) answered 503 for longer than S3A's
+  retry budget (small limits through the job's Spark conf): the run fails cleanly, the table as it was, no
+  staged file left; then, on the same table (a Spark job costs most of a minute on moto), the next run's
+  commit: the REST server's own metadata.json write reset every time (its S3FileIO gives up): the catalog's
+  500 is "state unknown", nothing committed, the staged files kept for `lakesort cleanup`; the commit step
+  retried under transient faults on pyiceberg's manifest and manifest-list uploads and the server's metadata
+  write commits once;
+- the commit: a manifest-list upload that keeps failing refuses the commit and removes the staged files
+  (marked slow: a Spark job of its own);
 - maintenance: DELETEs answered 503 while it deletes what the expired snapshots alone referenced: the run
   reports the files it could not delete, deletes nothing referenced; a later run (past the orphan grace) removes
   the rest, retrying a transient 503.
@@ -111,10 +112,11 @@ def _assert_committed_once(table, before: Snap, run_id: str) -> Snap:
     return after
 
 
-def _cleanup(name: str, store, prefix: str, capsys) -> str:
+def _cleanup(name: str, capsys) -> str:
+    """`lakesort cleanup` with no grace period; what it printed."""
+    capsys.readouterr()
     assert main(["cleanup", name, "--grace-hours", "0"]) == EXIT_OK
-    out = capsys.readouterr().out
-    return out
+    return capsys.readouterr().out
 
 
 # ---- during the Spark job -----------------------------------------------------------------------------------
@@ -141,72 +143,68 @@ def test_job_retries_slowdowns_resets_and_latency(on_rest, object_store, monkeyp
     _assert_committed_once(table, before, result.plan.run_id)
 
 
-def test_job_fault_outlasting_retries_fails_cleanly(on_rest, object_store, monkeypatch, tmp_path, capsys):
-    """Every copy of a staged file to its final name answered 503 after the first, longer than S3A's (small)
-    retry budget: the job fails (CompactionFailed), the table is as it was, no staged file is left (the run
-    removes them; `lakesort cleanup` finds nothing more), and the next run commits."""
+def test_job_fault_outlasting_retries_fails_cleanly_then_commit_faults(on_rest, object_store, monkeypatch,
+                                                                        tmp_path, capsys):
+    """The job: every PUT under the staging directory after the first few answered 503, longer than S3A's
+    (small) retry budget: the job fails (CompactionFailed), the table is as it was, no staged file is left (the
+    run removes them; `lakesort cleanup` finds nothing more).
+
+    The next run, at its commit: the REST server's write of the new metadata.json reset every time, so its
+    S3FileIO gives up, the catalog answers 500 and pyiceberg raises CommitStateUnknownException; nothing was
+    committed and the staged files are kept (they might have been the table's). The commit step retried (as
+    Airflow retries a task) under a 503 on the manifest list's upload, a reset on a manifest upload and two
+    503s on the metadata.json write commits exactly once; `lakesort cleanup` then removes only what no
+    snapshot references. (One table for both: each Spark job costs most of a minute on moto.)"""
     name, table, prefix = _table("job_fails")
     before = snap(table)
-    faults = Faults(object_store, {"kind": "PUT", "key_contains": f"{prefix}/data/lakesort-staging/",
-                                   "action": "503", "after": 4, "times": 10_000})
+    job_faults = Faults(object_store, {"kind": "PUT", "key_contains": f"{prefix}/data/lakesort-staging/",
+                                       "action": "503", "after": 4, "times": 10_000})
     real = layout.compaction.pipeline.driver.submit
-    monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", faults.around(real))
+    monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", job_faults.around(real))
     started = time.monotonic()
     with pytest.raises(CompactionFailed, match=r"Spark job failed"):
         compact(name, spec=spec_of(name), force=True, verify=lambda manifest: None, spark_conf=SMALL_RETRIES,
                 work_dir=tmp_path / "w1")
     failed_in = time.monotonic() - started
-    faults.assert_fired(1)
+    print(f"the failing run took {failed_in:.1f}s")
+    job_faults.assert_fired(1)
     assert_unchanged(before, snap(table))
     assert _staged(object_store, prefix) == [], "the failed run left staged files"
-    assert "removed 0 orphaned" in _cleanup(name, object_store, prefix, capsys)
+    assert "removed 0 orphaned" in _cleanup(name, capsys)
     assert failed_in < 120, f"the failing run took {failed_in:.0f}s: the retry budget is not small"
-
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", real)
-    result = compact(name, spec=spec_of(name), force=True, verify=lambda manifest: None, work_dir=tmp_path / "w2")
-    _assert_committed_once(table, before, result.plan.run_id)
 
-
-# ---- during the commit ----------------------------------------------------------------------------------------
-
-
-def test_commit_state_unknown_then_retried_commit_commits_once(on_rest, object_store, monkeypatch, tmp_path,
-                                                               capsys):
-    """The REST server's write of the new metadata.json reset every time: its S3FileIO gives up, the catalog
-    answers 500, pyiceberg raises CommitStateUnknownException; nothing was committed and the staged files are
-    kept (they might have been the table's). The commit step retried (as Airflow retries a task) under a 503 on
-    the manifest list's upload, a reset on a manifest upload and two 503s on the metadata.json write commits
-    exactly once; `lakesort cleanup` then removes only what no snapshot references."""
-    name, table, prefix = _table("commit_unknown")
-    before = snap(table)
     unknown = Faults(object_store, {"kind": "PUT", "key_contains": f"{prefix}/metadata/0000", "action": "reset",
                                     "times": 10_000})
-    real = steps.commit
-    monkeypatch.setattr(steps, "commit", unknown.around(real))
+    commit = steps.commit
+    monkeypatch.setattr(steps, "commit", unknown.around(commit))
     with pytest.raises(CommitStateUnknownException):
-        compact(name, spec=spec_of(name), force=True, verify=lambda manifest: None, work_dir=tmp_path / "w")
+        compact(name, spec=spec_of(name), force=True, verify=lambda manifest: None, work_dir=tmp_path / "w2")
     unknown.assert_fired(1)
     assert_unchanged(before, snap(table))
     staged = [k for k in _staged(object_store, prefix) if k.endswith(".parquet")]
     assert len(staged) == 3, "a commit of unknown outcome must keep its staged files"
 
-    prepared = steps.PreparedRun.load(tmp_path / "w")
+    prepared = steps.PreparedRun.load(tmp_path / "w2")
     transient = Faults(
         object_store,
         {"kind": "PUT", "key_contains": f"{prefix}/metadata/snap-", "action": "503", "times": 1},
         {"kind": "POST", "key_contains": f"{prefix}/metadata/", "action": "reset", "times": 1},
         {"kind": "PUT", "key_contains": f"{prefix}/metadata/0000", "action": "503", "times": 2},
     )
-    result = transient.around(real)(prepared)
+    result = transient.around(commit)(prepared)
     transient.assert_fired(1, 1, 2)
     after = _assert_committed_once(table, before, prepared.run_id)
     assert result.snapshot_id == after.snapshot_id
     assert {f"s3://warehouse/{k}" for k in staged} == set(after.files)
 
-    out = _cleanup(name, object_store, prefix, capsys)
+    out = _cleanup(name, capsys)
     assert "kept 3 referenced" in out, out
     assert sorted(k for k in _staged(object_store, prefix) if not k.endswith("/")) == sorted(staged)
     assert_same(before.rows, snap(table).rows)
+
+
+# ---- during the commit ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
