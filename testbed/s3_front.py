@@ -5,8 +5,8 @@ Every S3 request of a test (pyiceberg, pyarrow, Spark's S3A, the REST catalog's 
 
 - the **request log** (one JSON object per request: kind GET/PUT/POST/LIST/DELETE/HEAD, bucket, key, range,
   status, bytes in and out, the access key id that signed it) is what the request-count benchmark reads;
-- **credentials are checked**: with `--access-key`, a request signed by any other key (or none) is refused with
-  S3's 403 AccessDenied, so a test proves that the credentials the REST catalog vends reach every reader and
+- **credentials are checked**: with `--access-key` (and `--session-token`), a request signed by any other key
+  (or none, or without the session token of temporary credentials) is refused with S3's 403 AccessDenied, so a test proves that the credentials the REST catalog vends reach every reader and
   writer (moto itself accepts any key);
 - **faults** are injected on request: 503 SlowDown, latency, or a connection reset (the socket closed without
   a response), for requests of a kind and key, after some matching requests, a number of times.
@@ -49,7 +49,8 @@ def request_kind(method: str, key: str, query: dict[str, list[str]]) -> str:
 
 
 class State:
-    def __init__(self, access_keys: set[str]) -> None:
+    def __init__(self, access_keys: set[str], session_token: str | None = None) -> None:
+        self.session_token = session_token
         self.lock = threading.Lock()
         self.log: list[dict] = []
         self.faults: list[dict] = []
@@ -143,7 +144,9 @@ class Handler(BaseHTTPRequestHandler):
                   "access_key": access_key, "status": None, "fault": None}
         try:
             state = self.server.state
-            if state.access_keys and access_key not in state.access_keys:
+            token = self.headers.get("X-Amz-Security-Token") or "".join(query.get("X-Amz-Security-Token", []))
+            if (state.access_keys and access_key not in state.access_keys) or (
+                    state.session_token and token != state.session_token):
                 record["status"] = 403
                 self._reply(403, _ACCESS_DENIED)
                 return
@@ -208,11 +211,11 @@ class Handler(BaseHTTPRequestHandler):
 class Front(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, upstream: str, access_keys: set[str]) -> None:
+    def __init__(self, port: int, upstream: str, access_keys: set[str], session_token: str | None = None) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         split = urlsplit(upstream)
         self.upstream = (split.hostname or "127.0.0.1", split.port or 80)
-        self.state = State(access_keys)
+        self.state = State(access_keys, session_token)
         self._local = threading.local()
 
     def upstream_connection(self) -> http.client.HTTPConnection:
@@ -235,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="the S3-compatible server, http://127.0.0.1:PORT")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--access-key", action="append", default=[], help="the only access key ids accepted")
+    parser.add_argument("--session-token", help="the session token every request must carry (temporary credentials)")
     args = parser.parse_args(argv)
-    front = Front(args.port, args.upstream, set(args.access_key))
+    front = Front(args.port, args.upstream, set(args.access_key), args.session_token)
     print(f"s3-front listening on 127.0.0.1:{front.server_address[1]}", flush=True)
     try:
         front.serve_forever()

@@ -10,7 +10,8 @@ proxy, and Iceberg's REST catalog server over it, all on 127.0.0.1 on free ports
   front and `include-credentials` on: each load-table response carries the table's S3 credentials. lakesort
   itself is configured with the catalog's URI, the S3 endpoint and region, and no keys.
 
-The secrets are made up per session; `ObjectStore.secret_key` is what a test searches the outputs for.
+The credentials are made up per session and temporary in form (a session token with the keys, as STS vends
+them); `ObjectStore.secret_key` and `session_token` are what a test searches the outputs for.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class ObjectStore:
     endpoint: str
     access_key: str
     secret_key: str
+    session_token: str
     processes: list[subprocess.Popen] = field(default_factory=list)
 
     def _call(self, path: str, body: object | None = None) -> object:
@@ -119,7 +121,8 @@ class ObjectStore:
     def client(self):
         import boto3
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
-                            aws_secret_access_key=self.secret_key, region_name=REGION)
+                            aws_secret_access_key=self.secret_key, aws_session_token=self.session_token,
+                            region_name=REGION)
 
     def keys(self, prefix: str) -> list[str]:
         """Every key under `s3://warehouse/<prefix>` (paged)."""
@@ -139,6 +142,7 @@ class ObjectStore:
 def start_object_store(workdir: Path) -> ObjectStore:
     access_key = "LAKESORTTEST" + secrets.token_hex(4).upper()
     secret_key = "lakesort-secret-" + secrets.token_hex(16)
+    session_token = "lakesort-token-" + secrets.token_hex(24)
     port = _free_port()
     moto, _ = _start([sys.executable, "-c",
                       ("import sys; from moto.server import main; "
@@ -146,8 +150,9 @@ def start_object_store(workdir: Path) -> ObjectStore:
                       "main(['-H', '127.0.0.1', '-p', sys.argv[1]])"), str(port)],
                      workdir / "moto.log", "moto listening on")
     front, front_port = _start([sys.executable, str(FRONT), "--upstream", f"http://127.0.0.1:{port}",
-                                "--access-key", access_key], workdir / "s3-front.log", "s3-front listening on")
-    store = ObjectStore(f"http://127.0.0.1:{front_port}", access_key, secret_key, [front, moto])
+                                "--access-key", access_key, "--session-token", session_token],
+                               workdir / "s3-front.log", "s3-front listening on")
+    store = ObjectStore(f"http://127.0.0.1:{front_port}", access_key, secret_key, session_token, [front, moto])
     deadline = time.monotonic() + 30
     while True:  # moto prints before it listens
         try:
@@ -194,6 +199,7 @@ def start_rest_catalog(store: ObjectStore, workdir: Path) -> RestCatalog:
         "CATALOG_S3_PATH__STYLE__ACCESS": "true",
         "CATALOG_S3_ACCESS__KEY__ID": store.access_key,
         "CATALOG_S3_SECRET__ACCESS__KEY": store.secret_key,
+        "CATALOG_S3_SESSION__TOKEN": store.session_token,  # temporary credentials, as STS would vend them
         "CATALOG_CLIENT_REGION": REGION,
         "CATALOG_URI": f"jdbc:sqlite:file:{workdir / 'rest-catalog.db'}",
         "CATALOG_JDBC_SCHEMA__VERSION": "V1",

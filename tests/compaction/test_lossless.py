@@ -67,6 +67,7 @@ import layout.compaction.pipeline.commit
 import layout.compaction.pipeline.driver
 from layout.compaction.planning.planner import RUN_ID
 from layout.errors import UsageError
+from layout.io import resolve
 from layout.upkeep.cleanup import cleanup
 
 pytestmark = pytest.mark.spark
@@ -106,7 +107,8 @@ def field_ids_everywhere(path: str) -> list[str]:
         for child in children:
             visit(child, name + ".")
 
-    for field in pq.read_schema(path.removeprefix("file://")):
+    filesystem, where = resolve(path)  # a local file or an object (the table's storage settings)
+    for field in pq.read_schema(where, filesystem=filesystem):
         visit(field, "")
     return missing
 
@@ -287,7 +289,8 @@ def _partitions_match_rows(table) -> None:
     spec, schema = table.spec(), table.schema()
     for task in table.scan().plan_files():
         assert task.file.spec_id == spec.spec_id
-        data = pq.read_table(task.file.file_path.removeprefix("file://"))
+        filesystem, where = resolve(task.file.file_path)
+        data = pq.read_table(where, filesystem=filesystem)
         for pos, field in enumerate(spec.fields):
             source = schema.find_field(field.source_id)
             values = field.transform.pyarrow_transform(source.field_type)(data.column(source.name)).to_pylist()
