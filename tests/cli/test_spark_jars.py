@@ -73,7 +73,8 @@ def test_print_pom_writes_a_pom_for_that_version(spark, capsys):
     root = ET.fromstring(capsys.readouterr().out)
     deps = {(d.findtext("m:artifactId", namespaces=NS), d.findtext("m:version", namespaces=NS))
             for d in root.find("m:dependencies", NS)}
-    assert deps == {("hadoop-aws", "3.4.1"), ("s3", "2.24.6"), ("s3-transfer-manager", "2.24.6"), ("sts", "2.24.6")}
+    assert deps == {("hadoop-aws", "3.4.1"), ("s3", "2.24.6"), ("s3-transfer-manager", "2.24.6"), ("sts", "2.24.6"),
+                    ("spark-hadoop-cloud_2.13", "4.0.2")}
 
 
 def test_unknown_hadoop_exits_2_naming_the_version_and_the_fix(tmp_path, spark, capsys):

@@ -97,6 +97,7 @@ def test_the_nightly_dag_compacts_a_table_on_s3(nightly, s3_lake):
     # Every request signed with the key the catalog vended; the job wrote and read through S3A.
     assert not [r for r in log if r["status"] == 403]
     assert {r["access_key"] for r in log} == {s3_lake.catalog.load_table(TABLE).io.properties["s3.access-key-id"]}
+    assert not [r["key"] for r in log if r["kind"] == "COPY"], "files renamed (copied): no magic committer"
     staged = [r for r in log if "/lakesort-staging/" in r["key"]]
     assert any(r["kind"] == "PUT" for r in staged) and any(r["kind"] == "GET" for r in staged)
 

@@ -41,6 +41,9 @@ def _only_vended_key(object_store) -> None:
     assert log, "no request reached the S3 server"
     refused = [r for r in log if r["status"] == 403]
     assert not refused, f"{len(refused)} request(s) not signed with the vended key, e.g. {refused[0]}"
+    # The job writes with S3A's magic committer: no file is renamed (a copy on S3).
+    copies = [r["key"] for r in log if r["kind"] == "COPY"]
+    assert not copies, f"{len(copies)} object(s) copied, e.g. {copies[0]}"
 
 
 def test_schema_evolution_file_names_and_history_on_s3(rest_iceberg_catalog, job_here, tmp_path, object_store):

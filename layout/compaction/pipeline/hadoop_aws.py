@@ -63,6 +63,17 @@ SDK_OF_HADOOP: dict[str, AwsSdk] = {
     "3.5.0": AwsSdk(major=2, version="2.35.4"),
 }
 
+# Spark's binding of S3A's committers (PathOutputCommitProtocol), for the Spark that ships each Hadoop: with it
+# the job writes through the magic committer instead of renames, which S3 does as copies (jobs/compaction/
+# storage.py). Spark 4.2's own (4.2.0) is not on Maven Central, only its previews: 4.1.2's classes bind the same
+# Hadoop API (tests/object_stores runs them on Spark 4.2). Its dependencies are Spark's own: all excluded.
+# Spark 3.5 (Hadoop 3.3) is left out: its Scala 2.12 build would need the Spark's Scala version.
+SPARK_CLOUD_OF_HADOOP: dict[str, tuple[str, str]] = {
+    "3.4.1": ("spark-hadoop-cloud_2.13", "4.0.2"),
+    "3.4.2": ("spark-hadoop-cloud_2.13", "4.1.2"),
+    "3.5.0": ("spark-hadoop-cloud_2.13", "4.1.2"),
+}
+
 # Left out when the jars are copied: Spark ships its own (`mvn dependency:copy-dependencies -DexcludeGroupIds`).
 EXCLUDED_GROUPS = ("io.netty", "org.slf4j", "commons-codec", "commons-logging", "org.apache.httpcomponents")
 # The SDK v2 modules S3A uses, in place of the SDK's `bundle`.
@@ -149,7 +160,10 @@ def s3a_jars(hadoop_version: str) -> S3AJars:
                    # as testbed/maven/s3a.pom.xml (sts still brings netty-nio-client; its io.netty is Spark's)
                    exclusions=((SDK_V2_GROUP, "netty-nio-client"),) if module == "s3" else ())
         for module in SDK_V2_MODULES)
-    return S3AJars(hadoop_version=hadoop_version, sdk=sdk, dependencies=(hadoop_aws, *modules))
+    cloud = SPARK_CLOUD_OF_HADOOP.get(hadoop_version)
+    binding = () if cloud is None else (Dependency(group="org.apache.spark", artifact=cloud[0], version=cloud[1],
+                                                   exclusions=(("*", "*"),)),)
+    return S3AJars(hadoop_version=hadoop_version, sdk=sdk, dependencies=(hadoop_aws, *modules, *binding))
 
 
 def pom_text(jars: S3AJars) -> str:
