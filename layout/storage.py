@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pyiceberg.io.pyarrow import PyArrowFileIO
-
 if TYPE_CHECKING:
-    from pyarrow.fs import FileSystem
+    from collections.abc import Sequence
 
-__all__ = ["OBJECT_STORE_SCHEMES", "configure", "filesystem", "hadoop_settings", "is_object_store",
+    from pyarrow.fs import FileSystem
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+__all__ = ["OBJECT_STORE_SCHEMES", "configure", "delete_many", "filesystem", "hadoop_settings", "is_object_store",
            "is_secret", "properties_for", "public"]
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss"})
@@ -77,6 +78,10 @@ def properties_for(location: str) -> dict[str, str]:
 def filesystem(location: str) -> tuple[FileSystem, str]:
     """(pyarrow filesystem, path inside it) for an object-store location, configured by `configure`, through
     pyiceberg's PyArrowFileIO (its S3 settings: endpoint, region, keys, session token, path style, retries)."""
+    # Imported here: layout.catalog (hence this module) is imported by every Spark job driver and Python worker,
+    # and pyiceberg's Arrow I/O costs 0.5 s to import.
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
     properties = properties_for(location)
     frozen = frozenset(properties.items())
     with _lock:
@@ -118,3 +123,72 @@ def hadoop_settings(properties: Mapping[str, str]) -> dict[str, str]:
     elif "fs.s3a.access.key" in out:
         out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
     return out
+
+
+# S3's DeleteObjects takes at most 1,000 keys a request.
+DELETE_BATCH = 1000
+
+
+def delete_many(filesystem: FileSystem, paths: Sequence[str]) -> dict[str, OSError]:
+    """Delete files of one pyarrow filesystem (paths as it names them); the ones it could not delete, with why.
+    A file already gone is no failure (someone else deleted it).
+
+    On S3, with boto3 installed (the `pipeline` extra), through DeleteObjects: 1,000 keys a request, with the
+    table's endpoint and credentials (`configure`), where pyarrow can only delete one object a request (or a
+    whole directory). Maintenance deletes thousands of files a night; S3 bills and rate-limits requests.
+    Elsewhere one delete a file."""
+    if paths and filesystem.type_name == "s3":
+        try:
+            import boto3  # noqa: F401 - optional: the `pipeline` extra
+        except ImportError:
+            pass
+        else:
+            return _delete_objects(paths)
+    failed: dict[str, OSError] = {}
+    for path in paths:
+        try:
+            filesystem.delete_file(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed[path] = exc
+    return failed
+
+
+def _s3_client(properties: dict[str, str]):
+    import boto3
+    from botocore.config import Config
+
+    endpoint = properties.get("s3.endpoint")
+    config = Config(retries={"mode": "standard", "max_attempts": 5},
+                    s3={"addressing_style": "virtual" if properties.get("s3.force-virtual-addressing") == "true"
+                        or not endpoint else "path"})
+    return boto3.client("s3", endpoint_url=endpoint, config=config,
+                        region_name=properties.get("s3.region") or properties.get("client.region"),
+                        aws_access_key_id=properties.get("s3.access-key-id"),
+                        aws_secret_access_key=properties.get("s3.secret-access-key"),
+                        aws_session_token=properties.get("s3.session-token"))
+
+
+def _delete_objects(paths: Sequence[str]) -> dict[str, OSError]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    by_bucket: dict[str, list[str]] = {}
+    for path in paths:
+        bucket, _, key = path.partition("/")
+        by_bucket.setdefault(bucket, []).append(key)
+    failed: dict[str, OSError] = {}
+    for bucket, keys in by_bucket.items():
+        client = _s3_client(properties_for(f"s3://{bucket}/{keys[0]}"))
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start:start + DELETE_BATCH]
+            try:
+                answer = client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch],
+                                                                      "Quiet": True})
+            except (BotoCoreError, ClientError) as exc:  # the whole request refused, after the client's retries
+                failed.update({f"{bucket}/{k}": OSError(f"DeleteObjects: {exc}") for k in batch})
+                continue
+            for error in answer.get("Errors", []):
+                if error.get("Code") != "NoSuchKey":
+                    failed[f"{bucket}/{error['Key']}"] = OSError(f"{error.get('Code')}: {error.get('Message')}")
+    return failed

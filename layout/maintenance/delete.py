@@ -26,6 +26,7 @@ Directories are left alone (an empty one costs nothing, and a writer may be abou
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pyarrow import fs as pafs
 
+from layout import storage
 from layout.maintenance.referenced import KINDS, Kind, MaintenanceError, References, metadata_version
 
 if TYPE_CHECKING:
@@ -149,36 +151,40 @@ def sort_files(listing: Iterable[FileInfo], *, retained: References, known: Refe
 
 # A storage that refuses this many deletions in a run is down or refusing on purpose: stop trying.
 MAX_FAILED_DELETES = 20
+# Files handed to the storage at once: S3's DeleteObjects limit.
+BATCH = storage.DELETE_BATCH
 
 
 def delete(filesystem: FileSystem, files: list[tuple[DeletedKind, FileInfo]], *, table: str,
            dry_run: bool) -> dict[DeletedKind, tuple[int, int]]:
-    """Delete `files` in their order; (files, bytes) deleted per kind. A file already gone is skipped (someone
-    else deleted it). A file the storage refuses to delete (after the filesystem's own retries: an outage, a 503
-    SlowDown, a permission) is passed over and the rest of its kind still deleted; then the run stops before the
-    next kind (top-down: the files left behind are never pointed at by a file deleted after them) and raises
+    """Delete `files` in their order, a kind at a time in batches (`layout.storage.delete_many`: on S3 1,000
+    files a request); (files, bytes) deleted per kind. A file already gone is skipped (someone else deleted
+    it). A file the storage refuses to delete (after the client's own retries: an outage, a 503 SlowDown, a
+    permission) is passed over and the rest of its kind still deleted; then the run stops before the next kind
+    (top-down: the files left behind are never pointed at by a file deleted after them) and raises
     MaintenanceError naming the files it could not delete, what it deleted and what it left for a later run."""
     done: dict[DeletedKind, list[int]] = {kind: [0, 0] for kind in DELETED_KINDS}
     failed: list[tuple[DeletedKind, str, OSError]] = []
     verb = "would delete" if dry_run else "deleted"
-    for index, (kind, info) in enumerate(files):
+    index = 0
+    while index < len(files):
+        kind = files[index][0]
         if failed and (kind != failed[-1][0] or len(failed) >= MAX_FAILED_DELETES):
             _refuse(table, failed, done, left=len(files) - index)
-        if not dry_run:
-            try:
-                filesystem.delete_file(info.path)
-            except FileNotFoundError:
+        batch = [info for _, info in itertools.takewhile(lambda f, k=kind: f[0] == k, files[index:index + BATCH])]
+        index += len(batch)
+        refused = {} if dry_run else storage.delete_many(filesystem, [info.path for info in batch])
+        for info in batch:
+            if info.path in refused:
+                log.warning("%s: could not delete %s %s: %s", table, kind, info.path, refused[info.path])
+                failed.append((kind, info.path, refused[info.path]))
                 continue
-            except OSError as exc:
-                log.warning("%s: could not delete %s %s: %s", table, kind, info.path, exc)
-                failed.append((kind, info.path, exc))
-                continue
-        # One line a file: at debug level for real runs (many a night), at info level for a dry run (the
-        # list is what a dry run is for).
-        log.log(logging.INFO if dry_run else logging.DEBUG, "%s: %s %s %s (%d bytes)", table, verb, kind,
-                info.path, info.size or 0)
-        done[kind][0] += 1
-        done[kind][1] += info.size or 0
+            # One line a file: at debug level for real runs (many a night), at info level for a dry run (the
+            # list is what a dry run is for).
+            log.log(logging.INFO if dry_run else logging.DEBUG, "%s: %s %s %s (%d bytes)", table, verb, kind,
+                    info.path, info.size or 0)
+            done[kind][0] += 1
+            done[kind][1] += info.size or 0
     if failed:
         _refuse(table, failed, done, left=0)
     return {kind: (n, size) for kind, (n, size) in done.items()}

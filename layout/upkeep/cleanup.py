@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from pyarrow import fs as pafs
 
+from layout import storage
 from layout.catalog import STAGING
 from layout.errors import UsageError
 from layout.io import resolve
@@ -136,17 +137,19 @@ def _cleanup(table: Table, ident: str, grace: float, *, dry_run: bool) -> Cleanu
 
     # 4. Delete.
     deleted, size = [], 0
+    # In batches (`layout.storage.delete_many`: on S3 1,000 files a request); a file already gone is skipped.
+    refused = {} if dry_run else storage.delete_many(filesystem, [info.path for info in doomed])
     for info in doomed:
-        if not dry_run:
-            try:
-                filesystem.delete_file(info.path)
-            except FileNotFoundError:
-                continue
+        if info.path in refused:
+            log.warning("cleanup of %s: could not delete %s: %s", ident, info.path, refused[info.path])
+            continue
         log.info("cleanup of %s: %s %s (%d bytes, unreferenced, modified %s)", ident,
                  "would delete" if dry_run else "deleted", info.path, info.size or 0,
                  _aware(info.mtime).isoformat(timespec="seconds"))
         deleted.append(info.path)
         size += info.size or 0
+    if refused:  # the rest is deleted; the storage's error for the first file it refused
+        raise next(iter(refused.values()))
     dirs_removed = 0 if dry_run else _prune_empty_dirs(filesystem, root, dirs, cutoff)
     result = CleanupResult(ident, dry_run, grace, tuple(deleted), size, kept_referenced, kept_fresh,
                            dirs_removed, len(table.metadata.snapshots), len(refs.manifests),
@@ -202,13 +205,12 @@ def delete_staged(table: Table, run_id: str | None = None, *, keep: Sequence[str
     refs = References.of_table(table.io)
     refs.add_snapshots(table.metadata.snapshots)
     kept = {resolve(p)[1] for p in keep}
-    removed = referenced = 0
-    for info in files:
-        if info.path in refs:
-            referenced += 1
-        elif info.path not in kept:
-            filesystem.delete_file(info.path)
-            removed += 1
+    referenced = sum(1 for info in files if info.path in refs)
+    doomed = [info.path for info in files if info.path not in refs and info.path not in kept]
+    refused = storage.delete_many(filesystem, doomed)  # in batches: on S3 1,000 files a request
+    if refused:
+        raise next(iter(refused.values()))
+    removed = len(doomed)
     if referenced:
         log.warning("%s: kept %d staged file(s) of %s that a snapshot of the table references (committed)",
                     ".".join(table.name()), referenced, f"run {run_id}" if run_id else "every run")

@@ -97,7 +97,8 @@ def _table(label: str):
 
 
 def _staged(store, prefix: str) -> list[str]:
-    return store.keys(f"{prefix}/data/lakesort-staging/")
+    """The staged files left (S3A keeps empty directory markers, `.../`: objects, but no file of a run)."""
+    return [k for k in store.keys(f"{prefix}/data/lakesort-staging/") if not k.endswith("/")]
 
 
 def _assert_committed_once(table, before: Snap, run_id: str) -> Snap:
@@ -235,8 +236,9 @@ def test_maintenance_delete_faults(on_rest, object_store):
     before = snap(table)
     spec = spec_of(name)
     assert len(before.history) > 1
-    faults = Faults(object_store, {"kind": "DELETE", "key_contains": f"{prefix}/", "action": "503", "after": 1,
-                                   "times": 10_000})
+    # Maintenance deletes in batches (DeleteObjects: the request names no key, its body does): the first batch
+    # goes through, every later one is refused.
+    faults = Faults(object_store, {"kind": "DELETE", "action": "503", "after": 1, "times": 10_000})
     with pytest.raises(MaintenanceError, match=r"could not delete") as failed:
         faults.around(maintain_table)(name, owner=LeaseOwner.cli(), spec=spec)
     faults.assert_fired(1)
@@ -247,7 +249,7 @@ def test_maintenance_delete_faults(on_rest, object_store):
     left = set(object_store.keys(f"{prefix}/"))
 
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)  # past the orphan grace (1h)
-    retried = Faults(object_store, {"kind": "DELETE", "key_contains": f"{prefix}/", "action": "503", "times": 1})
+    retried = Faults(object_store, {"kind": "DELETE", "action": "503", "times": 1})
     result = retried.around(maintain_table)(name, owner=LeaseOwner.cli(), spec=spec, now=later)
     retried.assert_fired(1)
     final = snap(table)
