@@ -49,7 +49,7 @@ for extra in (REPO_ROOT, REPO_ROOT / "tests"):
 CACHE_ROOT = HERE / ".cache" / "tpch"
 SPEC_DIR = REPO_ROOT / "dags" / "tables"
 TABLE = "demo.lineitem"
-KINDS = ("GET", "PUT", "LIST", "DELETE", "HEAD", "POST")
+KINDS = ("GET", "PUT", "COPY", "LIST", "DELETE", "HEAD", "POST")
 METADATA_GETS_GOAL = 2
 
 
