@@ -174,6 +174,7 @@ def _s3_store(bucket: str) -> Any:
     """DataFusion's S3 store for `bucket`, with the endpoint, region and credentials registered for it in
     `layout.storage` (pyiceberg's property names, `s3.*` before `client.*`). The secrets go into the store
     and nowhere else."""
+    # DataFusion is optional and slow to import (half a second): only for the engine check.
     from datafusion.object_store import AmazonS3
 
     properties = storage.properties_for(f"s3://{bucket}")
