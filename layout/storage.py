@@ -69,9 +69,17 @@ def properties_for(location: str) -> dict[str, str]:
     key = _key(location)
     with _lock:
         best = max((p for p in _by_prefix if key == p or key.startswith(p + "/")), key=len, default=None)
-        if best is None:  # a location of the same bucket (a warehouse listing above the tables, say)
-            bucket = key.split("/", 3)[:3]
-            best = max((p for p in _by_prefix if p.split("/", 3)[:3] == bucket), key=len, default=None)
+        if best is None:  # a location of the same bucket (a warehouse listing above the tables, say): the
+            # table location sharing most of its path with it, the shorter one of a tie
+            parts = key.split("/")
+
+            def shared(prefix: str) -> tuple[int, int]:
+                other = prefix.split("/")
+                common = next((i for i, (a, b) in enumerate(zip(parts, other)) if a != b), min(len(parts), len(other)))
+                return common, -len(other)
+
+            same_bucket = [p for p in _by_prefix if p.split("/")[:3] == parts[:3]]
+            best = max(same_bucket, key=shared, default=None)
         return dict(_by_prefix[best]) if best is not None else {}
 
 
