@@ -41,6 +41,10 @@ def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None,
             continue
         filesystem, path = item if isinstance(item, tuple) else resolve(item)
         pf = ParquetFile.open(path, filesystem=filesystem)
+        # Every rule reads the page indexes and bloom filters of every chunk: all of them in one coalesced read
+        # (on an object store one request per file instead of a HEAD and a GET per chunk and structure).
+        chunks = [(rg, column.index) for rg in range(pf.num_row_groups) for column in pf.columns]
+        pf.prefetch(column_index=chunks, offset_index=chunks, bloom_filter=chunks)
         # Default partition: the directory (Hive-style partition directories, one per partition).
         partition = (partitions or {}).get(path, str(PurePosixPath(path).parent))
         out.append(OpenedFile(pf, filesystem, partition, (runs or {}).get(path)))
@@ -153,10 +157,6 @@ def layout_facts(files: Iterable[Any], *, partitions: Mapping[str, str] | None =
 
 def _facts_rows(f: OpenedFile) -> Iterable[dict[str, Any]]:
     pf = f.pf
-    # Every chunk's page indexes and bloom filter in one coalesced read (on an object store one request per
-    # file instead of a HEAD and a GET per chunk and structure).
-    chunks = [(rg, column.index) for rg in range(pf.num_row_groups) for column in pf.columns]
-    pf.prefetch(column_index=chunks, offset_index=chunks, bloom_filter=chunks)
     for rg in range(pf.num_row_groups):
         for column in pf.columns:
             md = pf.row_groups[rg].columns[column.index].meta_data

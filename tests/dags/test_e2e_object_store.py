@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -147,12 +148,17 @@ def test_every_cli_command_on_s3(nightly, s3_lake, rest_catalog, object_store, t
     env.update(_env(rest_catalog, object_store))
     env.update({"LAKESORT_TABLES_DIR": str(s3_lake.root / "tables"), "LAKESORT_WORK_DIR": str(tmp_path / "work"),
                 "LAKESORT_REPORT_DIR": str(tmp_path / "reports"), "HOME": str(tmp_path)})
-    outputs = {}
+    outputs, data_gets = {}, {}
     for args in CLI:
+        object_store.reset()
         done = subprocess.run([str(VENV_BIN / "lakesort"), *args], env=env, cwd=tmp_path, capture_output=True,
                               text=True, timeout=600, check=False)
         outputs[" ".join(args)] = done.stdout + done.stderr
         assert done.returncode in (0, 1), f"lakesort {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
         for secret in (object_store.secret_key, object_store.session_token):
             assert secret not in done.stdout + done.stderr, args
+        gets = Counter(r["key"] for r in object_store.log() if r["kind"] == "GET" and r["key"].endswith(".parquet"))
+        data_gets[args[0]] = max(gets.values(), default=0)
+    # The layout rules read a file's footer, then its page indexes and bloom filters in one coalesced read.
+    assert data_gets["verify"] <= 2, data_gets
     assert not [r for r in object_store.log() if r["status"] == 403]
