@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
-__all__ = ["OBJECT_STORE_SCHEMES", "configure", "delete_many", "filesystem", "hadoop_settings", "is_object_store",
-           "is_secret", "properties_for", "public"]
+__all__ = ["OBJECT_STORE_SCHEMES", "configure", "delete_many", "filesystem", "for_files", "hadoop_settings",
+           "is_object_store", "is_secret", "properties_for", "public"]
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss"})
 _SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", "key-id", "access-key", "private")
@@ -43,6 +43,20 @@ def is_secret(key: str) -> bool:
 def public(properties: Mapping[str, str]) -> dict[str, str]:
     """The properties without secrets: what a plan or a manifest may carry (endpoint, region, path style)."""
     return {k: v for k, v in properties.items() if not is_secret(k) and isinstance(v, str)}
+
+
+# A catalog's own properties that pyiceberg passes to its FileIO too: how to reach and authenticate to the
+# catalog, which no reader of files needs (`for_files` leaves them out of what travels to Spark executors).
+_CATALOG_KEYS = frozenset({"uri", "credential", "token", "scope", "oauth2-server-uri", "warehouse", "prefix",
+                           "type", "audience", "resource"})
+_CATALOG_PREFIXES = ("header.", "auth.", "rest.", "jdbc.")
+
+
+def for_files(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties a reader or writer of the table's files needs: without the catalog's own (its URI and
+    credentials), which would otherwise travel with every Spark task."""
+    return {k: v for k, v in properties.items() if isinstance(v, str) and k not in _CATALOG_KEYS
+            and not k.startswith(_CATALOG_PREFIXES)}
 
 
 def is_object_store(location: str) -> bool:

@@ -61,3 +61,9 @@ def test_delete_many_on_a_local_filesystem_deletes_one_by_one(tmp_path):
     gone = str(tmp_path / "never-there")
     assert storage.delete_many(fs.LocalFileSystem(), [*paths, gone]) == {}
     assert not list(tmp_path.iterdir())
+
+
+def test_executors_get_the_storage_settings_not_the_catalogs():
+    catalog = {"uri": "https://catalog", "credential": "client:secret", "token": "t", "header.X-Iceberg-Access-Delegation":
+               "vended-credentials", "warehouse": "lake", "auth.type": "oauth2"}
+    assert storage.for_files({**VENDED, **catalog}) == {k: v for k, v in VENDED.items() if k != "uri"}

@@ -32,7 +32,8 @@ def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
     if not storage.is_object_store(plan.table_location):
         return plan
     table = load_table(plan.table, plan.catalog)  # registers the table's storage settings (`layout.storage`)
-    properties = {**plan.io_properties, **storage.properties_for(table.location())}
+    # What executors need of them: the catalog's own URI and credentials stay in this driver.
+    properties = storage.for_files({**plan.io_properties, **storage.properties_for(table.location())})
     settings = storage.hadoop_settings(properties)
     if not _loads(spark, S3A):
         raise ConfigError(
