@@ -34,6 +34,7 @@ from .deletes import Applied, apply_deletes
 from .fingerprints import InputFingerprint
 from .frames import ordered, sql_array
 from .job_plan import JobPlan
+from .merge import MergeUnsorted, plan_merges, write_merges
 from .placement import nan_first_key, nan_rows, slot_frame, slot_values, with_nan_slots, with_slots
 from .read import Inputs, read_inputs
 from .readback import Checked, key_problems, list_outputs, read_back
@@ -97,6 +98,7 @@ class Attempt:
     # from a pass over the input always.
     figures: Literal["manifests", "first-pass"]
     mode: Literal["errorifexists", "overwrite"]
+    merge: bool = True  # groups of sorted runs merged (`merge`); False after a run turned out unsorted
 
 
 # The first attempt writes into a directory of its own: a file already there is an error.
@@ -104,6 +106,8 @@ FIRST = Attempt(figures="manifests", mode="errorifexists")
 # After the manifests' bounds missed a value (ManifestRangeMiss, raised once the write ran): figures from a pass
 # over the input, and the first attempt's files, staged already, written over.
 AGAIN = Attempt(figures="first-pass", mode="overwrite")
+# After a run read while merging was not sorted (MergeUnsorted): every group sorted, over the first attempt's files.
+SORTED = Attempt(figures="manifests", mode="overwrite", merge=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,14 @@ def compact_groups(spark: SparkSession, plan: RewritePlan, groups: Sequence[Rewr
     timings = timings if timings is not None else {}
     try:
         return _compact(spark, job, groups, timings, attempt=FIRST)
+    except MergeUnsorted as unsorted:
+        log.warning("%s; sorting every group instead", unsorted)
+        fs, path = hadoop_fs(spark, write_dir(job.plan))
+        fs.delete(path(write_dir(job.plan)), True)  # the sort's files and any merged ones: all written again
+        staged = _compact(spark, job, groups, timings, attempt=SORTED)
+        warning = JobWarning(rule="sorted_runs", column=job.plan.sort_keys[0].column,
+                             message=f"{unsorted}; the job sorted the groups instead of merging their runs")
+        return dataclasses.replace(staged, warnings=(*staged.warnings, warning))
     except ManifestRangeMiss as miss:
         log.warning("%s; writing again with ranges from a pass over the input", miss)
         timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
@@ -161,28 +173,60 @@ def compact_groups(spark: SparkSession, plan: RewritePlan, groups: Sequence[Rewr
 
 def _compact(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], timings: dict[str, float], *,
              attempt: Attempt) -> Staged:
-    """The parts in order (`compact_groups`), each timed by the clock."""
+    """The parts in order (`compact_groups`), each timed by the clock: the groups of sorted runs merged
+    (`merge`), the others sorted."""
     clock = _Clock(timings, spark, "read, sample")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
-    inputs = read_inputs(spark, job, groups)
-    first = _first_pass(spark, job, groups, inputs, attempt=attempt)
-    clock.lap("read, sample", "file boundaries")
-    placed = _place(spark, job, groups, inputs, first)
-    clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
     target = write_dir(job.plan)
-    _write(spark, job, placed, target, attempt=attempt)
-    hash_sum = _input_hash_sum(job, inputs, first, placed)
-    clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
-    finish_files(spark, job, target, placed.slots)
-    clock.lap("stitch, field ids", "read back")
+    merges = plan_merges(spark, job, groups) if attempt.merge else None
+    if merges is not None:
+        clock.lap("merge: page indexes", "read, sample")
+    sorting = [g for g in groups if merges is None or g.group_id not in merges.ids]
+    tally = Tally()
+    hash_sum = 0
+    if sorting:
+        inputs = read_inputs(spark, job, sorting)
+        first = _first_pass(spark, job, sorting, inputs, attempt=attempt)
+        clock.lap("read, sample", "file boundaries")
+        placed = _place(spark, job, sorting, inputs, first)
+        clock.lap("file boundaries", "fingerprint, shuffle, sort, write")
+        _write(spark, job, placed, target, attempt=attempt)
+        hash_sum += _input_hash_sum(job, inputs, first, placed)
+        clock.lap("fingerprint, shuffle, sort, write", "stitch, field ids")
+        finish_files(spark, job, target, placed.slots)
+        clock.lap("stitch, field ids", "merge: read, merge, write" if merges else "read back")
+        tally = Tally(parts=dict(first.parts), read=dict(first.read), expected=dict(first.expected),
+                      deleted=dict(first.deleted))
+    elif merges is not None:
+        clock.lap("read, sample", "merge: read, merge, write")
+    if merges is not None:
+        # After the sort's write: that write may overwrite `target` as a whole (its save mode), this one writes
+        # below it (`merge.MERGED_DIR`).
+        merged = write_merges(spark, job, merges, target)
+        hash_sum += merged.hash_sum
+        tally.parts.update(merged.parts)
+        tally.read.update(merged.rows)
+        tally.expected.update(merged.rows)
+        clock.lap("merge: read, merge, write", "read back")
     checked = read_back(spark, job, target)
     problems = key_problems(spark, job, target)
     clock.lap("read back")
-    staged = _staged_groups(job, groups, first, target, checked, problems, clock.total())
-    log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(first.read.values()), clock.total(),
+    staged = _staged_groups(job, groups, tally, target, checked, problems, clock.total())
+    log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(tally.read.values()), clock.total(),
              ", ".join(f"{k} {v:.1f}s" for k, v in clock.laps.items()))
     return Staged(tuple(staged), hash_sum)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Per (group, partition directory) its partition key and rows, and per group the rows read, expected
+    in the output and deleted: from the sort's first pass and the merge."""
+
+    parts: dict[tuple[int, str], tuple[str, int]] = dataclasses.field(default_factory=dict)
+    read: dict[int, int] = dataclasses.field(default_factory=dict)
+    expected: dict[int, int] = dataclasses.field(default_factory=dict)
+    deleted: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +439,7 @@ def _input_hash_sum(job: JobPlan, inputs: Inputs, first: FirstPass, placed: Plac
     return hash_sum
 
 
-def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: FirstPass, target: str,
+def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: Tally, target: str,
                    checked: Checked, problems: Mapping[int, tuple[int, int]], seconds: float) -> list[StagedGroup]:
     """Per group, its staged files with the figures read back, as the manifest records them."""
     keyed = job.plan.keys is not None

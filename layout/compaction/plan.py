@@ -51,6 +51,10 @@ class InputFile(Frozen):
     # the footer, by the prepare step; None before): how large a write task's piece may be.
     value_bytes: int | None = None
     sequence_number: int = 0  # its data sequence number: which delete files apply to it (`layout.read.deletes`)
+    # The lakesort run that wrote it under the plan's layout (its snapshot summary's run id), so sorted by the
+    # plan's keys; None for other writers' files and older layouts. A group of such files only is merged, not
+    # sorted, when their page indexes agree (jobs/compaction/merge.py).
+    sorted_run: str | None = None
 
 
 class DeleteInput(Frozen):

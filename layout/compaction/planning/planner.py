@@ -246,7 +246,8 @@ def plan_rewrite(
                 decision, chosen = decision.model_copy(update={"action": "refuse", "reasons": (refusal,)}), []
         decisions.append(decision)
         if decision.action == "rewrite":
-            groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups), deletes, table))
+            groups.extend(_pack(label, chosen, spec, decision.reasons, len(groups), deletes, table,
+                                runs=_runs_of(chosen, ours, layout_hash)))
     snapshot = table.current_snapshot()
     plan = RewritePlan(
         run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
@@ -452,10 +453,17 @@ def _decide_runs(
     return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), [e for e in data if e.path in chosen]
 
 
+def _runs_of(files: Sequence[_Entry], ours: dict[int, dict[str, str]], layout_hash: str) -> dict[str, str]:
+    """Per file lakesort wrote under this layout (so sorted by its keys), the run that wrote it."""
+    return {e.path: run for e in files for run, written in [_stamp(e, ours)] if run and written == layout_hash}
+
+
 def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int,
-          deletes: Mapping[str, tuple[DeleteFile, ...]] | None = None, table: Table | None = None) -> list[RewriteGroup]:
+          deletes: Mapping[str, tuple[DeleteFile, ...]] | None = None, table: Table | None = None, *,
+          runs: Mapping[str, str] | None = None) -> list[RewriteGroup]:
     """Whole overlap components, in key order, packed into groups of at most max_group_size bytes; each group
-    with the delete files that apply to its inputs."""
+    with the delete files that apply to its inputs, each input with its sorted run (`runs`)."""
+    runs = runs or {}
     deletes = deletes or {}
     groups: list[list[_Entry]] = []
     size = 0
@@ -474,7 +482,8 @@ def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[st
             group_id=start + i, partition=label,
             inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi),
                                    ranges=e.ranges, spec_id=e.spec_id, partition_key=e.partition_key,
-                                   sequence_number=e.sequence_number) for e in members),
+                                   sequence_number=e.sequence_number, sorted_run=runs.get(e.path))
+                   for e in members),
             output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
             deletes=delete_inputs(members, deletes, table),
         ))

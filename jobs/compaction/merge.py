@@ -1,0 +1,235 @@
+"""Groups whose inputs are all sorted runs, merged without a shuffle and without a sort
+(`layout.compaction.executor.merge_runs`): which groups qualify (`plan_merges`), and their write
+(`write_merges`).
+
+A group qualifies when its rows need nothing but a merge: a linear order, no merge rule (keyed tables keep one
+row per key), no deletes, every input read natively (its schema is the table's, by name, id and type) under the
+current partition spec and in one partition, every column primitive, keys the merge orders as Spark does
+(`merge_runs.mergeable_keys`), and every input a lakesort run of the plan's layout (`InputFile.sorted_run`,
+from the runs' snapshot summaries) whose page index says it is sorted (`merge_runs.key_pages`, in the
+executors, one task per few files: no data page is read). The rest go through the sort.
+
+The write: one Spark task per key-range slice (`merge_runs.plan_slices`), each reading the pages of each run
+that overlap its slice and merging them with the loser tree (`mapInArrow`: no exchange in the plan), written
+by Spark's Parquet writer with the spec's options into a directory of its own, a file per slice, then moved
+into its group's and partition's directory as the sort path's files are. The fingerprint is observed on the
+merged rows as the sort path observes its input (`InputFingerprint`, salted with the group), their count
+checked against the manifests' rows; the read-back, the proof against the manifests' statistics, verify and
+commit are the same as for sorted groups. A file found unsorted while merging (by a key after the first, which
+the page index cannot show) fails the merge with `MergeUnsorted`: the job then sorts every group instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from layout.compaction.executor.merge_runs import (
+    KeyPages,
+    Slice,
+    bytes_read,
+    key_pages,
+    merge_slice,
+    mergeable_keys,
+    plan_slices,
+)
+from layout.compaction.executor.partitions import GROUP, PART, key_dir
+from layout.io import resolve
+
+from .fingerprints import InputFingerprint
+from .read import is_local
+from .schema import as_declared
+from .spark_versions import arrow_schema
+from .storage import configured
+from .write import hadoop_fs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from layout.compaction.plan import RewriteGroup
+
+    from .job_plan import JobPlan
+
+log = logging.getLogger("lakesort.compact")
+
+MERGE_CONF = "spark.lakesort.compact.mergeRuns"  # "false": every group is sorted, as before merges existed
+MERGED_DIR = "_merged"  # below the write's directory: a file per slice, moved into their groups' directories
+UNSORTED = "lakesort: a sorted run is not sorted"  # the executors' error, found in Spark's by the driver
+
+
+class MergeUnsorted(RuntimeError):
+    """A run read while merging was not sorted by the keys: the job sorts instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergePlan:
+    """The groups merged, each with its files' page tables and its slices, and why others are sorted."""
+
+    groups: tuple[RewriteGroup, ...]
+    files: Mapping[int, tuple[KeyPages, ...]]  # per group id, its inputs' page tables, in its inputs' order
+    slices: Mapping[int, tuple[Slice, ...]]
+    sorted_instead: Mapping[int, str]  # group id -> why it is sorted (groups that were candidates only)
+
+    @property
+    def ids(self) -> set[int]:
+        return {g.group_id for g in self.groups}
+
+    def bytes_read(self) -> int:
+        return sum(bytes_read(self.files[gid], self.slices[gid]) for gid in self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """What the merge wrote: per (group, partition directory) its partition key and rows, rows per group, and
+    the fingerprint observed on the merged rows."""
+
+    parts: dict[tuple[int, str], tuple[str, int]]
+    rows: dict[int, int]
+    hash_sum: int
+
+
+def why_not(job: JobPlan, group: RewriteGroup) -> str | None:
+    """Why `group` cannot be merged, from the plan alone (None: it may be, if its runs' page indexes agree)."""
+    plan = job.plan
+    if plan.strategy != "linear":
+        return f"the layout is a {plan.strategy} curve"
+    if plan.keys is not None:
+        return "the table is keyed (one row per key is kept)"
+    if group.deletes:
+        return "deletes apply to its inputs"
+    if len(group.inputs) < 2:
+        return "it has one input"
+    if not all(f.sorted_run for f in group.inputs):
+        return "an input is no sorted run of this layout"
+    if not all(f.spark_native for f in group.inputs):
+        return "an input's schema differs from the table's"
+    if len({(f.spec_id, f.partition_key) for f in group.inputs}) > 1 or group.inputs[0].spec_id != plan.partition_spec_id:
+        return "its inputs span partitions or specs"
+    nested = [f.name for f in job.spark_schema.fields if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType))]
+    if nested:
+        return f"column {nested[0]} is nested"
+    types = {f.name: f.dataType for f in job.spark_schema.fields}
+    return mergeable_keys(plan.sort_keys, [arrow_schema(T.StructType([T.StructField("k", types[k.column])]))[0].type
+                                           for k in plan.sort_keys])
+
+
+def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]) -> MergePlan | None:
+    """The groups to merge (None: none), their inputs' page tables read in the executors, and their slices."""
+    if spark.conf.get(MERGE_CONF, "true").lower() == "false":
+        return None
+    candidates = [g for g in groups if why_not(job, g) is None]
+    if not candidates:
+        return None
+    t0 = time.perf_counter()
+    keys = [k.column for k in job.plan.sort_keys]
+    paths = [(f.path, f.size) for g in candidates for f in g.inputs]
+    pages = configured(job.plan.table_location, dict(job.plan.io_properties))(key_pages)
+    tasks = max(1, min(len(paths), 2 * spark.sparkContext.defaultParallelism))
+    found = dict(zip([p for p, _ in paths], spark.sparkContext.parallelize(paths, tasks).map(
+        lambda ps: pages(ps[0], ps[1], keys)).collect(), strict=True))
+    merged, files, slices, instead = [], {}, {}, {}
+    for g in candidates:
+        tables = tuple(found[f.path] for f in g.inputs)
+        unsorted = next((t for t in tables if t.unsorted), None)
+        if unsorted is not None:
+            instead[g.group_id] = f"{unsorted.path}: {unsorted.unsorted}"
+            continue
+        merged.append(g)
+        files[g.group_id] = tables
+        slices[g.group_id] = tuple(plan_slices(tables, g.output_files))
+    plan = MergePlan(groups=tuple(merged), files=files, slices=slices, sorted_instead=instead)
+    for gid, why in sorted(instead.items())[:5]:
+        log.info("group %d is sorted, not merged: %s", gid, why)
+    if merged:
+        total = sum(g.bytes for g in merged)
+        log.info("merging %d group(s) of sorted runs without a shuffle: %d file(s), %d slice(s), %.1f of %.1f MiB "
+                 "to read (whole row groups), page indexes read in %.1fs", len(merged),
+                 sum(len(g.inputs) for g in merged), sum(len(s) for s in slices.values()),
+                 plan.bytes_read() / 2**20, total / 2**20, time.perf_counter() - t0)
+    return plan if merged else None
+
+
+def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: str) -> Merged:
+    """Every slice merged and written, a file each, into its group's directories under `target`."""
+    work = [(g.group_id, key_dir(g.inputs[0].partition_key), g.inputs[0].partition_key, tuple(f.path for f in g.inputs),
+             s) for g in merges.groups for s in merges.slices[g.group_id]]
+    columns = list(job.columns)
+    keys = [k.column for k in job.plan.sort_keys]
+    schema = arrow_schema(job.spark_schema)
+    out_schema = T.StructType([*job.spark_schema.fields, T.StructField(GROUP, T.IntegerType(), False)])
+    group_type = pa.int32()
+
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                gid, _, _, paths, piece = work[index]
+                try:
+                    for merged in merge_slice(piece, paths, columns, keys, schema):
+                        group = pa.array([gid] * merged.num_rows, group_type)
+                        yield pa.RecordBatch.from_arrays([*merged.columns, group], [*columns, GROUP])
+                except Exception as exc:
+                    if "not sorted" in str(exc):
+                        raise RuntimeError(f"{UNSORTED}: {exc}") from exc
+                    raise
+
+    merge = configured(job.plan.table_location, dict(job.plan.io_properties))(merge)
+    slices = spark.range(len(work), numPartitions=len(work)).select(F.col("id").cast("int").alias("slice"))
+    rows = slices.mapInArrow(merge, out_schema)
+    fingerprint = InputFingerprint(rows, list(job.columns))
+    declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in job.spark_schema.fields]
+    flat = f"{target}/{MERGED_DIR}"
+    try:
+        fingerprint.observed.select(*declared).write.mode("overwrite").options(**job.plan.writer_options).parquet(flat)
+    except Exception as exc:
+        if UNSORTED in str(exc):
+            reason = str(exc).split(UNSORTED, 1)[1].split("\n", 1)[0]
+            raise MergeUnsorted(f"a sorted run is not sorted by {', '.join(keys)}{reason}") from exc
+        raise
+    expected = {g.group_id: g.rows for g in merges.groups}
+    _, hash_sum = fingerprint.result(sum(expected.values()))
+    _place(spark, job, flat, target, [(gid, part) for gid, part, *_ in work])
+    parts: dict[tuple[int, str], tuple[str, int]] = {}
+    for g in merges.groups:
+        parts[(g.group_id, key_dir(g.inputs[0].partition_key))] = (g.inputs[0].partition_key, g.rows)
+    return Merged(parts=parts, rows=expected, hash_sum=hash_sum)
+
+
+def _place(spark: SparkSession, job: JobPlan, flat: str, target: str, slots: Sequence[tuple[int, str]]) -> None:
+    """Each task's file (`part-<task>-...`) moved into its group's and partition's directory; list and map
+    field ids need no patching (merged groups have no nested columns)."""
+    moves = []
+    if is_local(flat):
+        filesystem, root = resolve(flat)
+        _, dest = resolve(target)
+        names = [Path(i.path).name for i in filesystem.get_file_info(pafs.FileSelector(root))]
+        for name in names:
+            if name.endswith(".parquet"):
+                gid, part = slots[int(name.split("-", 2)[1])]
+                directory = f"{dest}/{GROUP}={gid}/{PART}={part}"
+                filesystem.create_dir(directory, recursive=True)
+                filesystem.move(f"{root}/{name}", f"{directory}/{name}")
+                moves.append(name)
+                if f".{name}.crc" in names:
+                    filesystem.move(f"{root}/.{name}.crc", f"{directory}/.{name}.crc")
+        filesystem.delete_dir(root)
+    else:
+        fs, path = hadoop_fs(spark, flat)
+        for status in fs.listStatus(path(flat)):
+            name = status.getPath().getName()
+            if name.endswith(".parquet"):
+                gid, part = slots[int(name.split("-", 2)[1])]
+                fs.mkdirs(path(f"{target}/{GROUP}={gid}/{PART}={part}"))
+                if not fs.rename(status.getPath(), path(f"{target}/{GROUP}={gid}/{PART}={part}/{name}")):
+                    raise RuntimeError(f"{flat}/{name}: could not move it to {target}/{GROUP}={gid}/{PART}={part}")
+                moves.append(name)
+        fs.delete(path(flat), True)
+    log.info("merged groups: %d file(s) placed in their groups' directories", len(moves))

@@ -1,0 +1,157 @@
+"""Sorted runs merged without a shuffle (jobs/compaction/merge.py), through the real pipeline on the test
+session's Spark: the runs lakesort wrote on three nights merged into one by a full compaction, with the same
+rows as pyiceberg reads them (by field id, floats bit for bit), every output sorted by the keys, and no
+exchange in the job; a run that is not sorted by its second key found while merging, and the groups sorted
+instead; the merge switched off by Spark conf."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from lossless import OWNER, assert_same, by_field_id, in_process_submit, job_part, load_job, run
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DateType, DoubleType, LongType, NestedField, StringType, TimestamptzType
+
+import layout.compaction.pipeline.driver
+from layout.catalog import stamp_of
+from layout.io import resolve
+from layout.parquet import BoundaryOrder, ParquetFile
+from layout.spec import parse_spec
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True), NestedField(2, "day", DateType()),
+    NestedField(3, "name", StringType()), NestedField(4, "price", DoubleType()),
+    NestedField(5, "ts", TimestamptzType()), NestedField(6, "region", StringType()),
+)
+MERGED = "merging"  # what the job logs when it merges groups (`merge.plan_merges`)
+
+
+@pytest.fixture
+def job_here(spark, monkeypatch):
+    monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, load_job()))
+
+
+def _spec(name: str, **extra):
+    doc = {"table": name, "owner": OWNER, "sort": {"keys": [{"column": "day"}, {"column": "id"}]},
+           "target_file_size": "64KiB", "max_sorted_runs": 8, "writer": {"page_row_count_limit": 500}}
+    doc.update(extra)
+    return parse_spec(doc, source="test")
+
+
+def _rows(start: int, n: int, rng: random.Random) -> pa.Table:
+    ids = list(range(start, start + n))
+    rng.shuffle(ids)
+    day0 = dt.date(2024, 1, 1)
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "day": pa.array([day0 + dt.timedelta(days=i * 37 % 90) for i in ids], pa.date32()),
+        "name": pa.array([None if i % 13 == 0 else f"name-{i * 7919 % 10007}" for i in ids]),
+        "price": pa.array([float("nan") if i % 17 == 0 else -0.0 if i % 19 == 0 else i * 0.25 for i in ids]),
+        "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i * 61) for i in ids],
+                       pa.timestamp("us", tz="UTC")),
+        "region": pa.array([("north", "south")[i % 2] for i in ids]),
+    }, schema=SCHEMA.as_arrow())
+
+
+def _nights(cat, name: str, partitioned: bool) -> object:
+    """The table after three nights: each appended rows (fewer each night, so the policy keeps every run)
+    and compacted without force: three sorted runs per partition."""
+    spec = PartitionSpec(PartitionField(6, 1000, IdentityTransform(), "region")) if partitioned else PartitionSpec()
+    table = cat.create_table(name, SCHEMA, partition_spec=spec)
+    rng = random.Random(7)
+    start = 0
+    for n in (9_000, 3_000, 1_000):
+        table.append(_rows(start, n, rng))
+        start += n
+        run(name, spec=_spec(name), force=False)
+        table = table.refresh()
+    return table
+
+
+def _sorted_outputs(table) -> int:
+    files = [t.file.file_path for t in table.scan().plan_files()]
+    for path in files:
+        filesystem, inner = resolve(path)
+        rows = pq.read_table(inner, filesystem=filesystem, columns=["day", "id"]).to_pylist()
+        keys = [(r["day"], r["id"]) for r in rows]
+        assert keys == sorted(keys), f"{path} is not sorted by (day, id)"
+        pf = ParquetFile.open(inner, filesystem)
+        for rg in range(pf.num_row_groups):
+            index = pf.column_index(rg, "day")
+            assert index is not None and (len(index.null_pages) == 1 or index.boundary_order == BoundaryOrder.ASCENDING)
+    return len(files)
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "by-region"])
+def test_runs_are_merged_without_a_shuffle_and_nothing_is_lost(iceberg_catalog, job_here, spark, caplog,
+                                                              partitioned):
+    iceberg_catalog.create_namespace("t")
+    name = "t.runs"
+    table = _nights(iceberg_catalog, name, partitioned)
+    runs = {stamp_of(t.file.file_path) for t in table.scan().plan_files()}
+    assert len(runs) >= 2, f"three nights should leave sorted runs, found {runs}"
+    before = by_field_id(table)
+    caplog.set_level(logging.INFO, logger="lakesort.compact")
+    caplog.clear()
+    result = run(name, spec=_spec(name), force=True)
+    assert any(MERGED in r.getMessage() for r in caplog.records), "the full compaction sorted instead of merging"
+    table = table.refresh()
+    assert result.files_removed > 0
+    assert_same(before, by_field_id(table))
+    assert _sorted_outputs(table) >= (4 if partitioned else 2)  # 64 KiB files: several slices per group
+
+
+def test_a_run_not_sorted_by_its_second_key_is_sorted_instead(iceberg_catalog, job_here, spark, caplog, tmp_path,
+                                                             monkeypatch):
+    """Two files sorted by `day` (their page indexes say so) but not by `id` within a day: the loser tree finds
+    it while merging, and the job sorts every group instead, with a warning in the manifest."""
+    iceberg_catalog.create_namespace("t")
+    table = iceberg_catalog.create_table("t.liar", SCHEMA)
+    rng = random.Random(3)
+    paths = []
+    for k in range(2):
+        data = _rows(k * 2_000, 2_000, rng)
+        data = data.sort_by([("day", "ascending")])  # ids shuffled within each day
+        path = tmp_path / f"liar{k}.parquet"
+        pq.write_table(data, path, write_page_index=True, max_rows_per_page=200)
+        paths.append(str(path))
+    table.add_files(paths)
+    table = table.refresh()
+    before = by_field_id(table)
+    merge = job_part("merge")
+    real = merge.why_not
+    # These files are other writers' (no lakesort run): take them as runs, so the merge is attempted.
+    monkeypatch.setattr(merge, "why_not", lambda job, group: real(job, group.model_copy(update={
+        "inputs": tuple(f.model_copy(update={"sorted_run": "liar"}) for f in group.inputs)})))
+    caplog.set_level(logging.INFO, logger="lakesort.compact")
+    run("t.liar", spec=_spec("t.liar"), force=True)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(MERGED in m for m in messages)
+    assert any("not sorted" in m and "sorting every group instead" in m for m in messages), messages[-5:]
+    table = table.refresh()
+    assert_same(before, by_field_id(table))
+    _sorted_outputs(table)
+
+
+def test_the_merge_can_be_switched_off(iceberg_catalog, job_here, spark, caplog):
+    iceberg_catalog.create_namespace("t")
+    table = _nights(iceberg_catalog, "t.off", partitioned=False)
+    before = by_field_id(table)
+    caplog.set_level(logging.INFO, logger="lakesort.compact")
+    caplog.clear()
+    spark.conf.set("spark.lakesort.compact.mergeRuns", "false")
+    try:
+        run("t.off", spec=_spec("t.off"), force=True)
+    finally:
+        spark.conf.unset("spark.lakesort.compact.mergeRuns")
+    assert not any(MERGED in r.getMessage() for r in caplog.records)
+    assert_same(before, by_field_id(table.refresh()))
