@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from functools import cache
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout.catalog import stamp_of, stamped_dir
 from layout.compaction.planning.planner import RUN_ID, SPEC_HASH, _decide, _Entry
-from layout.compaction.planning.sorted_runs import RUN_SIZE_RATIO, SortedRun, runs_to_merge, sorted_runs
+from layout.compaction.planning.sorted_runs import (
+    MERGE_GROWTH,
+    SortedRun,
+    merge_order,
+    runs_to_merge,
+    sorted_runs,
+)
 from layout.spec import parse_spec
 
 
@@ -45,13 +51,16 @@ def test_runs_come_from_the_commits_that_wrote_the_files_newest_first():
 
 
 def test_examples():
-    # A small new run next to a huge compacted one: nothing merged, two runs.
+    # A free slot: the new files become a run of their own, whatever the sizes.
     assert runs_to_merge(1, [run(100)], 4) == 0
-    # Equal small runs merge (each at most twice what is gathered), the big base stays.
-    assert runs_to_merge(1, [run(1, 3), run(2, 2), run(100, 1)], 4) == 2
-    # Too many runs: the newest ones merge until at most max remain.
-    assert runs_to_merge(1, [run(50, 4), run(60, 3), run(70, 2), run(100, 1)], 4) == 1
-    assert runs_to_merge(1, [run(50, 4), run(60, 3), run(70, 2), run(100, 1)], 2) == 3
+    assert runs_to_merge(1, [run(1, 3), run(2, 2), run(100, 1)], 4) == 0
+    # Full: the smallest run joins, and the next smallest too when at most twice the size of the biggest
+    # joining (runs come in any order: `merge_order` is smallest first).
+    assert runs_to_merge(1, [run(50, 4), run(60, 3), run(70, 2), run(1000, 1)], 4) == 2
+    assert runs_to_merge(1, [run(50, 4), run(160, 3), run(70, 2), run(1000, 1)], 4) == 2
+    assert runs_to_merge(1, [run(50, 4), run(160, 3), run(170, 2), run(1000, 1)], 4) == 1
+    assert [r.bytes for r in merge_order([run(50, 4), run(160, 3), run(70, 2)])] == [50, 70, 160]
+    assert runs_to_merge(1, [run(50, 4), run(60, 3), run(70, 2), run(1000, 1)], 2) == 3
     # Nothing new: runs merge only when there are too many, and then at least two.
     assert runs_to_merge(0, [run(5, 2), run(100, 1)], 4) == 0
     assert runs_to_merge(0, [run(5, 3), run(6, 2), run(100, 1)], 2) == 2
@@ -73,58 +82,161 @@ def test_the_partition_never_holds_more_than_max_runs_and_merges_are_minimal(new
         assert after <= max_runs
     else:
         assert merged == 0  # a rerun with nothing new does nothing
-    # Brute force: the fewest newest runs that satisfy the size ratio (each run joining is at most (1 + ratio)
-    # times what is gathered before it) and the count.
+    # Brute force: the fewest runs that keep the count, and one more when the next smallest is at most
+    # MERGE_GROWTH times the biggest joining.
     if new:
-        gathered, by_ratio = new, 0
-        for r in runs:
-            if r.bytes > gathered * (1 + RUN_SIZE_RATIO):
-                break
-            gathered, by_ratio = gathered + r.bytes, by_ratio + 1
-        assert merged == max(by_ratio, len(runs) + 1 - max_runs)
+        forced = max(0, len(runs) + 1 - max_runs)
+        ordered = sorted(existing)
+        grows = 0 < forced < len(ordered) and ordered[forced] <= MERGE_GROWTH * ordered[forced - 1]
+        assert merged == forced + grows
 
 
 def simulate(nights: list[int], base: int, max_runs: int) -> tuple[float, int]:
-    """Bytes written per byte appended over the nights, and the most runs a partition held."""
+    """Bytes written per byte appended over the nights, and the most runs a partition held; each night merges
+    the runs `runs_to_merge` counts in `merge_order`, as the planner does."""
+    return _simulate(nights, base, max_runs)[0]
+
+
+def _simulate(nights: list[int], base: int, max_runs: int) -> tuple[tuple[float, int], list[int]]:
     runs = [run(base, 0, "base")] if base else []
     written = most = 0
+    so_far = []
     for night, size in enumerate(nights, start=1):
-        merged = runs_to_merge(size, runs, max_runs)
-        new = SortedRun(f"n{night}", (F(f"n{night}", size + sum(r.bytes for r in runs[:merged]), night, night),))
+        ordered = merge_order(runs)
+        merged = runs_to_merge(size, ordered, max_runs)
+        new = SortedRun(f"n{night}", (F(f"n{night}", size + sum(r.bytes for r in ordered[:merged]), night, night),))
         written += new.bytes
-        runs = [new, *runs[merged:]]
+        runs = [new, *ordered[merged:]]
         most = max(most, len(runs))
-    return written / sum(nights), most
+        so_far.append(written)
+    return (written / sum(nights), most), so_far
 
 
-@cache
-def _least(nights_left: int, slots: int, state: tuple[int, ...]) -> int:
-    """The least bytes any policy writes over `nights_left` unit appends, at most `slots` runs besides a
-    base that is never merged (exhaustive over every subset of runs to merge)."""
-    if nights_left == 0:
-        return 0
-    best = None
-    for k in range(len(state) + 1):
-        for chosen in set(itertools.combinations(range(len(state)), k)):
-            merged = 1 + sum(state[i] for i in chosen)
-            rest = tuple(sorted([state[i] for i in range(len(state)) if i not in chosen] + [merged]))
-            if len(rest) <= slots:
-                cost = merged + _least(nights_left - 1, slots, rest)
-                best = cost if best is None else min(best, cost)
-    return best
+# ---- the oracle: the least any merge policy writes, knowing every night in advance ------------------------
 
 
-def test_thirty_nights_rewrite_each_byte_a_few_times_near_the_best_possible():
-    """One equal append a night for 30 nights beside a large compacted run, at most 4 runs: the policy writes
-    3.43 bytes per byte appended (a rewrite of the whole partition each night: 30 nights x (base + growth));
-    knowing the future, the least is 2.97."""
+def least_bytes(nights: tuple[int, ...], max_runs: int) -> int:
+    """The least bytes any merge policy writes over `nights` (each night's appended bytes), exhaustively.
+
+    The model (issue #38's; it gives 1.80 over 10 equal nights and 2.97 over 30 at 4 runs): the partition
+    starts with the run of its first compaction, which holds one of the `max_runs` slots and is never merged
+    (it is much bigger than a night; that first compaction is not counted). Each night the new bytes are
+    written once, into one new run, together with any chosen subset of the other runs (merged straight into
+    it: a run merged is written again whole); afterwards at most `max_runs - 1` runs besides the base remain.
+    Merges happen only at nights. Cost: all bytes written; divided by the bytes appended, the amplification
+    (so at least 1). Dynamic programming over the multiset of run sizes after each night."""
+    slots = max_runs - 1
+
+    @cache
+    def least(night: int, state: tuple[int, ...]) -> int:
+        if night == len(nights):
+            return 0
+        best = None
+        for k in range(len(state) + 1):
+            if len(state) - k + 1 > slots:
+                continue
+            for chosen in itertools.combinations(range(len(state)), k):
+                merged = nights[night] + sum(state[i] for i in chosen)
+                rest = tuple(sorted([s for i, s in enumerate(state) if i not in chosen] + [merged]))
+                cost = merged + least(night + 1, rest)
+                best = cost if best is None or cost < best else best
+        return best
+
+    return least(0, ())
+
+
+def test_the_oracle_gives_the_issue_s_figures_and_brute_force_agrees():
+    assert least_bytes((1,) * 10, 4) / 10 == pytest.approx(1.80)
+    assert least_bytes((1,) * 30, 4) / 30 == pytest.approx(2.97, abs=0.005)  # 89 / 30
+    assert least_bytes((1,) * 30, 2) == sum(range(1, 31))  # one slot: every night rewrites everything since
+    assert least_bytes((5, 7, 1), 8) == 13  # slots to spare: each byte written once
+    # Brute force over every sequence of choices, with no memo and no canonical order of the runs.
+    nights, max_runs = (4, 2, 270, 5), 3
+
+    def every(night: int, state: list[int]) -> int:
+        if night == len(nights):
+            return 0
+        costs = []
+        for k in range(len(state) + 1):
+            for chosen in itertools.combinations(range(len(state)), k):
+                merged = nights[night] + sum(state[i] for i in chosen)
+                rest = [s for i, s in enumerate(state) if i not in chosen] + [merged]
+                if len(rest) <= max_runs - 1:
+                    costs.append(merged + every(night + 1, rest))
+        return min(costs)
+
+    # Two slots: the two small nights merged straight into the big one, the last alone.
+    assert least_bytes(nights, max_runs) == every(0, []) == 4 + 2 + (270 + 4 + 2) + 5
+
+
+def online_within(ratio: float, max_runs: int, horizon: int) -> int | None:
+    """Whether any online policy (one that cannot tell how many equal nights are still to come) writes at most
+    `ratio` times `least_bytes` after every night 1..horizon: None if one does, else the night every
+    policy has failed by (exhaustive: each night, every state reachable within the bound, at its least cost)."""
+    states = {(): 0}
+    for night in range(1, horizon + 1):
+        bound = ratio * least_bytes((1,) * night, max_runs)
+        reached: dict[tuple[int, ...], int] = {}
+        for state, cost in states.items():
+            for k in range(len(state) + 1):
+                for chosen in set(itertools.combinations(range(len(state)), k)):
+                    merged = 1 + sum(state[i] for i in chosen)
+                    rest = tuple(sorted([s for i, s in enumerate(state) if i not in chosen] + [merged]))
+                    if len(rest) < max_runs and cost + merged <= bound + 1e-9 and cost + merged < reached.get(
+                            rest, cost + merged + 1):
+                        reached[rest] = cost + merged
+        if not reached:
+            return night
+        states = reached
+    return None
+
+
+def test_equal_nights_near_the_optimum_and_near_the_best_any_online_policy_can_do():
+    """Issue #38's figures, 10 and 30 equal nights at 4 runs, within 1.2x; over every horizon of 1-30 nights
+    at 2-6 runs within 1.28x, where no online policy can promise 1.2x (at 3-5 runs)."""
+    amplification, most = simulate([1] * 10, base=10_000, max_runs=4)
+    assert (amplification, most) == (pytest.approx(2.00), 4)  # 1.11x the optimum (1.80)
+    amplification, most = simulate([1] * 30, base=10_000, max_runs=4)
+    assert amplification == pytest.approx(3.37, abs=0.005) and most == 4  # 1.13x the optimum (2.97)
+    worst = {}
+    for max_runs in range(2, 7):
+        _, written = _simulate([1] * 30, 10_000, max_runs)
+        ratios = [w / least_bytes((1,) * n, max_runs) for n, w in enumerate(written, start=1)]
+        assert ratios[9] <= 1.25 and ratios[29] <= 1.25
+        worst[max_runs] = round(max(ratios), 2)
+    assert worst == {2: 1.0, 3: 1.27, 4: 1.27, 5: 1.25, 6: 1.24}
+    # No online policy is within 1.2x after every one of 30 nights at 3, 4 or 5 runs; the best possible worst
+    # ratio at 4 runs lies between 1.23 and 1.231.
+    assert online_within(1.2, 3, 30) == 9 and online_within(1.2, 4, 30) == 14 and online_within(1.2, 5, 30) == 30
+    assert online_within(1.23, 4, 30) is not None and online_within(1.231, 4, 30) is None
+
+
+def test_thirty_nights_rewrite_each_byte_a_few_times_far_below_full_rewrites():
     amplification, most = simulate([1] * 30, base=1000, max_runs=4)
-    best = _least(30, 3, ()) / 30
-    assert most <= 4
-    assert amplification == pytest.approx(3.43, abs=0.01)
-    assert best == pytest.approx(2.97, abs=0.01) and amplification <= 1.2 * best
+    assert most <= 4 and amplification == pytest.approx(3.37, abs=0.005)
     every_night_everything, _ = simulate([1] * 30, base=1000, max_runs=1)
     assert every_night_everything > 500  # the partition rewritten whole each night
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.integers(1, 1000), st.integers(90, 110)), min_size=1, max_size=6), st.integers(2, 5))
+def test_unequal_nights_against_the_oracle(nights, max_runs):
+    """Random nights (and runs of nearly equal ones) against the optimum knowing them all: within 1.2x at 2
+    runs (always optimal there), and within what an online policy can be held to when a big night may come
+    once the slots are full (measured worst: 1.59x at 3 runs, 1.42x at 4, 1.25x at 5)."""
+    amplification, most = simulate(nights, base=100 * sum(nights), max_runs=max_runs)
+    assert most <= max_runs
+    ratio = amplification * sum(nights) / least_bytes(tuple(nights), max_runs)
+    assert ratio <= {2: 1.0, 3: 1.8, 4: 1.6, 5: 1.4}[max_runs] + 1e-9, ratio
+
+
+def test_a_backfill_does_not_sit_in_the_way_of_the_nights_after_it():
+    """A big night arriving with slots to spare keeps its own run; the small nights after it merge among
+    themselves, never into it (the runs merged are the smallest, not the newest)."""
+    nights = [10, 9, 1000, 11, 10, 12, 9, 10]
+    amplification, most = simulate(nights, base=100_000, max_runs=4)
+    assert most <= 4
+    assert amplification * sum(nights) / least_bytes(tuple(nights), 4) <= 1.2
 
 
 @given(st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=40), st.integers(2, 6))
@@ -164,11 +276,16 @@ def test_a_night_s_append_becomes_a_run_of_its_own_beside_the_compacted_one():
     decision, chosen = decide([*BASE, entry("new", 100, 900, 300, 50)])  # snapshot 50: another writer's
     assert decision.action == "rewrite" and chosen == ["new"] and decision.sorted_runs == 1
     assert decision.overlap_depth == 2  # the new run overlaps the base: allowed up to max_sorted_runs
-    # The next nights: small runs merge with the new one, the base stays.
+    # The next nights: while a slot is free, each night's files are a run of their own.
     files = [*BASE, entry("run-2", 100, 900, 300, 2), entry("new", 50, 950, 300, 50)]
+    assert decide(files)[1] == ["new"]
+    # Four runs (the base among them) and a fifth night: the smallest run merges with the new files, and
+    # the next smallest too, at most twice its size; the big ones stay.
+    files = [*BASE, entry("run-2", 0, 900, 3000, 2), entry("run-3", 0, 900, 400, 3), entry("run-4", 0, 900, 300, 4),
+             entry("new", 50, 950, 300, 50)]
     decision, chosen = decide(files)
-    assert chosen == ["new", "run-2"] and any(r.startswith("merging the newest 1 of 2 sorted run(s)")
-                                              for r in decision.reasons)
+    assert chosen == ["new", "run-3", "run-4"] and any(r.startswith("merging the") and "2 of 4 sorted run(s)" in r
+                                                       for r in decision.reasons)
 
 
 def test_nothing_new_does_nothing_until_runs_are_too_many():
