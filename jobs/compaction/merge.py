@@ -152,7 +152,7 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     if merged:
         total = sum(g.bytes for g in merged)
         log.info("merging %d group(s) of sorted runs without a shuffle: %d file(s), %d slice(s), %.1f of %.1f MiB "
-                 "to read (whole row groups), page indexes read in %.1fs", len(merged),
+                 "to read (their pages), page indexes read in %.1fs", len(merged),
                  sum(len(g.inputs) for g in merged), sum(len(s) for s in slices.values()),
                  plan.bytes_read() / 2**20, total / 2**20, time.perf_counter() - t0)
     return plan if merged else None

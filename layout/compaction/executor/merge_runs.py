@@ -14,9 +14,8 @@ this module holding the parts that need no Spark:
    at page bounds weighted by rows (quantiles of the pages' upper bounds); for each slice and file the
    pages that may hold its keys, by binary search over the file's page bounds (both are non-decreasing in
    a sorted file), as row ranges per row group. Rows whose first key is null go to a slice of their own.
-3. `merge_slice`, in an executor per slice: each file's row ranges read (pyarrow reads whole row groups'
-   column chunks: it has no page-level reads, so a slice reads the row groups its pages are in), cut to
-   the slice's keys (lo < key <= hi), and the files' streams merged by the loser tree, which checks each
+3. `merge_slice`, in an executor per slice: each file's row ranges read page by page (`layout.parquet.excerpt`:
+   pyarrow alone reads whole column chunks), cut to the slice's keys (lo < key <= hi), and the files' streams merged by the loser tree, which checks each
    stream's order by all the keys as it goes (`InputError` when a file is not sorted: the job then sorts).
 
 Every row lands in exactly one slice: a non-null key k lies in one (lo, hi], and the page holding it has
@@ -32,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +42,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from layout.compaction.plan import SortKeyModel
+from layout.errors import InputError, ParquetError
 from layout.io import resolve
 from layout.parquet import ParquetFile, PhysicalType
+from layout.parquet.excerpt import read_rows
 from layout.parquet.format import BoundaryOrder
 from layout.read.merge import merge_sorted
 
@@ -192,8 +194,10 @@ def _slice(files: Sequence[KeyPages], lo: Any, hi: Any) -> Slice:
 
 
 def bytes_read(files: Sequence[KeyPages], slices: Sequence[Slice]) -> int:
-    """The compressed bytes the slices' reads take: whole row groups (see `merge_slice`)."""
-    return sum(files[i].group_bytes[rg] for s in slices for i, rg in {(r.file, r.row_group) for r in s.reads})
+    """About the compressed bytes the slices' reads take: each read's share of its row group's bytes by rows
+    (pages are read, not row groups: `layout.parquet.excerpt`)."""
+    return sum(files[r.file].group_bytes[r.row_group] * (r.stop - r.start) // max(1, files[r.file].group_rows[r.row_group])
+               for s in slices for r in s.reads)
 
 
 def merge_slice(piece: Slice, paths: Sequence[str], columns: Sequence[str], keys: Sequence[str],
@@ -203,32 +207,37 @@ def merge_slice(piece: Slice, paths: Sequence[str], columns: Sequence[str], keys
     by_file: dict[int, list[SliceRead]] = {}
     for r in piece.reads:
         by_file.setdefault(r.file, []).append(r)
-    streams = [_stream(paths[i], reads, list(columns), keys[0], piece) for i, reads in sorted(by_file.items())]
-    for batch in merge_sorted(streams, list(keys), batch_size=BATCH_ROWS):
-        yield batch.cast(schema)
+    order = sorted(by_file)
+    streams = [_stream(paths[i], by_file[i], list(columns), keys[0], piece) for i in order]
+    try:
+        for batch in merge_sorted(streams, list(keys), batch_size=BATCH_ROWS):
+            yield batch.cast(schema)
+    except InputError as exc:  # "stream i is not sorted ...": name the file
+        found = re.match(r"stream (\d+) ", str(exc))
+        raise InputError(f"{paths[order[int(found[1])]] if found else 'a run'}: {exc}") from exc
 
 
 def _stream(path: str, reads: Sequence[SliceRead], columns: list[str], first: str, piece: Slice
             ) -> Iterator[pa.RecordBatch]:
-    """One file's rows of the slice, in file order: its row ranges read, cut to the slice's first keys."""
+    """One file's rows of the slice, in file order: its row ranges read page by page (`layout.parquet.excerpt`)
+    where every chunk has an offset index, else by whole row groups, and cut to the slice's first keys."""
     filesystem, inner = resolve(path)
     with filesystem.open_input_file(inner) as handle:
-        pf = pq.ParquetFile(handle)
+        pf = ParquetFile.open(inner, filesystem)
+        leaves = [pf.column(c).index for c in columns]
+        pf.load_page_indexes(leaves)
+        whole = None
         for r in reads:
-            row = 0
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[r.row_group], columns=columns,
-                                         use_threads=False):
-                begin, end = max(r.start - row, 0), min(r.stop - row, batch.num_rows)
-                row += batch.num_rows
-                if end <= begin:
-                    if row >= r.stop:
-                        break
-                    continue
-                kept = _within(batch.slice(begin, end - begin), first, piece)
+            try:
+                rows = read_rows(pf, lambda offset, length: handle.read_at(length, offset), r.row_group, leaves,
+                                 r.start, r.stop)
+            except ParquetError:  # no offset index, or a nested column: the row group read whole
+                whole = whole or pq.ParquetFile(handle)
+                rows = whole.read_row_group(r.row_group, columns=columns, use_threads=False).slice(r.start, r.stop - r.start)
+            for batch in rows.select(columns).to_batches(max_chunksize=BATCH_ROWS):
+                kept = _within(batch, first, piece)
                 if kept.num_rows:
                     yield kept
-                if row >= r.stop:
-                    break
 
 
 def _within(batch: pa.RecordBatch, first: str, piece: Slice) -> pa.RecordBatch:

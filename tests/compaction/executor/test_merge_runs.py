@@ -99,8 +99,8 @@ def test_a_slice_reads_only_the_row_groups_its_keys_are_in(tmp_path) -> None:
     slices = plan_slices(files, 10)
     assert len(slices) == 10
     whole = sum(sum(f.group_bytes) for f in files)
-    # A slice boundary falls inside a row group of each file at most once: at most 2x, near 1x here.
-    assert bytes_read(files, slices) <= 1.25 * whole
+    # Pages, not row groups: a page either side of each boundary at most.
+    assert bytes_read(files, slices) <= 1.1 * whole
     for piece in slices:
         assert piece.rows <= 1_000 + 2 * 100  # a tenth of the rows, and a page either side per file
 
