@@ -31,8 +31,10 @@ nights 2.00 (optimum 1.80: 1.11x), 30 nights 3.37 (optimum 2.97: 1.13x). The wor
 horizon of 1-30 equal nights: 1.27x at 3 runs, 1.27x at 4, 1.25x at 5, 1.24x at 6 (and 1.0 at 2). No
 online policy can be within 1.2x at every horizon: the best possible worst ratio (exhaustive search over
 every online policy, same test file) is 1.27x at 3 runs, 1.23x at 4, 1.20x at 5, 1.18x at 6. Unequal
-nights cost more: a big night that arrives once the slots are full must be merged with something, which
-the oracle, seeing it coming, avoids (up to 1.6x at 3 runs in the tests' random nights, 1.4x at 4).
+nights cost more where big nights fill the slots and tiny ones follow, each rewriting the smallest big run
+(the oracle, seeing them coming, merged the big runs first; an online policy that did would pay whenever
+another big night followed instead): the worst sequences of up to 6 nights found are 2.22x at 3 runs, 1.64x
+at 4, 1.38x at 5. A backfill with slots to spare keeps a run of its own: later nights merge among themselves.
 The previous policy (merge the newest runs while each is at most twice what is gathered, from the first
 night on) wrote 2.60 over 10 equal nights (1.44x the optimum) and never used the fourth slot.
 """

@@ -145,11 +145,35 @@ def least_bytes(nights: tuple[int, ...], max_runs: int) -> int:
     return least(0, ())
 
 
+def least_equal(nights: int, max_runs: int) -> int:
+    """`least_bytes` of `nights` equal nights of 1 byte, from one table for every horizon (the same dynamic
+    program, by nights left rather than by night)."""
+    return _least_equal(nights, max_runs - 1, ())
+
+
+@cache
+def _least_equal(left: int, slots: int, state: tuple[int, ...]) -> int:
+    if left == 0:
+        return 0
+    best = None
+    for k in range(len(state) + 1):
+        if len(state) - k + 1 > slots:
+            continue
+        for chosen in set(itertools.combinations(range(len(state)), k)):
+            merged = 1 + sum(state[i] for i in chosen)
+            rest = tuple(sorted([s for i, s in enumerate(state) if i not in chosen] + [merged]))
+            cost = merged + _least_equal(left - 1, slots, rest)
+            best = cost if best is None or cost < best else best
+    return best
+
+
 def test_the_oracle_gives_the_issue_s_figures_and_brute_force_agrees():
     assert least_bytes((1,) * 10, 4) / 10 == pytest.approx(1.80)
     assert least_bytes((1,) * 30, 4) / 30 == pytest.approx(2.97, abs=0.005)  # 89 / 30
     assert least_bytes((1,) * 30, 2) == sum(range(1, 31))  # one slot: every night rewrites everything since
     assert least_bytes((5, 7, 1), 8) == 13  # slots to spare: each byte written once
+    assert [least_equal(n, k) for n in (7, 12) for k in (3, 5)] == [least_bytes((1,) * n, k) for n in (7, 12)
+                                                                      for k in (3, 5)]
     # Brute force over every sequence of choices, with no memo and no canonical order of the runs.
     nights, max_runs = (4, 2, 270, 5), 3
 
@@ -175,7 +199,7 @@ def online_within(ratio: float, max_runs: int, horizon: int) -> int | None:
     policy has failed by (exhaustive: each night, every state reachable within the bound, at its least cost)."""
     states = {(): 0}
     for night in range(1, horizon + 1):
-        bound = ratio * least_bytes((1,) * night, max_runs)
+        bound = ratio * least_equal(night, max_runs)
         reached: dict[tuple[int, ...], int] = {}
         for state, cost in states.items():
             for k in range(len(state) + 1):
@@ -201,7 +225,7 @@ def test_equal_nights_near_the_optimum_and_near_the_best_any_online_policy_can_d
     worst = {}
     for max_runs in range(2, 7):
         _, written = _simulate([1] * 30, 10_000, max_runs)
-        ratios = [w / least_bytes((1,) * n, max_runs) for n, w in enumerate(written, start=1)]
+        ratios = [w / least_equal(n, max_runs) for n, w in enumerate(written, start=1)]
         assert ratios[9] <= 1.25 and ratios[29] <= 1.25
         worst[max_runs] = round(max(ratios), 2)
     assert worst == {2: 1.0, 3: 1.27, 4: 1.27, 5: 1.25, 6: 1.24}
@@ -218,16 +242,27 @@ def test_thirty_nights_rewrite_each_byte_a_few_times_far_below_full_rewrites():
     assert every_night_everything > 500  # the partition rewritten whole each night
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(st.lists(st.one_of(st.integers(1, 1000), st.integers(90, 110)), min_size=1, max_size=6), st.integers(2, 5))
 def test_unequal_nights_against_the_oracle(nights, max_runs):
-    """Random nights (and runs of nearly equal ones) against the optimum knowing them all: within 1.2x at 2
-    runs (always optimal there), and within what an online policy can be held to when a big night may come
-    once the slots are full (measured worst: 1.59x at 3 runs, 1.42x at 4, 1.25x at 5)."""
+    """Random nights (and runs of nearly equal ones) against the optimum knowing them all: optimal at 2 runs;
+    above, within what an online policy can be held to when small nights follow big ones once the slots are
+    full (the worst found by a search for bad sequences of at most 6 nights: 2.22x at 3 runs, 1.64x at 4,
+    1.38x at 5; see the next test)."""
     amplification, most = simulate(nights, base=100 * sum(nights), max_runs=max_runs)
     assert most <= max_runs
     ratio = amplification * sum(nights) / least_bytes(tuple(nights), max_runs)
-    assert ratio <= {2: 1.0, 3: 1.8, 4: 1.6, 5: 1.4}[max_runs] + 1e-9, ratio
+    assert ratio <= {2: 1.0, 3: 2.3, 4: 1.7, 5: 1.45}[max_runs] + 1e-9, ratio
+
+
+def test_the_price_of_not_knowing_the_nights_to_come():
+    """The worst sequences a search found: big nights fill the slots, then tiny ones each rewrite the
+    smallest big run. The oracle, seeing the tiny nights coming, merged the big runs together first; an
+    online policy doing that would pay for it whenever another big night follows instead."""
+    for nights, max_runs, ratio in (([483, 1000, 1, 1, 15, 1], 3, 2.22), ([463, 1000, 1000, 1, 39, 1], 4, 1.64),
+                                    ([1000, 499, 1000, 1000, 1, 1], 5, 1.37)):
+        amplification, _ = simulate(nights, base=100 * sum(nights), max_runs=max_runs)
+        assert amplification * sum(nights) / least_bytes(tuple(nights), max_runs) == pytest.approx(ratio, abs=0.005)
 
 
 def test_a_backfill_does_not_sit_in_the_way_of_the_nights_after_it():
