@@ -87,7 +87,7 @@ def read_rows(pf: ParquetFile, read, rg: int, columns: Sequence[int], start: int
     for cut in cuts:
         dictionary = next(chunks) if cut.dictionary else b""
         data = _one_column_file(pf, rg, cut, dictionary, next(chunks))
-        table = pq.read_table(pa.BufferReader(data), use_threads=False)
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
         if table.num_rows != cut.rows:
             raise ParquetError(pf.path, f"pages of column {pf.columns[cut.column].name} in row group {rg} hold "
                                         f"{table.num_rows} rows, the offset index says {cut.rows}")
