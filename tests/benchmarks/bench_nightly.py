@@ -13,8 +13,12 @@ are new rows. TPC-H ships a line 1-121 days after the order, so a day of orders 
 monthly partitions, as a real day of ingest does. `compact` runs again; figure: the plan's input bytes /
 the appended files' bytes. With `--nights N`, N nights in a row (each appends the next day of orders and
 compacts): the figure is the sum over the nights, and after each night a dry plan reports the deepest
-overlap of any partition (at most the spec's max_sorted_runs). The plan's decisions are printed with it, and a plan-only variant
-(one day of shipments, one partition) for comparison. Exits 0 whether or not a goal is met.
+overlap of any partition (at most the spec's max_sorted_runs). Beside it, the least any merge policy could have
+rewritten for the same nights, knowing them in advance (issue #38's goal: at most 1.2x that): per partition, the
+exhaustive oracle of tests/compaction/planning/test_sorted_runs.py over the bytes each night appended there (up
+to ORACLE_NIGHTS nights; the oracle counts appended bytes, while the plan counts the files lakesort wrote,
+whose size differs a little). The plan's decisions are printed with it, and a plan-only variant (one day of
+shipments, one partition) for comparison. Exits 0 whether or not a goal is met.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -33,6 +39,8 @@ if str(HERE) not in sys.path:
 from bench_compact import SPEC, isolated_home, live_files, mib, tpch_file
 
 AMPLIFICATION_GOAL = 2.0  # issue #17: over 30 nights
+OPTIMUM_GOAL = 1.2  # issue #38: rewritten / appended at most this times the least any merge policy rewrites
+ORACLE_NIGHTS = 12  # the oracle is exhaustive: past this many nights in a partition it takes too long
 DEFAULT_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
 
 
@@ -89,6 +97,25 @@ def probes_against_full(spec, args, home: Path, *, first_day: dt.date, new_key: 
         print(f"    {name:<16} {mib(runs[name]):>12} vs {mib(full[name]):>12}  "
               f"{runs[name] / full[name] if full[name] else float('nan'):.2f}x")
     return max((runs[n] / full[n] for n in runs if full[n]), default=float("nan"))
+
+
+def partition_of(path: str) -> str:
+    """The partition directory of an appended file (pyiceberg writes `.../data/<field>=<value>/<file>`)."""
+    found = re.search(r"/([^/]+=[^/]+)/[^/]+$", path)
+    return found.group(1) if found else ""
+
+
+def least_rewritten(per_partition: dict[str, list[int]], max_runs: int) -> int | None:
+    """The least bytes any merge policy rewrites for the nights each partition got (the oracle of
+    tests/compaction/planning/test_sorted_runs.py, per partition, summed); None past ORACLE_NIGHTS nights."""
+    planning_tests = str(HERE.parent / "compaction" / "planning")
+    if planning_tests not in sys.path:
+        sys.path.insert(0, planning_tests)
+    from test_sorted_runs import least_bytes
+
+    if any(len(nights) > ORACLE_NIGHTS for nights in per_partition.values()):
+        return None
+    return sum(least_bytes(tuple(nights), max_runs) for nights in per_partition.values())
 
 
 def plan_partitions(spec):
@@ -211,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     total_appended = total_rewritten = deepest = 0
     storage = None
     new_key = None  # an order the first night appended: the point lookup of probes_against_full
+    per_partition: dict[str, list[int]] = {}  # the bytes each night appended, by partition: the oracle's nights
     for night in range(args.nights):
         first_day = args.day + dt.timedelta(days=night * args.days)
         day_rows, n_orders = orders_of_days(scale, first_day, args.days, shift, arrow_schema)
@@ -218,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
             new_key = day_rows["l_orderkey"][0].as_py()
         appended = append(load_table(spec.table, spec.catalog), day_rows)
         app_bytes = sum(appended.values())
+        night_bytes: dict[str, int] = {}
+        for path, size in appended.items():
+            night_bytes[partition_of(path)] = night_bytes.get(partition_of(path), 0) + size
+        for partition, size in night_bytes.items():
+            per_partition.setdefault(partition, []).append(size)
         t0 = time.perf_counter()
         result = compact(spec.table, spec=spec, master=args.master, spark_conf=DEFAULT_CONF,
                          work_dir=home / f"compact-night-{night + 1}")
@@ -237,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"({storage.bytes_after / storage.live_bytes:.2f}x)" if storage else ""))
         explain_plan(result.plan, appended)
     amplification = total_rewritten / total_appended if total_appended else float("nan")
+    least = least_rewritten(per_partition, spec.max_sorted_runs)
+    optimum = least / total_appended if least and total_appended else float("nan")
     read_ratio = probes_against_full(spec, args, home, first_day=args.day, new_key=new_key or shift + 1)
 
     ship_day = args.day + dt.timedelta(days=40)
@@ -250,6 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     explain_plan(ship_plan, shipped)
     print(f"\n    {f'{args.nights} night(s): rewritten / appended bytes':<44} {amplification:>8.2f}x  "
           f"<= {AMPLIFICATION_GOAL}x {'OK' if amplification <= AMPLIFICATION_GOAL else 'MISSED'}")
+    print(f"    {'the least any merge policy rewrites (oracle)':<44} {optimum:>8.2f}x  "
+          f"({len(per_partition)} partitions, {max(map(len, per_partition.values()), default=0)} nights at most)")
+    ratio = amplification / optimum
+    print(f"    {'rewritten / that least':<44} {ratio:>8.2f}x  <= {OPTIMUM_GOAL}x "
+          f"{'n/a' if math.isnan(ratio) else 'OK' if ratio <= OPTIMUM_GOAL else 'MISSED'}")
     print(f"    {'deepest overlap after any night':<44} {deepest:>8d}   <= {spec.max_sorted_runs} "
           f"{'OK' if deepest <= spec.max_sorted_runs else 'MISSED'}")
     if storage is not None:

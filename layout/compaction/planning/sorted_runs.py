@@ -36,7 +36,10 @@ nights cost more where big nights fill the slots and tiny ones follow, each rewr
 another big night followed instead): the worst sequences of up to 6 nights found are 2.22x at 3 runs, 1.64x
 at 4, 1.38x at 5. A backfill with slots to spare keeps a run of its own: later nights merge among themselves.
 The previous policy (merge the newest runs while each is at most twice what is gathered, from the first
-night on) wrote 2.60 over 10 equal nights (1.44x the optimum) and never used the fourth slot.
+night on) wrote 2.60 over 10 equal nights (1.44x the optimum) and never used the fourth slot. Measured
+(`tests/benchmarks/bench_nightly.py --quick --nights 10`: TPC-H SF 0.1, a day of orders a night over five
+monthly partitions, 4 runs): 1.88 against the oracle's 1.79 for the same appends (1.05x), depth 4; the
+previous policy 2.27 (1.27x), depth 3.
 """
 
 from __future__ import annotations
