@@ -11,8 +11,9 @@ driver for up to 64 files, else in Spark tasks: no data page is read). The rest 
 
 The write: one Spark task per key-range slice (`merge_runs.plan_slices`), each reading the pages of each run
 that overlap its slice and merging them with the loser tree (`mapInArrow`: no exchange in the plan), written
-by Spark's Parquet writer with the spec's options into a directory of its own, a file per slice, then moved
-into its group's and partition's directory as the sort path's files are. The fingerprint is observed on the
+by Spark's Parquet writer with the spec's options, a file per slice: into a directory of its own and then moved
+into its group's and partition's directory where a move is a rename (local, HDFS), straight into that
+directory on object stores (a move there is a copy). The fingerprint is observed on the
 merged rows as the sort path observes its input (`InputFingerprint`, salted with the group), their count
 checked against the manifests' rows; the read-back, the proof against the manifests' statistics, verify and
 commit are the same as for sorted groups. A file found unsorted while merging (by a key after the first, which
@@ -51,7 +52,7 @@ from .read import is_local
 from .schema import as_declared
 from .spark_versions import arrow_schema
 from .storage import configured
-from .write import hadoop_fs
+from .write import hadoop_fs, renames_cheaply
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -173,17 +174,18 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
     columns = list(job.columns)
     keys = [k.column for k in job.plan.sort_keys]
     schema = arrow_schema(job.spark_schema)
-    out_schema = T.StructType([*job.spark_schema.fields, T.StructField(GROUP, T.IntegerType(), False)])
-    group_type = pa.int32()
+    out_schema = T.StructType([*job.spark_schema.fields, T.StructField(GROUP, T.IntegerType(), False),
+                               T.StructField(PART, T.StringType(), False)])
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                gid, _, _, paths, piece = work[index]
+                gid, part, _, paths, piece = work[index]
                 try:
                     for merged in merge_slice(piece, paths, columns, keys, schema):
-                        group = pa.array([gid] * merged.num_rows, group_type)
-                        yield pa.RecordBatch.from_arrays([*merged.columns, group], [*columns, GROUP])
+                        group = pa.array([gid] * merged.num_rows, pa.int32())
+                        directory = pa.array([part] * merged.num_rows, pa.string())
+                        yield pa.RecordBatch.from_arrays([*merged.columns, group, directory], [*columns, GROUP, PART])
                 except Exception as exc:
                     if "not sorted" in str(exc):
                         raise RuntimeError(f"{UNSORTED}: {exc}") from exc
@@ -195,8 +197,17 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
     fingerprint = InputFingerprint(rows, list(job.columns))
     declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in job.spark_schema.fields]
     flat = f"{target}/{MERGED_DIR}"
+    renames = renames_cheaply(target)
     try:
-        fingerprint.observed.select(*declared).write.mode("overwrite").options(**job.plan.writer_options).parquet(flat)
+        if renames:  # a file per task into one directory, then moved (`_place`): no copy of each row
+            written = fingerprint.observed.select(*declared)
+            written.write.mode("overwrite").options(**job.plan.writer_options).parquet(flat)
+        else:
+            # An object store copies a file to move it: each task writes into its group's and partition's
+            # directory itself (one slice a task, so one writer, and the rows in their merged order), beside
+            # what the sort wrote there.
+            written = fingerprint.observed.select(*declared, GROUP, PART)
+            written.write.mode("append").options(**job.plan.writer_options).partitionBy(GROUP, PART).parquet(target)
     except Exception as exc:
         if UNSORTED in str(exc):
             reason = str(exc).split(UNSORTED, 1)[1].split("\n", 1)[0]
@@ -204,14 +215,15 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
         raise
     expected = {g.group_id: g.rows for g in merges.groups}
     _, hash_sum = fingerprint.result(sum(expected.values()))
-    _place(spark, job, flat, target, [(gid, part) for gid, part, *_ in work])
+    if renames:
+        _place(spark, flat, target, [(gid, part) for gid, part, *_ in work])
     parts: dict[tuple[int, str], tuple[str, int]] = {}
     for g in merges.groups:
         parts[(g.group_id, key_dir(g.inputs[0].partition_key))] = (g.inputs[0].partition_key, g.rows)
     return Merged(parts=parts, rows=expected, hash_sum=hash_sum)
 
 
-def _place(spark: SparkSession, job: JobPlan, flat: str, target: str, slots: Sequence[tuple[int, str]]) -> None:
+def _place(spark: SparkSession, flat: str, target: str, slots: Sequence[tuple[int, str]]) -> None:
     """Each task's file (`part-<task>-...`) moved into its group's and partition's directory; list and map
     field ids need no patching (merged groups have no nested columns)."""
     moves = []

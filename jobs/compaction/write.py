@@ -88,7 +88,7 @@ def plan_write(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]
     slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes), parallelism=parallelism,
                        nan_parts=nan_parts, nan_first=nan_first)
     flat = (len(sizes) > 1 and spark.conf.get("spark.lakesort.compact.flatWrite", "true") == "true"
-            and _renames_cheaply(write_dir(job.plan)))
+            and renames_cheaply(write_dir(job.plan)))
     if flat:
         # Several partitions: a task per slot, written into one directory and moved into the slots' directories
         # afterwards, instead of Spark's dynamic partition writer (which copies every row to drop the partition
@@ -136,7 +136,7 @@ def _piece_bytes(spark: SparkSession, groups: Sequence[RewriteGroup], schema: T.
     return min(PIECE_BYTES, fitted)
 
 
-def _renames_cheaply(path: str) -> bool:
+def renames_cheaply(path: str) -> bool:
     """Whether the file system moves a file without copying it (local, HDFS; not object stores)."""
     scheme = path.split("://", 1)[0].lower() if "://" in path else "file"
     return scheme in ("file", "hdfs", "viewfs")

@@ -1,6 +1,6 @@
-"""The lossless suite's schema-evolution, partition-evolution and history cases, on S3 behind Iceberg's REST
-catalog: the same test bodies as tests/compaction/test_lossless.py, given the session's REST catalog
-(`rest_iceberg_catalog`) instead of a SQL one.
+"""The lossless suite's schema-evolution, partition-evolution and history cases, and the merge of sorted runs,
+on S3 behind Iceberg's REST catalog: the same test bodies as tests/compaction/test_lossless.py and
+test_merged_runs.py, given the session's REST catalog (`rest_iceberg_catalog`) instead of a SQL one.
 
 Every file the job reads and writes goes through S3A and pyarrow's S3 filesystem with the credentials the
 catalog vended for the table (the S3 front refuses any other key), the metadata through the REST server.
@@ -20,12 +20,12 @@ import layout.compaction.pipeline.driver
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def _suite():
-    """tests/compaction/test_lossless.py, as pytest imported it or loaded here by path."""
-    if "test_lossless" in sys.modules:
-        return sys.modules["test_lossless"]
-    path = Path(__file__).resolve().parents[1] / "compaction" / "test_lossless.py"
-    spec = importlib.util.spec_from_file_location("lakesort_lossless_suite", path)
+def _suite(name: str = "test_lossless"):
+    """A module of tests/compaction (test_lossless.py by default), as pytest imported it or loaded here by path."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1] / "compaction" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"lakesort_{name}_suite", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -57,4 +57,13 @@ def test_schema_evolution_file_names_and_history_on_s3(rest_iceberg_catalog, job
 
 def test_partition_evolution_on_s3(rest_iceberg_catalog, job_here, object_store):
     _suite().test_partition_evolution_rewrites_into_the_current_spec(rest_iceberg_catalog, None)
+    _only_vended_key(object_store)
+
+
+def test_sorted_runs_merged_on_s3(rest_iceberg_catalog, job_here, object_store, caplog):
+    """Two nights' sorted runs merged without a shuffle (tests/compaction/test_merged_runs.py): the executors
+    read the runs' pages through pyarrow's S3 filesystem with the vended key, and Spark writes each slice
+    straight into its directory (no copy)."""
+    table = _suite("test_merged_runs").merged_and_judged(rest_iceberg_catalog, "t.runs", False, caplog)
+    assert table.location().startswith("s3://")
     _only_vended_key(object_store)
