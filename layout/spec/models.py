@@ -345,8 +345,8 @@ class TableSpec(Frozen):
     max_sorted_runs: Annotated[int, Field(ge=1)] = Field(
         4,
         description="Most sorted runs a partition may hold (linear, unkeyed tables). A nightly rewrite sorts only "
-        "the new files into a run of their own, merged with the newest runs when they are small beside it or "
-        "when the partition would hold more than this; a reader of a key reads at most this many files of a "
+        "the new files into a run of their own, merged with the smallest runs once the partition holds this "
+        "many (so it never holds more); a reader of a key reads at most this many files of a "
         "partition. 1: every rewrite merges the partition into one run. Default 4.",
     )
     full_compaction_every: Duration | None = Field(

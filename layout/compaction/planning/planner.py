@@ -17,9 +17,9 @@ run (`layout.compaction.planning.adoption`): the only reads beyond the manifests
 file.
 
 Linear, unkeyed tables keep sorted runs (`layout.compaction.planning.sorted_runs`): a nightly rewrite sorts only
-the files that are no run yet (other writers' appends, files of another spec) into a new run, merged with
-the newest runs when they are small beside it or when the partition would hold more than
-`max_sorted_runs`. Keyed tables (one row per key needs every overlapping file merged), z-ordered tables
+the files that are no run yet (other writers' appends, files of another spec) into a new run of its own
+while the partition holds fewer than `max_sorted_runs`, and once every slot is taken merged with the
+smallest runs (`runs_to_merge`). Keyed tables (one row per key needs every overlapping file merged), z-ordered tables
 and `max_sorted_runs: 1` rewrite every file whose key range overlaps a new or small file instead, so the
 partition is one run again. The chosen files are packed into groups of at most `max_group_size` input
 bytes, never splitting a set of overlapping files. The plan is a frozen, JSON-serialisable value: the
@@ -426,7 +426,7 @@ def _decide_runs(
     layout_hash: str, facts: dict[str, Any], adopted: dict[str, str] | None = None,
 ) -> tuple[PartitionDecision, list[_Entry]]:
     """Sorted runs: the new files (`new`: other writers', another spec's) become one new run, merged with the
-    newest runs that `runs_to_merge` picks; the other runs stay as they are. `adopted`: other writers' files
+    smallest runs that `runs_to_merge` picks; the other runs stay as they are. `adopted`: other writers' files
     kept as they are, by the sorted run they form (`adoption.adopt`)."""
     run_of = {**{e.path: _stamp(e, ours)[0] for e in data}, **(adopted or {})}
     runs = sorted_runs((e for e in data if e.path not in new), run_of)
@@ -439,13 +439,14 @@ def _decide_runs(
     facts = {**facts, "sorted_runs": len(runs)}
     merged = runs_to_merge(sum(e.size for e in data if e.path in new), runs, spec.max_sorted_runs)
     due = _full_merge_due(runs, ours, spec)
+    runs = sorted(runs, key=SortedRun.merge_key)  # runs_to_merge counts runs in this order: smallest first
     if due:
         reasons.append(due)
         merged = len(runs)
     elif merged:
-        reasons.append(f"merging the newest {merged} of {len(runs)} sorted run(s) into the new run "
+        reasons.append(f"merging the smallest {merged} of {len(runs)} sorted run(s) into the new run "
                        f"({sum(r.bytes for r in runs[:merged])} bytes): at most {spec.max_sorted_runs} per partition, "
-                       "small runs first")
+                       "once every slot is taken")
     chosen = new | {f.path for r in runs[:merged] for f in r.files}
     if not chosen:
         return PartitionDecision(action="skip", reasons=(_skip_reason(layout_hash, len(adopted or {})),),

@@ -323,8 +323,6 @@ def test_a_night_s_append_becomes_a_run_of_its_own_beside_the_compacted_one():
                                                        for r in decision.reasons)
 
 
-@pytest.mark.xfail(strict=True, reason="planner.py takes the runs in `SortedRun.merge_key` order once issue #38's "
-                                      "one line lands there: then drop this mark")
 def test_the_runs_merged_are_the_smallest_not_the_newest():
     files = [*BASE, entry("run-2", 0, 900, 300, 2), entry("run-3", 0, 900, 3000, 3), entry("run-4", 0, 900, 350, 4),
              entry("new", 50, 950, 300, 50)]
