@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 from pyarrow import fs as pafs
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from layout.compaction.executor.merge_runs import (
+    BATCH_ROWS,
     KeyPages,
     Slice,
     bytes_read,
@@ -181,11 +183,17 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 gid, part, _, paths, piece = work[index]
+                # The slice's constant columns, built once and sliced to each batch (at most BATCH_ROWS rows).
+                group = pa.array(np.full(BATCH_ROWS, gid, np.int32))
+                directory = pa.DictionaryArray.from_arrays(np.zeros(BATCH_ROWS, np.int32), [part]).cast(pa.string())
                 try:
                     for merged in merge_slice(piece, paths, columns, keys, schema):
-                        group = pa.array([gid] * merged.num_rows, pa.int32())
-                        directory = pa.array([part] * merged.num_rows, pa.string())
-                        yield pa.RecordBatch.from_arrays([*merged.columns, group, directory], [*columns, GROUP, PART])
+                        n = merged.num_rows
+                        if n > len(group):
+                            group = pa.array(np.full(n, gid, np.int32))
+                            directory = pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [part]).cast(pa.string())
+                        yield pa.RecordBatch.from_arrays([*merged.columns, group.slice(0, n), directory.slice(0, n)],
+                                                         [*columns, GROUP, PART])
                 except Exception as exc:
                     if "not sorted" in str(exc):
                         raise RuntimeError(f"{UNSORTED}: {exc}") from exc
