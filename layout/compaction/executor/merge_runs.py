@@ -52,6 +52,9 @@ from layout.read.merge import merge_sorted
 __all__ = ["KeyPages", "Slice", "SliceRead", "key_pages", "merge_slice", "mergeable_keys", "plan_slices"]
 
 BATCH_ROWS = 65_536  # rows per batch read from a file and merged
+# Rows of a file read at once (a step's first and last pages are read again by the next and previous step: a
+# page of ~20,000 rows in 2**19, 4% more decoding, for memory bounded whatever the row group size).
+STEP_ROWS = 1 << 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,16 +231,23 @@ def _stream(path: str, reads: Sequence[SliceRead], columns: list[str], first: st
         pf.load_page_indexes(leaves)
         whole = None
         for r in reads:
-            try:
-                rows = read_rows(pf, lambda offset, length: handle.read_at(length, offset), r.row_group, leaves,
-                                 r.start, r.stop)
-            except ParquetError:  # no offset index, or a nested column: the row group read whole
-                whole = whole or pq.ParquetFile(handle)
-                rows = whole.read_row_group(r.row_group, columns=columns, use_threads=False).slice(r.start, r.stop - r.start)
-            for batch in rows.select(columns).to_batches(max_chunksize=BATCH_ROWS):
-                kept = _within(batch, first, piece)
-                if kept.num_rows:
-                    yield kept
+            # At most STEP_ROWS rows of a file decoded at once: the Python worker holds a step of each run.
+            for start in range(r.start, r.stop, STEP_ROWS):
+                stop = min(r.stop, start + STEP_ROWS)
+                try:
+                    rows = read_rows(pf, lambda offset, length: handle.read_at(length, offset), r.row_group, leaves,
+                                     start, stop)
+                except ParquetError:  # no offset index, or a nested column: the row group read whole, once
+                    whole = whole or pq.ParquetFile(handle)
+                    rows = whole.read_row_group(r.row_group, columns=columns, use_threads=False).slice(
+                        r.start, r.stop - r.start)
+                    stop = r.stop
+                for batch in rows.select(columns).to_batches(max_chunksize=BATCH_ROWS):
+                    kept = _within(batch, first, piece)
+                    if kept.num_rows:
+                        yield kept
+                if stop == r.stop:
+                    break
 
 
 def _within(batch: pa.RecordBatch, first: str, piece: Slice) -> pa.RecordBatch:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from layout.compaction.executor import merge_runs
 from layout.compaction.executor.merge_runs import (
     bytes_read,
     key_pages,
@@ -130,3 +131,12 @@ def test_which_keys_merge() -> None:
     assert "descending" in mergeable_keys([SortKeyModel(column="k", direction="desc")], [pa.int64()])
     assert "float" in mergeable_keys([asc], [pa.float64()]) or "double" in mergeable_keys([asc], [pa.float64()])
     assert mergeable_keys([asc], [pa.decimal128(10, 2)]) is not None
+
+
+def test_a_run_is_read_in_steps_of_bounded_rows(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(merge_runs, "STEP_ROWS", 37)  # steps that cut pages (16 rows) in the middle
+    rows = [(i, f"n{i:05d}", dt.date(2024, 1, 1), 0.5) for i in range(1_000)]
+    paths = [_write(tmp_path / "a.parquet", rows[::3], page_rows=16, group_rows=128),
+             _write(tmp_path / "b.parquet", [r for i, r in enumerate(rows) if i % 3], page_rows=16, group_rows=128)]
+    slices = _merged(paths, ["k"], 3)
+    assert [r for s in slices for r in s] == rows
