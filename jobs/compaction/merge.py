@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -131,7 +132,12 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     """The groups to merge (None: none), their inputs' page tables read in the executors, and their slices."""
     if spark.conf.get(MERGE_CONF, "true").lower() == "false":
         return None
-    candidates = [g for g in groups if why_not(job, g) is None]
+    reasons = {g.group_id: why_not(job, g) for g in groups}
+    candidates = [g for g in groups if reasons[g.group_id] is None]
+    sorted_because = Counter(r for r in reasons.values() if r is not None)
+    if sorted_because:
+        log.info("%d group(s) sorted, not merged: %s", sum(sorted_because.values()),
+                 "; ".join(f"{why} ({n})" for why, n in sorted_because.most_common(5)))
     if not candidates:
         return None
     t0 = time.perf_counter()
