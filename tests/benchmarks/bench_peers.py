@@ -22,10 +22,10 @@ Cases: `partitioned` (TPC-H lineitem SF1 partitioned by month of l_shipdate, ben
 files), `flat` (SF1 unpartitioned, 20 appends, 64 MiB target), `sf10` (`--sf10`: SF10 unpartitioned; Iceberg's
 sort and lakesort linear unless `--tools` says otherwise) and `nightly`: SF1 partitioned by month whose partitions
 each hold 4 sorted runs, built by lakesort itself (4 appends of a quarter of the shuffled rows, each followed by
-`compact`; while the state is built the size-tiered merges are off, so each night's run is kept: the policy would
-merge runs of equal size at once), then merged into one by Iceberg's sort rewrite, by lakesort's default path
-(`compact(force=True)`, the `--full` merge) and by lakesort with the merge path off (Spark conf
-`spark.lakesort.compact.mergeRuns=false`).
+`compact`; while the state is built, runs are merged only when a partition would hold more than max_sorted_runs,
+so each night's run is kept whatever the nightly policy of the day), then merged into one by Iceberg's sort
+rewrite, by lakesort's default path (`compact(force=True)`, the `--full` merge) and by lakesort with the merge
+path off (Spark conf `spark.lakesort.compact.mergeRuns=false`).
 
 Every tool starts from an identical copy of the input state (peers_tools.State). Per tool and case: wall time;
 bytes read, shuffled and written from its Spark event log (task metrics; lakesort's merge path reads in Python
@@ -150,7 +150,8 @@ def build(case: PeerCase, home: Path, master: str) -> float:
 def build_nightly(case: PeerCase, home: Path, master: str) -> None:
     """NIGHTS appends of a quarter of the shuffled rows into a table partitioned by month, each followed by a
     lakesort compaction that keeps the night's run: `runs_to_merge` is wrapped for the build so that runs are
-    merged only when a partition would hold more than max_sorted_runs (the size tiers would merge equal runs)."""
+    merged only when a partition would hold more than max_sorted_runs. The policy does that itself today (nothing
+    is merged while a slot is free); the wrapper keeps the state the same if the policy starts merging earlier."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
