@@ -28,8 +28,8 @@ rewrite, by lakesort's default path (`compact(force=True)`, the `--full` merge) 
 path off (Spark conf `spark.lakesort.compact.mergeRuns=false`).
 
 Every tool starts from an identical copy of the input state (peers_tools.State). Per tool and case: wall time;
-bytes read, shuffled and written from its Spark event log (task metrics; lakesort's merge path reads in Python
-tasks, which report no input bytes: said so where it applies); files and bytes out (file sizes); then, on the
+the input files' bytes (each read whole by every tool: exact); bytes read, shuffled and written from its Spark
+event log (task metrics; the bytes read undercount, see print_case); files and bytes out (file sizes); then, on the
 files the tool left live (hard-linked into a directory of their own), the probes' bytes by lakesort's model
 (`layout.read.plan` over the files) and by DataFusion (`layout.metrics.engine`), and lakesort verify's findings
 (column and offset indexes, BoundaryOrder, page sizes) with the spec the tool was asked to meet. Probes: a point
@@ -270,8 +270,10 @@ def print_case(case: PeerCase, outcomes: dict[str, Outcome]) -> None:
         print(f"    {name:<20} {o.run.seconds:7.1f} {mib(o.run.bytes_in):>12} {read:>12} {shuffled:>12} {written:>12} "
               f"{o.run.files_in:>4}->{len(o.run.files_out):<4} {mib(o.run.bytes_out):>12}")
     if any(o.run.tool.startswith("lakesort") for o in outcomes.values()):
+        # Spark's input metrics count what Hadoop's file system statistics saw on the task's own thread: rows
+        # pulled by another thread (a Python stage's feeder: lakesort's fingerprint and merge) go uncounted.
         print("    inputs: the input files' bytes, each read whole by every tool. read (log): Spark's task input "
-              "metrics; lakesort's job reads its inputs in Python tasks (pyarrow), which Spark does not count")
+              "metrics, which undercount reads made off the task's thread (lakesort's rows go to Python)")
     print(f"\n  {case.name}: probes' bytes read afterwards, KiB (lakesort's model / DataFusion)")
     print(f"    {'tool':<20} " + " ".join(f"{n:>21}" for n in names))
     for name, o in outcomes.items():
