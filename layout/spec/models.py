@@ -46,7 +46,7 @@ from layout.spec.fields import (
     _columns_schema,
     _no_default,
 )
-from layout.spec.writer import BloomFilter, WriterSpec
+from layout.spec.writer import DEFAULT_DICTIONARY_PAGE_SIZE, BloomFilter, WriterSpec
 
 __all__ = [
     "CURVES",
@@ -459,8 +459,10 @@ class TableSpec(Frozen):
     def spec_hash(self) -> str:
         """16 hex digits of sha256 over the canonical JSON of what changes the bytes written."""
         layout = self.model_dump(mode="json", include=set(_HASH_FIELDS))
-        # Added after hashes were first recorded: left out while unset, so those hashes stay the same.
-        if layout["writer"].get("dictionary_page_size") is None:
+        # Added after hashes were first recorded: left out while unset, so those hashes stay the same; and
+        # left out at parquet-mr's default, which an unset size writes too (a table property of 1 MiB, filled in
+        # where the spec is silent, made every earlier run of the table look like another layout's).
+        if layout["writer"].get("dictionary_page_size") in (None, DEFAULT_DICTIONARY_PAGE_SIZE):
             layout["writer"].pop("dictionary_page_size", None)
         canonical = json.dumps({"v": _HASH_VERSION, **layout}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

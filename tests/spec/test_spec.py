@@ -257,6 +257,15 @@ def test_spec_hash_changes_with_the_layout(tmp_path):
     assert hash_of(tmp_path, HASHED.replace("{column: b, direction: desc}", "{column: b}")) != first
 
 
+def test_spec_hash_is_the_same_for_what_writes_the_same(tmp_path):
+    """An unset dictionary page size writes parquet-mr's default, 1 MiB: set to that (as a table's
+    write.parquet.dict-size-bytes fills it in where the spec is silent), the layout is the same."""
+    first = hash_of(tmp_path, HASHED)
+    with_default = HASHED.replace("compression: zstd,", "compression: zstd, dictionary_page_size: 1MiB,")
+    assert with_default != HASHED and hash_of(tmp_path, with_default) == first
+    assert hash_of(tmp_path, with_default.replace("dictionary_page_size: 1MiB", "dictionary_page_size: 2MiB")) != first
+
+
 def test_spec_hash_ignores_owner_and_probes(tmp_path):
     first = hash_of(tmp_path, HASHED)
     other_owner = HASHED.replace("Sales Team, email: sales@", "Finance, email: fin@")
