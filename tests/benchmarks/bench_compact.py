@@ -124,6 +124,8 @@ def isolate(home: Path) -> None:
         del os.environ[key]
     os.environ["PYICEBERG_HOME"] = str(home)
     os.environ["HOME"] = str(home)
+    # Run files and table leases of this run only: the shared default work directory holds other runs' leases.
+    os.environ["LAKESORT_WORK_DIR"] = str(home / "lakesort-work")
     os.chdir(home)
     from layout.catalog import write_sql_catalog_config
 
