@@ -48,7 +48,8 @@ from layout.compaction.executor.merge_runs import (
     plan_slices,
 )
 from layout.compaction.executor.partitions import GROUP, PART, key_dir
-from layout.io import resolve
+from layout.compaction.executor.staging import finish_staged_file
+from layout.io import find_parquet_files, resolve
 
 from .fingerprints import InputFingerprint
 from .read import is_local
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakesort.compact")
 
 MERGE_CONF = "spark.lakesort.compact.mergeRuns"  # "false": every group is sorted, as before merges existed
+PIECES_CONF = "spark.lakesort.compact.mergePiecesPerFile"  # slices (tasks) an output file is merged in; 0: enough for every core
 DRIVER_FILES = 64  # inputs whose page tables the driver reads itself; more are read by Spark tasks
 MERGED_DIR = "_merged"  # below the write's directory: a file per slice, moved into their groups' directories
 UNSORTED = "lakesort: a sorted run is not sorted"  # the executors' error, found in Spark's by the driver
@@ -83,6 +85,7 @@ class MergePlan:
     groups: tuple[RewriteGroup, ...]
     files: Mapping[int, tuple[KeyPages, ...]]  # per group id, its inputs' page tables, in its inputs' order
     slices: Mapping[int, tuple[Slice, ...]]
+    outputs: Mapping[int, tuple[int, ...]]  # per group, the output file (index) each slice is a piece of
     sorted_instead: Mapping[int, str]  # group id -> why it is sorted (groups that were candidates only)
 
     @property
@@ -153,7 +156,12 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         tasks = max(1, min(len(paths), 2 * spark.sparkContext.defaultParallelism))
         tables = spark.sparkContext.parallelize(paths, tasks).map(lambda ps: pages(ps[0], ps[1], keys)).collect()
     found = dict(zip([p for p, _ in paths], tables, strict=True))
-    merged, files, slices, instead = [], {}, {}, {}
+    merged, files, slices, outputs, instead = [], {}, {}, {}, {}
+    # Pieces: an output file may be merged by several tasks, each a slice of it, stitched afterwards, so that
+    # every core has work: 3 files of an unpartitioned table on 2 cores ran as 2 tasks and then 1.
+    wanted = 2 * spark.sparkContext.defaultParallelism
+    files_out = sum(g.output_files for g in candidates)
+    per_file = int(spark.conf.get(PIECES_CONF, "0")) or max(1, -(-wanted // max(1, files_out)))
     for g in candidates:
         tables = tuple(found[f.path] for f in g.inputs)
         unsorted = next((t for t in tables if t.unsorted), None)
@@ -162,8 +170,14 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
             continue
         merged.append(g)
         files[g.group_id] = tables
-        slices[g.group_id] = tuple(plan_slices(tables, g.output_files))
-    plan = MergePlan(groups=tuple(merged), files=files, slices=slices, sorted_instead=instead)
+        cut = plan_slices(tables, g.output_files * per_file)
+        valued = sum(not piece.nulls for piece in cut)
+        count = min(g.output_files, valued) or 1
+        slices[g.group_id] = tuple(cut)
+        # Consecutive slices make a file (key ranges in order); the null keys' slice a file of its own.
+        outputs[g.group_id] = tuple(i * count // max(1, valued) if not piece.nulls else count
+                                    for i, piece in enumerate(cut))
+    plan = MergePlan(groups=tuple(merged), files=files, slices=slices, outputs=outputs, sorted_instead=instead)
     for gid, why in sorted(instead.items())[:5]:
         log.info("group %d is sorted, not merged: %s", gid, why)
     if merged:
@@ -178,7 +192,8 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
 def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: str) -> Merged:
     """Every slice merged and written, a file each, into its group's directories under `target`."""
     work = [(g.group_id, key_dir(g.inputs[0].partition_key), g.inputs[0].partition_key, tuple(f.path for f in g.inputs),
-             s) for g in merges.groups for s in merges.slices[g.group_id]]
+             s, out) for g in merges.groups for s, out in zip(merges.slices[g.group_id], merges.outputs[g.group_id],
+                                                                strict=True)]
     columns = list(job.columns)
     keys = [k.column for k in job.plan.sort_keys]
     schema = arrow_schema(job.spark_schema)
@@ -188,7 +203,7 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                gid, part, _, paths, piece = work[index]
+                gid, part, _, paths, piece, _ = work[index]
                 # The slice's constant columns, built once and sliced to each batch (at most BATCH_ROWS rows).
                 group = pa.array(np.full(BATCH_ROWS, gid, np.int32))
                 directory = pa.DictionaryArray.from_arrays(np.zeros(BATCH_ROWS, np.int32), [part]).cast(pa.string())
@@ -231,10 +246,35 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
     _, hash_sum = fingerprint.result(sum(expected.values()))
     if renames:
         _place(spark, flat, target, [(gid, part) for gid, part, *_ in work])
+    _stitch(spark, job, target, work)
     parts: dict[tuple[int, str], tuple[str, int]] = {}
     for g in merges.groups:
         parts[(g.group_id, key_dir(g.inputs[0].partition_key))] = (g.inputs[0].partition_key, g.rows)
     return Merged(parts=parts, rows=expected, hash_sum=hash_sum)
+
+
+def _stitch(spark: SparkSession, job: JobPlan, target: str, work: Sequence[tuple]) -> None:
+    """The pieces of each output file (its slices' files, `part-<task>-...` by task: the slice's index in
+    `work`), stitched in key order in the executors (`layout.parquet.stitch`: row groups copied byte for byte)."""
+    scheme = target.split("://", 1)[0] + "://" if "://" in target else ""
+    found = [scheme + p if scheme and not p.startswith(scheme) else p for _, p in find_parquet_files(target)]
+    # By directory and task: the sort's files (other groups') are named by their own tasks.
+    by_task = {(Path(p).parent.parent.name, Path(p).parent.name, int(Path(p).name.split("-", 2)[1])): p
+               for p in found if Path(p).name.startswith("part-")}
+    pieces: dict[tuple[int, str, int], list[str]] = {}
+    for index, (gid, part, *_, out) in enumerate(work):
+        path = by_task.get((f"{GROUP}={gid}", f"{PART}={part}", index))
+        if path is not None:
+            pieces.setdefault((gid, part, out), []).append(path)
+    several = [paths for paths in pieces.values() if len(paths) > 1]
+    if not several:
+        return
+    t0 = time.perf_counter()
+    finish = configured(job.plan.table_location, dict(job.plan.io_properties))(finish_staged_file)
+    tasks = max(1, min(len(several), 2 * spark.sparkContext.defaultParallelism))
+    spark.sparkContext.parallelize(several, tasks).map(lambda paths: finish(paths, {})).collect()
+    log.info("merged groups: %d file(s) stitched from %d piece(s) in %.1fs", len(several),
+             sum(len(p) for p in several), time.perf_counter() - t0)
 
 
 def _place(spark: SparkSession, flat: str, target: str, slots: Sequence[tuple[int, str]]) -> None:

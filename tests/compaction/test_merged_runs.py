@@ -115,11 +115,17 @@ def merged_and_judged(catalog, name: str, partitioned: bool, caplog, *, java=Non
 
 
 def test_runs_are_merged_without_a_shuffle_and_nothing_is_lost(bed, job_here, spark, caplog):
-    """Two partitions of two runs each, judged by pyiceberg's read and by Iceberg's own Java reader (the test
-    bed's Iceberg Spark) before and after, on the same catalog file. (An unpartitioned table: on S3, in
+    """Two partitions of two runs each, every output file merged in three pieces and stitched, judged by
+    pyiceberg's read and by Iceberg's own Java reader (the test bed's Iceberg Spark) before and after, on the
+    same catalog file. (An unpartitioned table: on S3, in
     tests/object_stores/test_lossless_on_s3.py.)"""
     name = bed.name("runs")
-    merged_and_judged(bed.catalog, name, True, caplog, java=lambda: bed.spark.read(name))
+    spark.conf.set("spark.lakesort.compact.mergePiecesPerFile", "3")  # each file merged by 3 tasks, then stitched
+    try:
+        merged_and_judged(bed.catalog, name, True, caplog, java=lambda: bed.spark.read(name))
+    finally:
+        spark.conf.unset("spark.lakesort.compact.mergePiecesPerFile")
+    assert any("stitched from" in r.getMessage() for r in caplog.records)
 
 
 def test_a_run_not_sorted_by_its_second_key_is_sorted_instead(iceberg_catalog, job_here, spark, caplog, tmp_path,
