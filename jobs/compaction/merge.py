@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-from pyarrow import fs as pafs
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -49,14 +48,13 @@ from layout.compaction.executor.merge_runs import (
 )
 from layout.compaction.executor.partitions import GROUP, PART, key_dir
 from layout.compaction.executor.staging import finish_staged_file
-from layout.io import find_parquet_files, resolve
+from layout.io import find_parquet_files
 
 from .fingerprints import InputFingerprint
-from .read import is_local
 from .schema import as_declared
 from .spark_versions import arrow_schema
 from .storage import configured
-from .write import hadoop_fs, renames_cheaply
+from .write import move_files, renames_cheaply
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -278,32 +276,11 @@ def _stitch(spark: SparkSession, job: JobPlan, target: str, work: Sequence[tuple
 
 
 def _place(spark: SparkSession, flat: str, target: str, slots: Sequence[tuple[int, str]]) -> None:
-    """Each task's file (`part-<task>-...`) moved into its group's and partition's directory; list and map
-    field ids need no patching (merged groups have no nested columns)."""
-    moves = []
-    if is_local(flat):
-        filesystem, root = resolve(flat)
-        _, dest = resolve(target)
-        names = [Path(i.path).name for i in filesystem.get_file_info(pafs.FileSelector(root))]
-        for name in names:
-            if name.endswith(".parquet"):
-                gid, part = slots[int(name.split("-", 2)[1])]
-                directory = f"{dest}/{GROUP}={gid}/{PART}={part}"
-                filesystem.create_dir(directory, recursive=True)
-                filesystem.move(f"{root}/{name}", f"{directory}/{name}")
-                moves.append(name)
-                if f".{name}.crc" in names:
-                    filesystem.move(f"{root}/.{name}.crc", f"{directory}/.{name}.crc")
-        filesystem.delete_dir(root)
-    else:
-        fs, path = hadoop_fs(spark, flat)
-        for status in fs.listStatus(path(flat)):
-            name = status.getPath().getName()
-            if name.endswith(".parquet"):
-                gid, part = slots[int(name.split("-", 2)[1])]
-                fs.mkdirs(path(f"{target}/{GROUP}={gid}/{PART}={part}"))
-                if not fs.rename(status.getPath(), path(f"{target}/{GROUP}={gid}/{PART}={part}/{name}")):
-                    raise RuntimeError(f"{flat}/{name}: could not move it to {target}/{GROUP}={gid}/{PART}={part}")
-                moves.append(name)
-        fs.delete(path(flat), True)
-    log.info("merged groups: %d file(s) placed in their groups' directories", len(moves))
+    """Each task's file (`part-<task>-...`) moved into its slice's group's and partition's directory."""
+
+    def destinations(names: list[str]) -> list[tuple[str, str]]:
+        return [(name, f"{GROUP}={gid}/{PART}={part}")
+                for name in names for gid, part in [slots[int(name.split("-", 2)[1])]]]
+
+    moved = move_files(spark, flat, target, destinations)
+    log.info("merged groups: %d file(s) placed in their groups' directories", moved)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,27 +144,37 @@ def renames_cheaply(path: str) -> bool:
 
 def place_flat_files(spark: SparkSession, flat_dir: str, target: str, slots: SlotPlan) -> None:
     """Move the files of a write into one directory (a task per slot) into their slots' directories under
-    `target` (`slots.flat_destinations`), a rename each, and drop the directory: on a local file system by
-    the driver itself (through Hadoop's, two Py4J calls a file took 0.54 s for 84 files), else through Hadoop's."""
+    `target` (`slots.flat_destinations`), a rename each, and drop the directory (`move_files`)."""
+    move_files(spark, flat_dir, target, lambda names: flat_destinations(slots, names, GROUP, PART))
+
+
+def move_files(spark: SparkSession, flat_dir: str, target: str,
+               destinations: Callable[[list[str]], Iterable[tuple[str, str]]]) -> int:
+    """Move the Parquet files of `flat_dir` into the directories under `target` that `destinations` gives each
+    (from the files' names: (name, directory) pairs), a rename each, and drop `flat_dir`; how many moved. On a
+    local file system by the driver itself (through Hadoop's, two Py4J calls a file took 0.54 s for 84 files),
+    else through Hadoop's."""
     if is_local(flat_dir):
         filesystem, root = resolve(flat_dir)
         _, dest = resolve(target)
         names = [Path(i.path).name for i in filesystem.get_file_info(pafs.FileSelector(root))]
-        for name, directory in flat_destinations(slots, [n for n in names if n.endswith(".parquet")], GROUP, PART):
+        moves = list(destinations([n for n in names if n.endswith(".parquet")]))
+        for name, directory in moves:
             filesystem.create_dir(f"{dest}/{directory}", recursive=True)
             filesystem.move(f"{root}/{name}", f"{dest}/{directory}/{name}")
             if f".{name}.crc" in names:  # Hadoop's checksum of the file, which its reader checks when present
                 filesystem.move(f"{root}/.{name}.crc", f"{dest}/{directory}/.{name}.crc")
         filesystem.delete_dir(root)
-        return
+        return len(moves)
     fs, path = hadoop_fs(spark, flat_dir)
     names = [status.getPath().getName() for status in fs.listStatus(path(flat_dir))]
-    moves = flat_destinations(slots, [n for n in names if n.endswith(".parquet")], GROUP, PART)
+    moves = list(destinations([n for n in names if n.endswith(".parquet")]))
     for name, directory in moves:
         fs.mkdirs(path(f"{target}/{directory}"))
         if not fs.rename(path(f"{flat_dir}/{name}"), path(f"{target}/{directory}/{name}")):
             raise RuntimeError(f"{flat_dir}/{name}: could not move it to {target}/{directory}")
     fs.delete(path(flat_dir), True)
+    return len(moves)
 
 
 def hadoop_fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
