@@ -172,7 +172,9 @@ def plan_slices(files: Sequence[KeyPages], count: int) -> list[Slice]:
     if cuts and cuts[-1] == bounds[-1][0]:
         cuts.pop()  # the last slice would be empty
     edges = [None, *cuts, None]
-    slices = [_slice(files, lo, hi) for lo, hi in itertools.pairwise(edges)]
+    # Each file's page bounds, once for all slices: both non-decreasing (`key_pages` checked it).
+    searched = [([p[3] for p in f.pages], [p[4] for p in f.pages]) for f in files]
+    slices = [_slice(files, searched, lo, hi) for lo, hi in itertools.pairwise(edges)]
     slices = [s for s in slices if s.reads]
     if any(f.null_groups for f in files):
         reads = tuple(SliceRead(i, rg, 0, f.group_rows[rg]) for i, f in enumerate(files) for rg in f.null_groups)
@@ -180,12 +182,11 @@ def plan_slices(files: Sequence[KeyPages], count: int) -> list[Slice]:
     return slices
 
 
-def _slice(files: Sequence[KeyPages], lo: Any, hi: Any) -> Slice:
-    """The pages of each file that may hold a first key in (lo, hi], as row ranges per row group."""
+def _slice(files: Sequence[KeyPages], searched: Sequence[tuple[list[Any], list[Any]]], lo: Any, hi: Any) -> Slice:
+    """The pages of each file that may hold a first key in (lo, hi], as row ranges per row group (`searched`:
+    each file's page minima and maxima)."""
     reads: list[SliceRead] = []
-    for i, f in enumerate(files):
-        highs = [p[4] for p in f.pages]
-        lows = [p[3] for p in f.pages]
+    for i, (f, (lows, highs)) in enumerate(zip(files, searched, strict=True)):
         begin = 0 if lo is None else bisect.bisect_right(highs, lo)  # first page whose max > lo
         end = len(f.pages) if hi is None else bisect.bisect_right(lows, hi)  # pages whose min <= hi
         by_group: dict[int, list[int]] = {}
