@@ -23,7 +23,9 @@ def spec_files(tables_dir: Path | None = None) -> list[Path]:
     directory = tables_dir or settings().tables_dir
     if not directory.is_dir():
         raise ConfigError(f"no table specs: {directory} is not a directory (pass --spec, or set LAKESORT_TABLES_DIR)")
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    # `_defaults.yaml` (and any `_`-file) holds namespace defaults (`layout.registry.defaults`), no table's spec.
+    return sorted(p for p in directory.iterdir()
+                  if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("_"))
 
 
 def table_names(tables_dir: Path | None = None) -> list[str]:

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "spark-jars": "layout.cli.spark_jars",
     "advise": "layout.cli.advise",
     "demo": "layout.cli.demo",
+    "tables": "layout.cli.tables",
 }
 
 # layout.advise.sample.DEFAULT_SAMPLE_ROWS, stated here: importing it loads pandas and pyiceberg to parse the
@@ -229,6 +230,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most rows sampled, stratified over partitions (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="the sample's seed (default: %(default)s)")
     _flag(p, "--no-record", help="print only; record nothing in lakesort.advice")
+
+    p = command("tables", help="every table of the catalog: its configuration and sources, health, last run",
+                description="List every table of the catalog with its effective configuration (from its spec, "
+                            "its lakesort.* table properties, the namespace defaults, its own sort order and "
+                            "write.* properties, in that order of precedence) and where each key came from; its "
+                            "health from metadata (data files, small files, delete files, overlap depth per "
+                            "sort key) and its last lakesort run. A table with no sort key anywhere is listed "
+                            "as not configured. Exit 1 when a table's configuration does not resolve.")
+    p.add_argument("--catalog", metavar="NAME", help="the catalog (default: pyiceberg's default catalog)")
+    p.add_argument("--namespace", metavar="N", help="only the tables of namespace N (and the ones under it)")
+    _flag(p, "--json", help='one JSON document: {"catalog", "tables": [{table, configured, config, sources, '
+                            'health, last_run, ...}]}')
 
     p = command("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
                 description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")

@@ -42,7 +42,7 @@ from layout.maintenance import MaintenanceResult
 from layout.metrics.measure import measure as measure_snapshot
 from layout.metrics.runs import RunOutcome, Trigger
 from layout.models import Frozen
-from layout.registry import find_spec, registered_specs, table_names
+from layout.registry import find_spec, nightly_specs
 from layout.upkeep.lease import LeaseOwner, acquire_lease, release_lease
 from layout.upkeep.maintain import maintain_table as _maintain
 
@@ -191,16 +191,14 @@ def asset_uri(table: str, *, catalog: str | None) -> str:
 
 
 def nightly_requests() -> list[TableRequest]:
-    """The nightly DAG's first task: a request for every registered table, with its spec (the registry is
-    read once for all of them). A table whose spec does not load gets none: its own `prepare` and `maintain`
-    then fail with the spec's error, and the other tables go on."""
-    names = table_names()
-    specs = registered_specs() if names else {}
-    broken = [name for name in names if name not in specs]
-    if broken:
-        log.warning("the spec(s) of %s do not load: their tasks will fail, naming the problem", ", ".join(broken))
-    return [TableRequest(table=name, trigger="nightly",
-                         config=RunConfig.of(specs[name]) if name in specs else None) for name in names]
+    """The nightly DAG's first task: a request for every table a source configures (`registry.nightly_specs`:
+    a YAML spec, `lakesort.*` properties, a namespace default, its own sort order), with its spec, resolved
+    once for all of them; a table with no sort key anywhere is skipped, with a log line. A table whose spec
+    does not load gets none: its own `prepare` and `maintain` then fail with the spec's error, and the other
+    tables go on."""
+    specs = nightly_specs()
+    return [TableRequest(table=name, trigger="nightly", config=RunConfig.of(spec) if spec is not None else None)
+            for name, spec in specs.items()]
 
 
 def backfill_request(params: Mapping[str, Any]) -> TableRequest:
