@@ -13,6 +13,12 @@ fi
 echo "== Airflow metadata database: airflow db migrate"
 airflow db migrate
 
+# The API requires a login (Airflow's simple auth manager): every user gets a password here, in the file the
+# api-server reads, so that the api-server has none to make, and none to print to its log.
+echo "== Airflow users"
+lakesort-preflight --airflow-passwords \
+    "${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:-$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated}"
+
 # The DAGs run their Spark applications in this pool; Airflow never schedules a task whose pool is missing.
 # Created once: slots changed later in the UI stay as they are.
 pool=${LAKESORT_POOL:-lakesort}

@@ -285,7 +285,8 @@ def test_airflow_pool_and_work_dir(services):
 
 def test_compose_sets_only_variables_the_code_reads(services):
     code = "\n".join(p.read_text() for folder in ("layout", "jobs", "dags") for p in (REPO / folder).rglob("*.py"))
-    code += (DOCKER / "init.sh").read_text() + " ".join(variables().values())  # layout.settings reads these
+    code += (DOCKER / "init.sh").read_text() + (DOCKER / "preflight.py").read_text()
+    code += " ".join(variables().values())  # layout.settings reads these
     dags = "\n".join(dag_sources())
     for name, service in services.items():
         for var in env_of(service):
@@ -293,7 +294,7 @@ def test_compose_sets_only_variables_the_code_reads(services):
                 continue
             if var == CONN_ID_VAR and not dags:
                 continue  # the DAGs that read it are not written yet
-            assert var in code, f"{name}: sets {var}, which nothing in layout/, jobs/, dags/ or init.sh reads"
+            assert var in code, f"{name}: sets {var}, which nothing in layout/, jobs/, dags/, init.sh or preflight.py reads"
 
 
 def test_spark_connection_points_at_the_master(services):
@@ -423,9 +424,15 @@ def test_health_checks_and_start_order(services):
 
 
 def test_spark_conf_dir_is_mounted(services, compose):
+    # SPARK_CONF_DIR is ./spark's spark-defaults.conf as preflight copies it into the `secrets` volume, with Spark's
+    # RPC secret added (tests/test_docker_security.py): every service mounts both, preflight reads the source.
+    source = env_of(services["preflight"])["LAKESORT_SPARK_CONF_SOURCE"]
     for name, service in project_services(services, compose).items():
-        conf_dir = env_of(service).get("SPARK_CONF_DIR")
-        assert conf_dir and mounts(service).get(conf_dir) == "./spark", f"{name}: mount ./spark at SPARK_CONF_DIR"
+        conf_dir, mounted = env_of(service).get("SPARK_CONF_DIR"), mounts(service)
+        secrets = next((t for t, s in mounted.items() if s == "secrets"), None)
+        assert conf_dir and secrets and conf_dir.startswith(secrets + "/"), (
+            f"{name}: SPARK_CONF_DIR must lie in the `secrets` volume, where preflight writes it")
+        assert mounted.get(source) == "./spark", f"{name}: mount ./spark at {source} (preflight's source)"
     for line in (DOCKER / "spark" / "spark-defaults.conf").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             assert re.fullmatch(r"spark\.[\w.-]+\s+\S.*", line), f"spark-defaults.conf: {line!r} is not `key value`"
@@ -515,9 +522,9 @@ def test_lakesort_services_use_the_rest_catalog_under_the_profile(services, comp
 
 
 def test_profile_spark_conf_adds_the_s3a_jars_the_image_fetches(services, profile_env, dockerfile):
-    conf_dir = env_of(services["airflow-scheduler"], profile_env)["SPARK_CONF_DIR"]
-    mounted = env_of(services["airflow-scheduler"])["SPARK_CONF_DIR"]
-    assert conf_dir.startswith(mounted + "/"), "the profile's SPARK_CONF_DIR lies inside the ./spark mount"
+    conf_dir = env_of(services["preflight"], profile_env)["LAKESORT_SPARK_CONF_SOURCE"]
+    mounted = env_of(services["preflight"])["LAKESORT_SPARK_CONF_SOURCE"]
+    assert conf_dir.startswith(mounted + "/"), "the profile's Spark conf source lies inside the ./spark mount"
     profile_conf = DOCKER / "spark" / conf_dir.removeprefix(mounted + "/") / "spark-defaults.conf"
 
     def settings(path: Path) -> dict[str, str]:
