@@ -34,6 +34,7 @@ import installed_pyspark
 installed_pyspark.prefer_installed()  # before pyspark is imported (0.45 s less compiling: see the module)
 
 import compaction
+from compaction.progress import reporting
 from compaction.run import compact_groups, write_manifest
 from pyspark import SparkConf, SparkContext, cloudpickle
 from pyspark.sql import SparkSession
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         timings: dict[str, float] = {}
-        staged = compact_groups(spark, plan, groups, timings=timings)
+        with reporting(spark):  # progress lines in the driver's log while Spark works (`compaction.progress`)
+            staged = compact_groups(spark, plan, groups, timings=timings)
         write_manifest(spark, plan, staged, args.manifest, time.perf_counter() - started, timings=timings)
     finally:
         spark.stop()

@@ -9,6 +9,7 @@ from layout.cli import EXIT_FAILURE, EXIT_OK
 from layout.cli.args import dates_of, table_spec
 from layout.compaction.pipeline.driver import compact
 from layout.compaction.pipeline.runs import PlannedTable
+from layout.compaction.pipeline.submit import PROGRESS_CONF
 from layout.upkeep.lease import TableBusy
 
 
@@ -30,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     spec = table_spec(args)
     try:  # one path: --dry-run stops after the prepare step (plan, record the dry run; no lease, no Spark)
         result = compact(spec.table, spec=spec, partitions=args.partition, dates=dates, force=args.force,
-                         dry_run=args.dry_run, master=args.master, measure=not args.no_measure)
+                         dry_run=args.dry_run, master=args.master, measure=not args.no_measure,
+                         # -q: the job logs no progress either (its lines would not be shown)
+                         spark_conf={PROGRESS_CONF: "0"} if args.quiet else None)
     except TableBusy as exc:
         print(f"lakesort compact: table busy, nothing done: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -22,7 +22,7 @@ import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from layout.compaction.pipeline.class_archive import java_options, with_java_options
 from layout.compaction.pipeline.spark_home import spark_submit_binary
@@ -33,10 +33,16 @@ from layout.settings import settings
 if TYPE_CHECKING:
     from layout.compaction.pipeline.steps import PreparedRun
 
-__all__ = ["BASE_CONF", "JOB", "CompactionFailed", "SparkSubmission", "describe_job", "job_arguments",
+__all__ = ["BASE_CONF", "JOB", "PROGRESS_CONF", "CompactionFailed", "SparkSubmission", "describe_job", "job_arguments",
            "layout_zip", "operator_kwargs", "spark_submit_binary", "submit"]
 
 log = logging.getLogger(__name__)
+# The job logs its progress through this logger (`jobs/compaction/progress.py`'s LOGGER, the same name);
+# `submit` relays those lines through a logger of the same name here.
+PROGRESS_LOGGER = "lakesort.progress"
+PROGRESS_CONF = "spark.lakesort.progress.interval"  # seconds between the job's progress lines; "0": none
+_PROGRESS_MARKER = f" INFO {PROGRESS_LOGGER}: ".encode()
+progress_log = logging.getLogger(PROGRESS_LOGGER)
 
 REPO = Path(__file__).resolve().parents[3]
 JOB = REPO / "jobs" / "compact.py"
@@ -144,13 +150,38 @@ def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
     log.info("spark-submit --master %s %s", master, job.application)
     started = time.perf_counter()
     log_path = work_dir / "spark-submit.log"
-    with open(log_path, "w") as out:
-        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **job.env_vars},
-                              check=False)
-    if done.returncode != 0:
-        raise CompactionFailed(f"the Spark job failed (exit {done.returncode}, log {log_path}):\n"
+    with open(log_path, "wb") as out:
+        returncode = _run_relaying(cmd, out, env={**os.environ, **job.env_vars})
+    if returncode != 0:
+        raise CompactionFailed(f"the Spark job failed (exit {returncode}, log {log_path}):\n"
                                + failure_summary(log_path.read_text(errors="replace")))
     log.info("Spark job finished in %.1fs", time.perf_counter() - started)
+
+
+def _run_relaying(cmd: Sequence[str], out: BinaryIO, *, env: Mapping[str, str]) -> int:
+    """Run spark-submit with its output going to `out` as it comes, and the job's progress lines
+    (`jobs/compaction/progress.py`) also to this process's log: `lakesort compact` shows them on stderr unless
+    -q. The Airflow task needs none of this: SparkSubmitOperator logs every line spark-submit prints."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env)) as proc:
+        assert proc.stdout is not None
+        try:
+            for raw in proc.stdout:  # lines as bytes, written as they came (Spark's console bar and all)
+                out.write(raw)
+                line = progress_message(raw)
+                if line is not None:
+                    out.flush()
+                    progress_log.info("%s", line)
+        except BaseException:  # interrupted (Ctrl-C): the job does not outlive the command, as with subprocess.run
+            proc.kill()
+            raise
+        return proc.wait()
+
+
+def progress_message(raw: bytes) -> str | None:
+    """The message of one of the job's progress lines (logged as `<time> INFO lakesort.progress: <message>`), None
+    for any other line."""
+    _, marker, message = raw.partition(_PROGRESS_MARKER)
+    return message.decode("utf-8", errors="replace").strip() if marker else None
 
 
 def failure_summary(log_text: str) -> str:
