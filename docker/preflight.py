@@ -99,7 +99,8 @@ def check(env: dict[str, str]) -> int:
               f"{bind} only. For this machine alone.")
         return 0
     if not weak:
-        print(f"{PROG}: secrets set ({', '.join(sorted(n for n in SECRETS if n in env))}); ports published on {bind}")
+        names = ", ".join(sorted(name for name in SECRETS if name in env))
+        print(f"{PROG}: secrets set ({names}); ports published on {bind}")
         return 0
     lines = [f"refusing to start: {len(weak)} secret(s) not set."]
     lines += [f"  {name}: {why} ({SECRETS[name][1]})" for name, why in sorted(weak.items())]
