@@ -231,6 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, metavar="N", help="the sample's seed (default: %(default)s)")
     _flag(p, "--no-record", help="print only; record nothing in lakesort.advice")
 
+    p = command("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
+                description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")
+    p.add_argument("--home", default=".lakesort", help="where the catalog and warehouse live (default: %(default)s)")
+    p.add_argument("--scale", type=float, default=0.05, help="TPC-H scale factor (default: %(default)s)")
+    p.add_argument("--batches", type=int, default=12, help="number of appends (default: %(default)s)")
+    _flag(p, "--replace", help="drop and rebuild the demo table if it exists")
+
     p = command("tables", help="every table of the catalog: its configuration and sources, health, last run",
                 description="List every table of the catalog with its effective configuration (from its spec, "
                             "its lakesort.* table properties, the namespace defaults, its own sort order and "
@@ -242,13 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", metavar="N", help="only the tables of namespace N (and the ones under it)")
     _flag(p, "--json", help='one JSON document: {"catalog", "tables": [{table, configured, config, sources, '
                             'health, last_run, ...}]}')
-
-    p = command("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
-                description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")
-    p.add_argument("--home", default=".lakesort", help="where the catalog and warehouse live (default: %(default)s)")
-    p.add_argument("--scale", type=float, default=0.05, help="TPC-H scale factor (default: %(default)s)")
-    p.add_argument("--batches", type=int, default=12, help="number of appends (default: %(default)s)")
-    _flag(p, "--replace", help="drop and rebuild the demo table if it exists")
     return parser
 
 

@@ -11,6 +11,11 @@ A run looks its table up once, at its start, and carries the spec (`layout.compa
 `find_spec` for one table, `nightly_specs` for every table the nightly compacts (its first task),
 `list_catalog` for `lakesort tables`; `table_names` lists the tables with a YAML spec cheaply, from each
 file's `table` key alone (`layout.registered`, light enough for the DAG files to call when Airflow parses them).
+
+The package owns the property keys (`keys`), the defaults file (`defaults`) and the precedence (`resolution`,
+pure: no catalog). It may import the floors below it: `layout.spec`, `layout.catalog`, `layout.registered`,
+`layout.settings`, `layout.storage`, `layout.errors`, `layout.models`, PyYAML and pyiceberg; never `layout.read`
+or `layout.metrics` (a table's health is `lakesort tables`'s, `layout.cli.tables`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
+from pyiceberg.table.sorting import NullOrder, SortDirection
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.utils.config import Config
 
 from layout import storage
 from layout.catalog import load_catalog, load_table
@@ -87,10 +95,6 @@ def _yaml_spec(table: str, directory: Path, specs: list[TableSpec],
 
 def _own_sort_order(table: Table) -> tuple[tuple[SortKey, ...], str | None]:
     """The table's sort order as sort keys, and why lakesort cannot sort by it (a transform) or None."""
-    # Imported here: pyiceberg's sorting types serve this one reading of a loaded table.
-    from pyiceberg.table.sorting import NullOrder, SortDirection
-    from pyiceberg.transforms import IdentityTransform
-
     order, schema, keys = table.sort_order(), table.schema(), []
     for field in order.fields:
         column = schema.find_column_name(field.source_id) or f"<field id {field.source_id}>"
@@ -146,11 +150,14 @@ def find_spec(table: str, tables_dir: Path | None = None) -> TableSpec:
     """The spec a run of `table` carries, resolved from its sources (`resolve_table`); a `ConfigError` when no
     source configures it, saying how to."""
     resolution = resolve_table(table, tables_dir)
-    if resolution.spec is None:
+    has_file = any(s.kind == "spec" for s in resolution.sources)
+    # A spec file is the owner's word and runs as before (the plan names a missing sort key); a table that
+    # only defaults or properties reach, with nothing to sort by, is not lakesort's to compact.
+    if resolution.spec is None or (not has_file and resolution.reason is not None):
         directory = tables_dir or settings().tables_dir
         known = ", ".join(table_names(directory)) or "none"
-        raise ConfigError(f"no spec for table {table!r} in {directory} (specs exist for: {known}), no "
-                          f"{PROPERTY_PREFIX}* property and no namespace default: {resolution.reason}; add "
+        raise ConfigError(f"table {table!r} is not configured: no spec in {directory} (specs exist for: "
+                          f"{known}), and {resolution.reason}; add "
                           f"{directory}/<name>.yaml, set its {PROPERTY_OF['sort.keys']} property, or pass --spec")
     return resolution.spec
 
@@ -174,9 +181,6 @@ def registered_specs(tables_dir: Path | None = None) -> dict[str, TableSpec]:
 
 
 def _default_catalog() -> str:
-    # Imported here: the registry reads pyiceberg's configuration only to list catalogs.
-    from pyiceberg.utils.config import Config
-
     return Config().get_default_catalog_name()
 
 

@@ -214,7 +214,8 @@ def _validate(table: str, catalog: str | None, merged: Mapping[str, KeySource], 
 
 def _problem(table: str, merged: Mapping[str, KeySource], item: Any) -> str:
     key = spec_key_of(item["loc"])
-    detail = str(item["ctx"]["error"]) if item["type"] == "value_error" else item["msg"]
+    detail = (str(item["ctx"]["error"]) if item["type"] == "value_error"
+              else f"{item['msg'][0].lower()}{item['msg'][1:]}, got {item.get('input')!r}")
     source = merged.get(key) if key else None
     if source is None:
         set_by = ", ".join(sorted({f"{s.key} ({s.describe()})" for s in merged.values()}))

@@ -34,6 +34,7 @@ FLAGS = {
     "spark-jars": ["--hadoop-version", "--print-pom", "--fetch", "--offline"],
     "advise": ["TABLE", "--spec", "--json", "--sample", "--seed", "--no-record"],
     "demo": ["--home", "--scale", "--batches", "--replace"],
+    "tables": ["--catalog", "--namespace", "--json"],
 }
 
 

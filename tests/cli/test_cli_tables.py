@@ -1,0 +1,134 @@
+"""`lakesort tables` over a real SQL catalog of 50 small tables, configured the four ways (a YAML spec, lakesort.*
+table properties, a namespace default, their own sort order) and some not at all: each table's effective
+configuration and the source of each key, its health and last run; the nightly compacts the configured ones."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from pyiceberg.transforms import IdentityTransform
+
+from layout.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from layout.errors import ConfigError
+from layout.registry import find_spec, nightly_specs
+from layout.sizes import MiB
+
+DATA = pa.table({"k": pa.array([3, 1, 2], pa.int64()), "d": pa.array(["x", "y", "z"]),
+                 "v": pa.array([0.5, 1.5, 2.5])})
+SPEC = """table: {table}
+owner: {{name: Team, email: team@example.com}}
+sort: {{keys: [{{column: k, direction: desc}}]}}
+"""
+DEFAULTS = """defaults:
+  - match: "*"
+    owner: {name: Platform, email: platform@example.com}
+  - match: "sales.*"
+    sort: {keys: [{column: d}]}
+    target_file_size: 64MiB
+"""
+
+
+@pytest.fixture
+def fleet(iceberg_catalog, registry):
+    """50 tables: 12 with a spec (one also with a property), 12 by properties, 12 by the sales default (one
+    overriding it by property), 8 by their own sort order (one with a write property), 6 not configured."""
+    (registry / "events.yaml").unlink()  # the registry fixture's table is not in this catalog
+    (registry / "_defaults.yaml").write_text(DEFAULTS)
+    tables = {}
+    for namespace in ("yaml", "props", "sales", "ordered", "raw"):
+        iceberg_catalog.create_namespace(namespace)
+    for i in range(12):
+        (registry / f"y{i}.yaml").write_text(SPEC.format(table=f"yaml.t{i}"))
+        tables[f"yaml.t{i}"] = {"lakesort.max-sorted-runs": "2"} if i == 0 else {}
+        tables[f"props.t{i}"] = {"lakesort.sort-keys": "v, k desc", "lakesort.target-file-size": "32MiB"}
+        tables[f"sales.t{i}"] = {"lakesort.sort-keys": "k"} if i == 0 else {}
+    for i in range(8):
+        tables[f"ordered.t{i}"] = {"write.target-file-size-bytes": str(16 * MiB)} if i == 0 else {}
+    for i in range(6):
+        tables[f"raw.t{i}"] = {"lakesort.owner.name": "Nobody"} if i == 0 else {}
+    for name, properties in tables.items():
+        table = iceberg_catalog.create_table(name, schema=DATA.schema, properties=properties)
+        if name.startswith("ordered."):
+            with table.update_sort_order() as order:
+                order.asc("v", IdentityTransform())
+        if name.endswith(".t1"):  # two small files, overlapping in every key
+            for _ in range(2):
+                table.append(DATA.cast(table.schema().as_arrow()))
+    return tables
+
+
+def test_tables_lists_each_effective_configuration_and_its_sources(fleet, iceberg_catalog, capsys):
+    assert main(["tables", "--json"]) == EXIT_OK
+    listed = {row["table"]: row for row in json.loads(capsys.readouterr().out)["tables"]}
+    assert set(listed) == set(fleet)  # lakesort's own namespace is not listed
+
+    def source(table, key):
+        return listed[table]["sources"][key]["kind"], listed[table]["sources"][key]["origin"]
+
+    for name, row in listed.items():
+        assert row["error"] is None, row
+        configured = not name.startswith("raw.")
+        assert row["configured"] is configured and (row["reason"] is None) is configured, row
+    # a YAML spec; a property fills a key the spec does not set
+    assert source("yaml.t3", "sort.keys")[0] == "spec" and source("yaml.t3", "sort.keys")[1].endswith("y3.yaml")
+    assert listed["yaml.t3"]["config"]["sort.keys"] == [{"column": "k", "direction": "desc", "nulls": "last"}]
+    assert source("yaml.t0", "max_sorted_runs") == ("property", "lakesort.max-sorted-runs")
+    assert listed["yaml.t0"]["config"]["max_sorted_runs"] == 2
+    assert source("yaml.t3", "owner.name")[0] == "spec"  # the spec wins over the "*" default
+    assert source("yaml.t3", "target_file_size")[0] == "lakesort"
+    # lakesort.* properties
+    assert source("props.t5", "sort.keys") == ("property", "lakesort.sort-keys")
+    assert [k["column"] for k in listed["props.t5"]["config"]["sort.keys"]] == ["v", "k"]
+    assert listed["props.t5"]["config"]["target_file_size"] == 32 * MiB
+    assert source("props.t5", "owner.name")[0] == "default"
+    # the namespace default; a property overrides it
+    assert source("sales.t4", "sort.keys") == ("default", source("sales.t4", "sort.keys")[1])
+    assert "defaults[1] (match 'sales.*')" in source("sales.t4", "sort.keys")[1]
+    assert listed["sales.t4"]["config"]["target_file_size"] == 64 * MiB
+    assert source("sales.t0", "sort.keys") == ("property", "lakesort.sort-keys")
+    assert source("sales.t0", "target_file_size")[0] == "default"
+    # the table's own sort order and write properties
+    assert source("ordered.t2", "sort.keys") == ("sort-order", "the sort order of ordered.t2")
+    assert source("ordered.t0", "target_file_size") == ("write-property", "write.target-file-size-bytes")
+    assert listed["ordered.t0"]["config"]["target_file_size"] == 16 * MiB
+    # not configured: listed, with why, and its health
+    assert "no sort key" in listed["raw.t2"]["reason"] and source("raw.t2", "owner.name")[0] == "default"
+    assert "lakesort.owner.name set no sort.keys" in listed["raw.t0"]["reason"]  # what it has, shown
+    assert source("raw.t0", "owner.name") == ("property", "lakesort.owner.name")
+    # health from metadata: the tables with two appends hold two small overlapping files
+    for name in ("yaml.t1", "props.t1", "sales.t1", "ordered.t1"):
+        health = listed[name]["health"]
+        assert (health["data_files"], health["small_files"], health["delete_files"]) == (2, 2, 0), name
+        first_key = listed[name]["config"]["sort.keys"][0]["column"]
+        assert health["overlap"][first_key]["max_depth"] == 2, name
+    assert listed["raw.t1"]["health"]["data_files"] == 2 and listed["raw.t1"]["health"]["overlap"] == {}
+    assert listed["yaml.t2"]["health"]["snapshot_id"] is None and listed["yaml.t2"]["last_run"] is None
+    # the same resolution is what a run carries; a table no source configures is no run
+    assert find_spec("props.t5").sort.keys[0].column == "v"
+    assert find_spec("sales.t4").target_file_size == 64 * MiB
+    with pytest.raises(ConfigError, match="raw.t2.*no sort key"):
+        find_spec("raw.t2")
+    nightly = nightly_specs()
+    assert set(nightly) == {name for name in fleet if not name.startswith("raw.")}
+    assert nightly["yaml.t3"].source.endswith("y3.yaml")  # a spec alone keeps its file and hash
+    _text_exit_codes_and_a_bad_property(iceberg_catalog, capsys)
+
+
+def _text_exit_codes_and_a_bad_property(iceberg_catalog, capsys):
+    """On the same fleet (built once: the suite's time is counted)."""
+    assert main(["tables", "--namespace", "nowhere"]) == EXIT_USAGE
+    assert "no such namespace" in capsys.readouterr().err
+    assert main(["tables", "--namespace", "ordered"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "ordered.t1 (lakesort): configured" in out and "[sort-order: the sort order of ordered.t1]" in out
+    assert "yaml." not in out
+    with iceberg_catalog.load_table("props.t2").transaction() as tx:
+        tx.set_properties({"lakesort.sort-keys": "nope"})
+    assert main(["tables", "--namespace", "props", "--json"]) == EXIT_FAILURE
+    rows = {r["table"]: r for r in json.loads(capsys.readouterr().out)["tables"]}
+    assert "props.t2: sort.keys: 'nope' is not a column of props.t2" in rows["props.t2"]["error"]
+    assert "ALTER TABLE props.t2 SET TBLPROPERTIES ('lakesort.sort-keys'=" in rows["props.t2"]["error"]
+    assert rows["props.t3"]["error"] is None  # one table's error stops no other
+    assert "props.t2" not in nightly_specs()  # and fails no nightly
