@@ -108,7 +108,7 @@ def check(env: dict[str, str]) -> int:
               "prints no value):"),
               "    python3 docker/preflight.py --write-env docker/.env",
               ("then run `docker compose up -d` again. On a laptop that nothing else can reach, keep the defaults "
-              "instead: LAKESORT_LOCAL=1 docker compose up -d"),
+              "instead: put LAKESORT_LOCAL=1 in docker/.env (or in the environment of every compose command)."),
               ("(POSTGRES_PASSWORD is read when the Postgres volume is created: for a stack that already has one, "
               "docker/README.md, \"Secrets\", says how to change it.)")]
     return fail("\n".join(lines))
