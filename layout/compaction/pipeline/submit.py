@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ PROGRESS_LOGGER = "lakesort.progress"
 PROGRESS_CONF = "spark.lakesort.progress.interval"  # seconds between the job's progress lines; "0": none
 _PROGRESS_MARKER = f" INFO {PROGRESS_LOGGER}: ".encode()
 progress_log = logging.getLogger(PROGRESS_LOGGER)
+RELAY_WAIT_SECONDS = 10.0
 
 REPO = Path(__file__).resolve().parents[3]
 JOB = REPO / "jobs" / "compact.py"
@@ -161,20 +163,35 @@ def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
 def _run_relaying(cmd: Sequence[str], out: BinaryIO, *, env: Mapping[str, str]) -> int:
     """Run spark-submit with its output going to `out` as it comes, and the job's progress lines
     (`jobs/compaction/progress.py`) also to this process's log: `lakesort compact` shows them on stderr unless
-    -q. The Airflow task needs none of this: SparkSubmitOperator logs every line spark-submit prints."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env)) as proc:
-        assert proc.stdout is not None
+    -q. The Airflow task needs none of this: SparkSubmitOperator logs every line spark-submit prints.
+
+    Through a pipe read by a thread, so that spark-submit is still run by `subprocess.run` (which kills it when
+    this process is interrupted)."""
+    read_fd, write_fd = os.pipe()
+    relay = threading.Thread(target=_relay, args=(os.fdopen(read_fd, "rb"), out), name="spark-submit-output",
+                             daemon=True)
+    relay.start()
+    try:
+        with os.fdopen(write_fd, "wb") as write_end:
+            done = subprocess.run(cmd, stdout=write_end, stderr=subprocess.STDOUT, env=dict(env), check=False)
+    finally:
+        # The pipe ends once spark-submit and what it started have exited; a process left behind holding it
+        # does not hold up the run.
+        relay.join(timeout=RELAY_WAIT_SECONDS)
+    return done.returncode
+
+
+def _relay(stream: BinaryIO, out: BinaryIO) -> None:
+    with stream:
         try:
-            for raw in proc.stdout:  # lines as bytes, written as they came (Spark's console bar and all)
+            for raw in stream:  # lines as bytes, written as they came
                 out.write(raw)
                 line = progress_message(raw)
                 if line is not None:
                     out.flush()
                     progress_log.info("%s", line)
-        except BaseException:  # interrupted (Ctrl-C): the job does not outlive the command, as with subprocess.run
-            proc.kill()
-            raise
-        return proc.wait()
+        except ValueError:  # `out` closed: the run went on after RELAY_WAIT_SECONDS without the rest
+            return
 
 
 def progress_message(raw: bytes) -> str | None:
