@@ -15,7 +15,9 @@ import lakesort_common as common
 from airflow.sdk import Param, dag, task
 
 # Iceberg's namespace.name (the spec's `table`): checked when the run is triggered, with the registry's tables
-# as the choices (their names only: parsing validates no spec); whether its spec is valid, by the first task.
+# offered (their names only: parsing validates no spec, and lists no catalog); a table configured by its
+# lakesort.* properties, a namespace default or its own sort order is typed in. Whether it is configured, and
+# how, the first task resolves (`layout.registry.find_spec`).
 _TABLE = r"^[^.\s]+(\.[^.\s]+)+$"
 _TABLES = common.registered_tables()
 
@@ -25,8 +27,9 @@ _TABLES = common.registered_tables()
     tags=common.TAGS, doc_md=__doc__,
     params={
         "table": Param(_TABLES[0] if len(_TABLES) == 1 else None, type="string", pattern=_TABLE, title="Table",
-                       description="A registered table (dags/tables/*.yaml), as namespace.name",
-                       **({"enum": _TABLES} if _TABLES else {})),
+                       description="A configured table, as namespace.name: one of dags/tables/*.yaml, or one "
+                                   "configured by lakesort.* properties, a namespace default or its sort order",
+                       **({"examples": _TABLES} if _TABLES else {})),
         "partitions": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
                             title="Partitions",
                             description="Partition paths, e.g. l_shipdate_month=1995-03; empty: a date range or all"),

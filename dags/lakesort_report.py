@@ -1,4 +1,4 @@
-"""lakesort_report: measure every registered table's current snapshot, then rebuild the reports. On demand.
+"""lakesort_report: measure every configured table's current snapshot, then rebuild the reports. On demand.
 
 The probes go to `lakesort.pruning_metrics` with phase `on-demand`, the HTML reports to
 $LAKESORT_REPORT_DIR. A table that cannot be measured fails its own task; the report is rebuilt
@@ -16,7 +16,11 @@ from airflow.sdk import dag, task
 def lakesort_report():
     @task
     def list_tables():
-        return common.registered_tables()
+        # Every configured table (a spec, lakesort.* properties, a namespace default, its own sort order), as
+        # the nightly compacts them; a table with a broken spec stays, and its own task says why.
+        from layout.registry import nightly_specs
+
+        return list(nightly_specs(common.tables_dir()))
 
     @task(map_index_template="{{ lakesort_table }}")
     def measure(table):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from layout.catalog import RUN_ID, load_catalog
 from layout.cli import EXIT_FAILURE, EXIT_OK
-from layout.errors import UsageError
+from layout.errors import ConfigError, UsageError
 from layout.metrics.clustering import health, key_spans
 from layout.metrics.runs import read_runs
 from layout.read.iceberg import snapshot_of
@@ -37,7 +37,12 @@ log = logging.getLogger("lakesort")
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = load_catalog(args.catalog)
+    try:
+        catalog = load_catalog(args.catalog)
+    except ConfigError as exc:
+        if args.catalog is None:  # no catalog configured at all: the setup's failure, not the command line's
+            raise
+        raise UsageError(f"--catalog {args.catalog}: {exc}") from None
     if args.namespace is not None:
         _check_namespace(catalog, args.namespace)
     listed = list_catalog(catalog.name, namespace=args.namespace)

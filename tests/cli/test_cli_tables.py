@@ -120,6 +120,8 @@ def _text_exit_codes_and_a_bad_property(iceberg_catalog, capsys):
     """On the same fleet (built once: the suite's time is counted)."""
     assert main(["tables", "--namespace", "nowhere"]) == EXIT_USAGE
     assert "no such namespace" in capsys.readouterr().err
+    assert main(["tables", "--catalog", "elsewhere"]) == EXIT_USAGE
+    assert "no Iceberg catalog named 'elsewhere'" in capsys.readouterr().err
     assert main(["tables", "--namespace", "ordered"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "ordered.t1 (lakesort): configured" in out and "[sort-order: the sort order of ordered.t1]" in out
