@@ -35,7 +35,7 @@ from layout.registry.keys import (
     spec_key_of,
 )
 from layout.spec import SortKey, TableSpec
-from layout.spec.table_properties import TARGET_FILE_SIZE, resolve_spec
+from layout.spec.table_properties import CODEC, LEVEL, TARGET_FILE_SIZE, resolve_spec
 
 __all__ = ["PLACEHOLDER_OWNER", "KeySource", "Layer", "Resolution", "SourceKind", "merge", "resolve_layers"]
 
@@ -164,8 +164,9 @@ def resolve_layers(table: str, catalog: str | None = None, *, spec: TableSpec | 
     effective = run_spec
     if run_spec is not None and write_properties:
         effective = resolve_spec(run_spec, write_properties, columns=columns)
+        values = flatten(effective.model_dump(mode="json", exclude={"table", "catalog"}), where=table)
         for key in _set_keys(effective) - _set_keys(run_spec):
-            sources.append(KeySource(key=key, kind="write-property", origin=_write_property(key, write_properties)))
+            sources.append(KeySource(key=key, kind="write-property", origin=_write_property(key), value=values[key]))
     return Resolution(table=table, catalog=catalog, spec=run_spec, effective=effective, sort_keys=sort_keys,
                       sources=tuple(sorted(sources, key=lambda s: SPEC_KEYS.index(s.key))), reason=reason)
 
@@ -175,13 +176,20 @@ def _set_keys(spec: TableSpec) -> set[str]:
     return set(flatten(dumped, where=spec.source))
 
 
-def _write_property(key: str, properties: Mapping[str, str]) -> str:
-    """The table's write property behind a key it filled (`layout.spec.table_properties` names them)."""
-    if key in ("target_file_size", "max_group_size"):
-        return TARGET_FILE_SIZE
-    field = key.partition(".")[2].replace("_", "-")
-    named = [p for p in properties if field and field.split("-")[0] in p]
-    return ", ".join(named) or "write.parquet.*"
+# The key each of the table's write properties fills (`layout.spec.table_properties` reads them).
+_WRITE_PROPERTY = {
+    "target_file_size": TARGET_FILE_SIZE, "max_group_size": TARGET_FILE_SIZE,
+    "writer.row_group_size": "write.parquet.row-group-size-bytes",
+    "writer.page_size": "write.parquet.page-size-bytes",
+    "writer.page_row_count_limit": "write.parquet.page-row-limit",
+    "writer.dictionary_page_size": "write.parquet.dict-size-bytes",
+    "writer.compression": CODEC, "writer.compression_level": LEVEL,
+    "writer.bloom_filters": "write.parquet.bloom-filter-enabled.column.*",
+}
+
+
+def _write_property(key: str) -> str:
+    return _WRITE_PROPERTY.get(key, "write.parquet.*")
 
 
 def _run_spec(table: str, catalog: str | None, spec: TableSpec | None, merged: Mapping[str, KeySource]) -> TableSpec:
