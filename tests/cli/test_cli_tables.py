@@ -11,6 +11,7 @@ import pytest
 from pyiceberg.transforms import IdentityTransform
 
 from layout.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from layout.compaction.pipeline import runs
 from layout.errors import ConfigError
 from layout.registry import find_spec, nightly_specs
 from layout.sizes import MiB
@@ -113,6 +114,15 @@ def test_tables_lists_each_effective_configuration_and_its_sources(fleet, iceber
     nightly = nightly_specs()
     assert set(nightly) == {name for name in fleet if not name.startswith("raw.")}
     assert nightly["yaml.t3"].source.endswith("y3.yaml")  # a spec alone keeps its file and hash
+    requests = {r.table: r for r in runs.nightly_requests()}  # the nightly DAG's first task
+    assert requests["props.t5"].config.spec_hash == find_spec("props.t5").spec_hash
+    assert not requests["props.t5"].config.on_disk and requests["yaml.t3"].config.on_disk
+    # a run plans with it: the property's keys, the table's own order (no Spark needed to plan)
+    for name, keys in (("props.t1", ["v", "k"]), ("ordered.t1", ["v"])):
+        capsys.readouterr()
+        assert main(["plan-rewrite", name, "--json"]) == EXIT_OK
+        plan = json.loads(capsys.readouterr().out)
+        assert [k["column"] for k in plan["sort_keys"]] == keys and plan["groups"], name
     _text_exit_codes_and_a_bad_property(iceberg_catalog, capsys)
 
 
