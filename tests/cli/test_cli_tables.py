@@ -4,15 +4,18 @@ configuration and the source of each key, its health and last run; the nightly c
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pyarrow as pa
 import pytest
 from pyiceberg.transforms import IdentityTransform
 
+from layout.catalog import RUN_ID
 from layout.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 from layout.compaction.pipeline import runs
 from layout.errors import ConfigError
+from layout.metrics.runs import RunRecord, record_run
 from layout.registry import find_spec, nightly_specs
 from layout.sizes import MiB
 
@@ -61,6 +64,13 @@ def fleet(iceberg_catalog, registry):
 
 
 def test_tables_lists_each_effective_configuration_and_its_sources(fleet, iceberg_catalog, capsys):
+    # Last runs: a commit of lakesort's (its run id in the snapshot summary), and a failed run on record (in
+    # lakesort's own namespace, which the listing leaves out).
+    committed = iceberg_catalog.load_table("yaml.t4")
+    committed.append(DATA.cast(committed.schema().as_arrow()), snapshot_properties={RUN_ID: "run-4"})
+    started = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    record_run(iceberg_catalog, RunRecord(run_id="run-9", table="props.t4", status="failed", trigger="nightly",
+                                          started_at=started, duration_s=3.0, error="boom"))
     assert main(["tables", "--json"]) == EXIT_OK
     listed = {row["table"]: row for row in json.loads(capsys.readouterr().out)["tables"]}
     assert set(listed) == set(fleet)  # lakesort's own namespace is not listed
@@ -106,6 +116,10 @@ def test_tables_lists_each_effective_configuration_and_its_sources(fleet, iceber
         assert health["overlap"][first_key]["max_depth"] == 2, name
     assert listed["raw.t1"]["health"]["data_files"] == 2 and listed["raw.t1"]["health"]["overlap"] == {}
     assert listed["yaml.t2"]["health"]["snapshot_id"] is None and listed["yaml.t2"]["last_run"] is None
+    assert listed["yaml.t4"]["last_run"]["run_id"] == "run-4"
+    assert listed["yaml.t4"]["last_run"]["status"] == "committed"
+    last = listed["props.t4"]["last_run"]
+    assert (last["run_id"], last["status"], last["error"]) == ("run-9", "failed", "boom")
     # the same resolution is what a run carries; a table no source configures is no run
     assert find_spec("props.t5").sort.keys[0].column == "v"
     assert find_spec("sales.t4").target_file_size == 64 * MiB
