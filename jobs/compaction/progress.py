@@ -96,15 +96,20 @@ def format_duration(seconds: float | None) -> str:
 
 
 def short_name(name: str) -> str:
-    """Spark's stage name with its call site's directories dropped: "collect at /a/b/run.py:345" is
-    "collect at run.py:345" (the job's files live in a temporary directory on a cluster)."""
+    """Spark's stage name where it points into the job, with the call site's directories dropped: "collect at
+    /a/b/run.py:345" is "collect at run.py:345" (the job's files live in a temporary directory on a cluster);
+    "" for a JVM call site ("parquet at NativeMethodAccessorImpl.java:0", adaptive execution's "$anonfun$... at
+    CompletableFuture.java:1768"), which says nothing the part does not."""
     action, sep, site = name.partition(" at ")
-    return f"{action}{sep}{site.rsplit('/', 1)[-1]}" if sep else name
+    if not sep:
+        return name
+    return f"{action}{sep}{site.rsplit('/', 1)[-1]}" if ".py:" in site else ""
 
 
 def _stage(p: StageProgress) -> str:
     part = f"[{p.part}] " if p.part else ""
-    return f"{part}stage {p.stage_id} ({short_name(p.name)})"
+    name = short_name(p.name)
+    return f"{part}stage {p.stage_id}" + (f" ({name})" if name else "")
 
 
 def progress_line(p: StageProgress) -> str:

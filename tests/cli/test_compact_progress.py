@@ -43,6 +43,7 @@ def test_progress_lines_are_relayed_and_every_line_is_kept_in_the_log(tmp_path, 
 
 
 def test_the_job_and_the_command_name_the_same_logger_and_conf():
+    # The job's package, loaded as spark-submit runs it (pyspark imported): for this test only.
     from lossless import job_part
 
     progress = job_part("progress")
