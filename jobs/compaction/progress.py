@@ -40,6 +40,9 @@ DEFAULT_INTERVAL = 10.0
 POLL_SECONDS = 2.0  # how often the thread looks: a completed stage's summary comes within this
 
 log = logging.getLogger(LOGGER)
+# What the looks cost, logged at stop: in the driver's log only (`lakesort compact` relays `lakesort.progress`'s
+# lines alone; tests/benchmarks/bench_progress.py reads it from the run's spark-submit.log).
+cost_log = logging.getLogger(f"{LOGGER}.cost")
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 GONE = "gone"  # a stage that will never run or complete: no longer watched
@@ -216,6 +219,7 @@ class Progress:
         self.started = self.last_line = clock()
         self.watched: dict[int, None] = {}  # stages not yet summarized, in order of submission
         self.lines = 0  # lines emitted: progress and summaries
+        self.looks, self.busy = 0, 0.0  # looks at Spark's status, and the seconds they took (their cost's bound)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakesort-progress", daemon=True)
 
@@ -228,6 +232,7 @@ class Progress:
         if self._thread.is_alive():
             self._thread.join(timeout=max(5.0, 2 * self.poll))
         self._look(final=True)
+        cost_log.info("%d looks at Spark's status in %.3f s, %d lines", self.looks, self.busy, self.lines)
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll):
@@ -237,6 +242,15 @@ class Progress:
                 log.debug("progress: %s", exc)
 
     def _look(self, *, final: bool = False) -> None:
+        # Wall time, which bounds what a look costs the driver and its JVM both (py4j calls are synchronous).
+        started = time.perf_counter()
+        try:
+            self._look_once(final=final)
+        finally:
+            self.looks += 1
+            self.busy += time.perf_counter() - started
+
+    def _look_once(self, *, final: bool) -> None:
         now = self.clock()
         for stage_id in self.status.new_stage_ids():
             self.watched.setdefault(stage_id, None)
