@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 LOGGER = "lakesort.progress"  # `layout.compaction.pipeline.submit` relays the lines of this logger
 INTERVAL_CONF = "spark.lakesort.progress.interval"  # seconds between progress lines; 0 turns progress off
 DEFAULT_INTERVAL = 10.0
-POLL_SECONDS = 2.0  # how often the thread looks: a completed stage's summary comes within this
+POLL_SECONDS = 5.0  # how often the thread looks: a summary comes within this (every 2 s: 1% of the SF1 job)
 
 log = logging.getLogger(LOGGER)
 # What the looks cost, logged at stop: in the driver's log only (`lakesort compact` relays `lakesort.progress`'s
