@@ -1,12 +1,11 @@
 """The job's progress lines (jobs/compaction/progress.py): the formatting as pure functions (byte and duration
 units, the time left, Spark's stage names), the thread's rules against a scripted Spark status (at most a progress
 line per interval, a summary per completed stage, a job that ran between two looks found, skipped stages
-dropped, the last summaries logged at stop), and the same thread on the session's real Spark, whose UI is off:
-bytes still come from the driver's status store."""
+dropped, the last summaries logged at stop), and the job's conf turning it off. The real job's lines, bytes from
+the driver's status store with the UI off: tests/cli/test_compact_progress.py."""
 
 from __future__ import annotations
 
-import re
 import time
 from types import SimpleNamespace
 
@@ -199,25 +198,17 @@ def test_without_the_status_store_the_lines_have_task_counts_only():
     assert lines == ["stage 7 (collect at run.py:9): 1/4 tasks, read ?, wrote ?; 0:05 elapsed, time left unknown"]
 
 
-# ---- on the session's real Spark ---------------------------------------------------------------------------
+# ---- on the session's real Spark (the real job's lines: tests/cli/test_compact_progress.py) -------------------
 
 
 @pytest.mark.spark
-def test_progress_of_real_spark_work_without_the_ui(spark):
-    lines: list[str] = []
-    sc = spark.sparkContext
-    watcher = progress.Progress(sc, interval=0.2, poll=0.1, emit=lines.append).start()
-    sc.setJobGroup("lakesort: progress test", "progress test")
+def test_a_quiet_job_logs_no_progress(spark):
+    """`lakesort compact -q` passes the conf that turns progress off: no thread at all."""
+    spark.conf.set(progress.INTERVAL_CONF, "0")
     try:
-        rows = (spark.range(0, 400_000, numPartitions=4).selectExpr("id % 97 AS k", "id")
-                .groupBy("k").count().collect())
+        with progress.reporting(spark) as watcher:
+            assert watcher is None
     finally:
-        sc.setJobGroup("lakesort: other", "other")
-        watcher.stop()
-    assert len(rows) == 97
-    summaries = [ln for ln in lines if " done: " in ln]
-    assert summaries and all(ln.startswith("[progress test] stage ") for ln in summaries), lines
-    # The map stage wrote its shuffle, the reduce stage read it: bytes from the store although the UI is off.
-    assert any(re.search(r"wrote \d+(\.\d)? [KM]i?B", ln) for ln in summaries), lines
-    assert any(re.search(r"read \d+(\.\d)? [KM]i?B", ln) for ln in summaries), lines
-    assert "?" not in " ".join(summaries)
+        spark.conf.unset(progress.INTERVAL_CONF)
+    with progress.reporting(spark) as watcher:
+        assert watcher.interval == progress.DEFAULT_INTERVAL
