@@ -1,48 +1,51 @@
-"""Groups whose inputs are all sorted runs, merged without a shuffle and without a sort
-(`layout.compaction.executor.merge_runs`): which groups qualify (`plan_merges`), and their write
-(`write_merges`).
+"""Groups whose inputs are all sorted runs, merged without a shuffle (`layout.compaction.executor.merge_runs`):
+which groups qualify (`plan_merges`), and their write (`write_merges`).
 
 A group qualifies when its rows need nothing but a merge: a linear order, no merge rule (keyed tables keep one
 row per key), no deletes, every input read natively (its schema is the table's, by name, id and type) under the
-current partition spec and in one partition, every column primitive, keys the merge orders as Spark does
-(`merge_runs.mergeable_keys`), and every input a lakesort run of the plan's layout (`InputFile.sorted_run`,
-from the runs' snapshot summaries) whose page index says it is sorted (`merge_runs.key_pages`, in the
-driver for up to 64 files, else in Spark tasks: no data page is read). The rest go through the sort.
+current partition spec and in one partition, every column primitive, a first key the slices can bound
+(`merge_runs.mergeable_keys`), at least `MIN_BYTES` of input, and every input a lakesort run of the plan's
+layout (`InputFile.sorted_run`, from the runs' snapshot summaries) whose page index says it is sorted by the
+first key (`merge_runs.key_pages`, in the driver for up to 64 files, else in Spark tasks: no data page is
+read). The rest go through the sort.
 
-The write: one Spark task per key-range slice (`merge_runs.plan_slices`), each reading the pages of each run
-that overlap its slice and merging them with the loser tree (`mapInArrow`: no exchange in the plan), written
-by Spark's Parquet writer with the spec's options, a file per slice: into a directory of its own and then moved
-into its group's and partition's directory where a move is a rename (local, HDFS), straight into that
-directory on object stores (a move there is a copy). The fingerprint is observed on the
-merged rows as the sort path observes its input (`InputFingerprint`, salted with the group), their count
-checked against the manifests' rows; the read-back, the proof against the manifests' statistics, verify and
-commit are the same as for sorted groups. A file found unsorted while merging (by a key after the first, which
-the page index cannot show) fails the merge with `MergeUnsorted`: the job then sorts every group instead.
+The write: one Spark task per key-range slice (`merge_runs.plan_slices`), reading the group's runs with Spark's
+Parquet reader and the slice's range of the first key pushed down (`slice_rows`: parquet-mr skips the pages
+outside it by their column index), sorting what it read by every key within the task, and writing it with the
+spec's options: a union of one-partition scans, so no exchange. A file per slice: into a directory of its own
+and then moved into its group's and partition's directory where a move is a rename (local, HDFS), straight
+into that directory on object stores (a move there is a copy). The fingerprint is observed on the slices' rows
+as the sort path observes its input (`InputFingerprint`, salted with the group), their count checked against
+the manifests' rows: a row that no slice's range holds, or two do, fails the job. The read-back, the proof
+against the manifests' statistics, verify and commit are the same as for sorted groups.
+
+Before this, each task merged its slice's pages with the loser tree in Python (`layout.read.merge`, pages read by
+`layout.parquet.excerpt`), which sorted nulls and floats of the later keys otherwise than Spark and could only
+fail over to the sort when a run was unsorted by a later key. Both took the same time on TPC-H SF1, 4 runs of
+one unpartitioned table (the merge's write 36.7 s here, 38.9 s through Python; the sort path's sample, shuffle,
+sort and write 39.2 s: tests/benchmarks/README.md, "Peers"), bounded by the fingerprint and the Parquet write.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from layout.compaction.executor.merge_runs import (
-    BATCH_ROWS,
     KeyPages,
     Slice,
     bytes_read,
     key_pages,
-    merge_slice,
     mergeable_keys,
     plan_slices,
 )
@@ -51,13 +54,14 @@ from layout.compaction.executor.staging import finish_staged_file
 from layout.io import find_parquet_files
 
 from .fingerprints import InputFingerprint
+from .frames import ordered
 from .schema import as_declared
 from .spark_versions import arrow_schema
 from .storage import configured
 from .write import move_files, renames_cheaply
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from layout.compaction.plan import RewriteGroup
 
@@ -67,15 +71,14 @@ log = logging.getLogger("lakesort.compact")
 
 MERGE_CONF = "spark.lakesort.compact.mergeRuns"  # "false": every group is sorted, as before merges existed
 PIECES_CONF = "spark.lakesort.compact.mergePiecesPerFile"  # slices (tasks) an output file is merged in; 0: enough for every core
+# Groups smaller than this are sorted: a slice costs the driver a scan to plan and Spark a task to run, more
+# than a shuffle of a few MiB. TPC-H SF1 by month, 84 groups of 1.8 MiB (bench_peers.py, nightly, one loaded
+# run): merged 168.7 s, sorted 129.7 s; one group of 140 MiB (nightly-flat, quiet): merged 56.4 s, sorted 58.7 s.
+MIN_BYTES_CONF = "spark.lakesort.compact.mergeMinBytes"
+MIN_BYTES = 32 * 2**20
 DRIVER_FILES = 64  # inputs whose page tables the driver reads itself; more are read by Spark tasks
+UNION_CONF = "spark.sql.unionOutputPartitioning"
 MERGED_DIR = "_merged"  # below the write's directory: a file per slice, moved into their groups' directories
-UNSORTED = "lakesort: a sorted run is not sorted"  # the executors' error, found in Spark's by the driver
-
-
-class MergeUnsorted(RuntimeError):
-    """A run read while merging was not sorted by the keys: the job sorts instead."""
-
-
 @dataclass(frozen=True, slots=True)
 class MergePlan:
     """The groups merged, each with its files' page tables and its slices, and why others are sorted."""
@@ -133,7 +136,9 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     """The groups to merge (None: none), their inputs' page tables read in the executors, and their slices."""
     if spark.conf.get(MERGE_CONF, "true").lower() == "false":
         return None
-    reasons = {g.group_id: why_not(job, g) for g in groups}
+    least = int(spark.conf.get(MIN_BYTES_CONF, str(MIN_BYTES)))
+    reasons = {g.group_id: why_not(job, g) or (f"it is small (under {least / 2**20:g} MiB)" if g.bytes < least else None)
+               for g in groups}
     candidates = [g for g in groups if reasons[g.group_id] is None]
     sorted_because = Counter(r for r in reasons.values() if r is not None)
     if sorted_because:
@@ -143,6 +148,7 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         return None
     t0 = time.perf_counter()
     keys = [k.column for k in job.plan.sort_keys]
+    first_type = {f.name: f.dataType for f in job.spark_schema.fields}[keys[0]]
     paths = [(f.path, f.size) for g in candidates for f in g.inputs]
     pages = configured(job.plan.table_location, dict(job.plan.io_properties))(key_pages)
     if len(paths) <= DRIVER_FILES:
@@ -166,9 +172,12 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         if unsorted is not None:
             instead[g.group_id] = f"{unsorted.path}: {unsorted.unsorted}"
             continue
+        cut = plan_slices(tables, g.output_files * per_file)
+        if not _literal_bounds(cut, first_type):
+            instead[g.group_id] = f"a page bound of {keys[0]} is no UTF-8 text (truncated): no Spark literal bounds it"
+            continue
         merged.append(g)
         files[g.group_id] = tables
-        cut = plan_slices(tables, g.output_files * per_file)
         valued = sum(not piece.nulls for piece in cut)
         count = min(g.output_files, valued) or 1
         slices[g.group_id] = tuple(cut)
@@ -192,54 +201,31 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
     work = [(g.group_id, key_dir(g.inputs[0].partition_key), g.inputs[0].partition_key, tuple(f.path for f in g.inputs),
              s, out) for g in merges.groups for s, out in zip(merges.slices[g.group_id], merges.outputs[g.group_id],
                                                                 strict=True)]
-    columns = list(job.columns)
-    keys = [k.column for k in job.plan.sort_keys]
-    schema = arrow_schema(job.spark_schema)
-    out_schema = T.StructType([*job.spark_schema.fields, T.StructField(GROUP, T.IntegerType(), False),
-                               T.StructField(PART, T.StringType(), False)])
-
-    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for index in batch.column(0).to_pylist():
-                gid, part, _, paths, piece, _ = work[index]
-                # The slice's constant columns, built once and sliced to each batch (at most BATCH_ROWS rows).
-                group = pa.array(np.full(BATCH_ROWS, gid, np.int32))
-                directory = pa.DictionaryArray.from_arrays(np.zeros(BATCH_ROWS, np.int32), [part]).cast(pa.string())
-                try:
-                    for merged in merge_slice(piece, paths, columns, keys, schema):
-                        n = merged.num_rows
-                        if n > len(group):
-                            group = pa.array(np.full(n, gid, np.int32))
-                            directory = pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [part]).cast(pa.string())
-                        yield pa.RecordBatch.from_arrays([*merged.columns, group.slice(0, n), directory.slice(0, n)],
-                                                         [*columns, GROUP, PART])
-                except Exception as exc:
-                    if "not sorted" in str(exc):
-                        raise RuntimeError(f"{UNSORTED}: {exc}") from exc
-                    raise
-
-    merge = configured(job.plan.table_location, dict(job.plan.io_properties))(merge)
-    slices = spark.range(len(work), numPartitions=len(work)).select(F.col("id").cast("int").alias("slice"))
-    rows = slices.mapInArrow(merge, out_schema)
+    rows = _slice_rows(spark, job, work)
     fingerprint = InputFingerprint(rows, list(job.columns))
     declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in job.spark_schema.fields]
     flat = f"{target}/{MERGED_DIR}"
+    order = [ordered(k) for k in job.plan.sort_keys]
     renames = renames_cheaply(target)
+    # A union of one-partition scans keeps a partition per slice: Spark 4.1 and later give a union of children
+    # partitioned alike (here each a single partition) their partitioning, zipping the slices into one task.
+    union_conf = spark.conf.get(UNION_CONF, None)
+    spark.conf.set(UNION_CONF, "false")
     try:
         if renames:  # a file per task into one directory, then moved (`_place`): no copy of each row
-            written = fingerprint.observed.select(*declared)
+            written = fingerprint.observed.select(*declared).sortWithinPartitions(*order)
             written.write.mode("overwrite").options(**job.plan.writer_options).parquet(flat)
         else:
             # An object store copies a file to move it: each task writes into its group's and partition's
-            # directory itself (one slice a task, so one writer, and the rows in their merged order), beside
-            # what the sort wrote there.
-            written = fingerprint.observed.select(*declared, GROUP, PART)
+            # directory itself (one slice a task, so one writer), beside what the sort wrote there. Sorted by
+            # the directory first, as the writer requires: a sort Spark would add for it drops the keys' sort.
+            written = fingerprint.observed.select(*declared, GROUP, PART).sortWithinPartitions(GROUP, PART, *order)
             written.write.mode("append").options(**job.plan.writer_options).partitionBy(GROUP, PART).parquet(target)
-    except Exception as exc:
-        if UNSORTED in str(exc):
-            reason = str(exc).split(UNSORTED, 1)[1].split("\n", 1)[0]
-            raise MergeUnsorted(f"a sorted run is not sorted by {', '.join(keys)}{reason}") from exc
-        raise
+    finally:
+        if union_conf is None:
+            spark.conf.unset(UNION_CONF)
+        else:
+            spark.conf.set(UNION_CONF, union_conf)
     expected = {g.group_id: g.rows for g in merges.groups}
     _, hash_sum = fingerprint.result(sum(expected.values()))
     if renames:
@@ -284,3 +270,69 @@ def _place(spark: SparkSession, flat: str, target: str, slots: Sequence[tuple[in
 
     moved = move_files(spark, flat, target, destinations)
     log.info("merged groups: %d file(s) placed in their groups' directories", moved)
+
+
+def _slice_rows(spark: SparkSession, job: JobPlan, work: Sequence[tuple]) -> DataFrame:
+    """Every slice's rows (`slice_rows`), a partition each, tagged with its group and partition directory."""
+    first = job.plan.sort_keys[0].column
+    dtype = {f.name: f.dataType for f in job.spark_schema.fields}[first]
+    columns = list(job.columns)
+    scans: dict[int, DataFrame] = {}  # a scan per group: its files listed once for all its slices
+    frames = []
+    for gid, part, _, paths, piece, _ in work:
+        if gid not in scans:
+            scans[gid] = spark.read.schema(job.spark_schema).parquet(*paths)
+        frames.append(slice_rows(scans[gid], first, dtype, piece)
+                      .select(*columns, F.lit(gid).alias(GROUP), F.lit(part).alias(PART)))
+    return functools.reduce(lambda a, b: a.union(b), frames)
+
+
+def slice_rows(scan: DataFrame, first: str, dtype: T.DataType, piece: Slice) -> DataFrame:
+    """The rows of `scan` (a group's runs read by Spark's reader) whose first key lies in the slice, in one
+    partition (`coalesce(1)`: the runs' pieces read one after the other by one task, no exchange). The range
+    is pushed down to the Parquet reader: parquet-mr skips the row groups and pages outside it by their
+    statistics and column indexes, so a task reads about its slice's pages of each run."""
+    key = F.col(first)
+    if piece.nulls:
+        return scan.where(key.isNull()).coalesce(1)
+    within = key.isNotNull()
+    if piece.lo is not None:
+        within = within & (key > bound(piece.lo, dtype))
+    if piece.hi is not None:
+        within = within & (key <= bound(piece.hi, dtype))
+    return scan.where(within).coalesce(1)
+
+
+def _literal_bounds(cut: Sequence[Slice], dtype: T.DataType) -> bool:
+    """Whether every bound of the slices has a Spark literal (`bound`): a string column's page bounds are UTF-8
+    unless a writer truncated one inside a character."""
+    if not isinstance(dtype, T.StringType):
+        return True
+    try:
+        for piece in cut:
+            for value in (piece.lo, piece.hi):
+                if value is not None:
+                    bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def bound(value: object, dtype: T.DataType) -> Column:
+    """A slice's bound (an order key: `ColumnType.order_key`) as a Spark literal of the first key's type,
+    folded to a constant before Spark pushes the filter down."""
+    if isinstance(dtype, T.BooleanType):
+        return F.lit(bool(value))
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return F.lit(int(value)).cast(dtype)
+    if isinstance(dtype, T.DateType):
+        return F.expr(f"date_from_unix_date({int(value)})")
+    if isinstance(dtype, T.TimestampType):
+        return F.expr(f"timestamp_micros({int(value)})")
+    if isinstance(dtype, T.TimestampNTZType):  # the job's session time zone is UTC: no shift
+        return F.expr(f"cast(timestamp_micros({int(value)}) as timestamp_ntz)")
+    if isinstance(dtype, T.StringType):
+        return F.lit(bytes(value).decode("utf-8"))
+    if isinstance(dtype, T.BinaryType):
+        return F.lit(bytearray(value))
+    raise TypeError(f"no merge bound of type {dtype}")

@@ -34,7 +34,7 @@ from .deletes import Applied, apply_deletes
 from .fingerprints import InputFingerprint
 from .frames import ordered, sql_array
 from .job_plan import JobPlan
-from .merge import MergeUnsorted, plan_merges, write_merges
+from .merge import plan_merges, write_merges
 from .placement import nan_first_key, nan_rows, slot_frame, slot_values, with_nan_slots, with_slots
 from .read import Inputs, read_inputs
 from .readback import Checked, key_problems, list_outputs, read_back
@@ -98,7 +98,6 @@ class Attempt:
     # from a pass over the input always.
     figures: Literal["manifests", "first-pass"]
     mode: Literal["errorifexists", "overwrite"]
-    merge: bool = True  # groups of sorted runs merged (`merge`); False after a run turned out unsorted
 
 
 # The first attempt writes into a directory of its own: a file already there is an error.
@@ -106,8 +105,6 @@ FIRST = Attempt(figures="manifests", mode="errorifexists")
 # After the manifests' bounds missed a value (ManifestRangeMiss, raised once the write ran): figures from a pass
 # over the input, and the first attempt's files, staged already, written over.
 AGAIN = Attempt(figures="first-pass", mode="overwrite")
-# After a run read while merging was not sorted (MergeUnsorted): every group sorted, over the first attempt's files.
-SORTED = Attempt(figures="manifests", mode="overwrite", merge=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,14 +151,6 @@ def compact_groups(spark: SparkSession, plan: RewritePlan, groups: Sequence[Rewr
     timings = timings if timings is not None else {}
     try:
         return _compact(spark, job, groups, timings, attempt=FIRST)
-    except MergeUnsorted as unsorted:
-        log.warning("%s; sorting every group instead", unsorted)
-        fs, path = hadoop_fs(spark, write_dir(job.plan))
-        fs.delete(path(write_dir(job.plan)), True)  # the sort's files and any merged ones: all written again
-        staged = _compact(spark, job, groups, timings, attempt=SORTED)
-        warning = JobWarning(rule="sorted_runs", column=job.plan.sort_keys[0].column,
-                             message=f"{unsorted}; the job sorted the groups instead of merging their runs")
-        return dataclasses.replace(staged, warnings=(*staged.warnings, warning))
     except ManifestRangeMiss as miss:
         log.warning("%s; writing again with ranges from a pass over the input", miss)
         timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
@@ -179,7 +168,7 @@ def _compact(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], 
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     target = write_dir(job.plan)
-    merges = plan_merges(spark, job, groups) if attempt.merge else None
+    merges = plan_merges(spark, job, groups)
     if merges is not None:
         clock.lap("merge: page indexes", "read, sample")
     sorting = [g for g in groups if merges is None or g.group_id not in merges.ids]

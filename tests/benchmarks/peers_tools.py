@@ -39,7 +39,7 @@ class Tool:
     name: str
     engine: str  # iceberg, delta, lakesort
     strategy: str  # sort/linear, zorder, hilbert
-    merge_runs: bool = True  # lakesort only: False sets MERGE_OFF=false
+    merge_runs: str = "true"  # lakesort only: MERGE_OFF's value ("false": the sort path)
 
 
 TOOLS = {t.name: t for t in (
@@ -49,7 +49,7 @@ TOOLS = {t.name: t for t in (
     Tool("lakesort-linear", "lakesort", "linear"),
     Tool("lakesort-zorder", "lakesort", "zorder"),
     Tool("lakesort-hilbert", "lakesort", "hilbert"),
-    Tool("lakesort-sort-path", "lakesort", "linear", merge_runs=False),
+    Tool("lakesort-sort-path", "lakesort", "linear", merge_runs="false"),
 )}
 
 
@@ -215,8 +215,8 @@ def lakesort_compact(tool: Tool, spec, master: str, conf: dict[str, str], work: 
     before = live_paths(spec.table)
     events = work / "events"
     run_conf = {**conf, **event_log_conf(events)}
-    if not tool.merge_runs:
-        run_conf[MERGE_OFF] = "false"
+    if tool.merge_runs != "true":
+        run_conf[MERGE_OFF] = tool.merge_runs
     started = time.perf_counter()
     result = compact(spec.table, spec=spec, master=master, spark_conf=run_conf, work_dir=work / "run", force=force)
     seconds = time.perf_counter() - started

@@ -60,10 +60,14 @@ def test_partition_evolution_on_s3(rest_iceberg_catalog, job_here, object_store)
     _only_vended_key(object_store)
 
 
-def test_sorted_runs_merged_on_s3(rest_iceberg_catalog, job_here, object_store, caplog):
-    """Two nights' sorted runs merged without a shuffle (tests/compaction/test_merged_runs.py): the executors
-    read the runs' pages through pyarrow's S3 filesystem with the vended key, and Spark writes each slice
-    straight into its directory (no copy)."""
-    table = _suite("test_merged_runs").merged_and_judged(rest_iceberg_catalog, "t.runs", False, caplog)
+def test_sorted_runs_merged_on_s3(rest_iceberg_catalog, job_here, object_store, caplog, spark):
+    """Two nights' sorted runs merged without a shuffle (tests/compaction/test_merged_runs.py): the driver
+    reads the runs' page indexes through pyarrow's S3 filesystem and Spark their slices through S3A, with the
+    vended key, and Spark writes each slice straight into its directory (no copy)."""
+    spark.conf.set("spark.lakesort.compact.mergeMinBytes", "0")  # groups of KiBs: merged all the same
+    try:
+        table = _suite("test_merged_runs").merged_and_judged(rest_iceberg_catalog, "t.runs", False, caplog)
+    finally:
+        spark.conf.unset("spark.lakesort.compact.mergeMinBytes")
     assert table.location().startswith("s3://")
     _only_vended_key(object_store)

@@ -1,61 +1,46 @@
-"""Merging sorted runs without a shuffle: key-range slices found in the runs' page indexes, and each slice
-merged from the pages that overlap it with the loser tree (`layout.read.merge`).
+"""Merging sorted runs without a shuffle: key-range slices found in the runs' page indexes.
 
-When every input of a group is already sorted by the group's keys (lakesort's own runs), sorting its rows
-again is wasted work: the output is their merge. The job (`jobs/compaction/merge.py`) does it in three steps,
-this module holding the parts that need no Spark:
+When every input of a group is already sorted by the group's keys (lakesort's own runs), shuffling its rows
+to sort them again is wasted work. The job (`jobs/compaction/merge.py`) cuts the group into slices by key
+range, each read by one Spark task from every run with the slice's range pushed down to the reader and sorted
+within the task. This module holds the parts that need no Spark:
 
-1. `key_pages`, in an executor per input file: the first key's column index and offset index of every row
-   group (one coalesced read beside the footer), checked to be sorted (BoundaryOrder ASCENDING in every row
-   group, row groups in key order) and reduced to a page table: each non-null page's first row, rows and
-   bounds as order keys (`ColumnType.order_key`: ints for integer-like types, bytes for strings), the row
-   groups holding null keys, and each row group's bytes. No data page is read.
-2. `plan_slices`, in the driver: the group's key range cut into as many slices as it gets output files,
-   at page bounds weighted by rows (quantiles of the pages' upper bounds); for each slice and file the
-   pages that may hold its keys, by binary search over the file's page bounds (both are non-decreasing in
-   a sorted file), as row ranges per row group. Rows whose first key is null go to a slice of their own.
-3. `merge_slice`, in an executor per slice: each file's row ranges read page by page (`layout.parquet.excerpt`:
-   pyarrow alone reads whole column chunks), cut to the slice's keys (lo < key <= hi), and the files' streams merged by the loser tree, which checks each
-   stream's order by all the keys as it goes (`InputError` when a file is not sorted: the job then sorts).
+1. `key_pages`, per input file (in the driver, or in executors for many files): the first key's column
+   index and offset index of every row group (one coalesced read beside the footer), checked to be sorted
+   (BoundaryOrder ASCENDING in every row group, row groups in key order) and reduced to a page table: each
+   non-null page's first row, rows and bounds as order keys (`ColumnType.order_key`: ints for integer-like
+   types, in microseconds for timestamps, bytes for strings), the row groups holding null keys, and each row
+   group's bytes. No data page is read.
+2. `plan_slices`, in the driver: the group's key range cut into as many slices as it gets tasks, at page
+   bounds weighted by rows (quantiles of the pages' upper bounds); for each slice and file the pages that may
+   hold its keys, by binary search over the file's page bounds (both are non-decreasing in a sorted file), as
+   row ranges per row group: what a reader that skips pages by their column index reads (`bytes_read`).
+   Rows whose first key is null go to a slice of their own.
 
 Every row lands in exactly one slice: a non-null key k lies in one (lo, hi], and the page holding it has
-min <= k <= max, so it overlaps that slice and is read there; null keys are read, from every row group that
-holds one, by the null slice alone.
+min <= k <= max, so it overlaps that slice; null keys are in the null slice alone.
 
-What qualifies (`mergeable_keys`): every sort key ascending and of an integer-like or string/binary type
-(the order keys above compare as pyarrow compares the values), no float keys (NaN), secondary keys without
-nulls (the loser tree sorts nulls last, Spark's ascending order puts them first). The job checks the rest.
+What qualifies (`mergeable_keys`): a first key ascending and of an integer-like, string or binary type (order
+keys compare as Spark compares the values: no floats, whose NaN and -0.0 Parquet's bounds do not order as
+Spark does). The later keys are sorted within each slice by Spark, any type, direction and nulls.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from layout.compaction.plan import SortKeyModel
-from layout.errors import InputError, ParquetError
 from layout.io import resolve
 from layout.parquet import ParquetFile, PhysicalType
-from layout.parquet.excerpt import read_rows
 from layout.parquet.format import BoundaryOrder
-from layout.read.merge import merge_sorted
 
-__all__ = ["KeyPages", "Slice", "SliceRead", "key_pages", "merge_slice", "mergeable_keys", "plan_slices"]
-
-BATCH_ROWS = 65_536  # rows per batch read from a file and merged
-# Rows of a file read at once (a step's first and last pages are read again by the next and previous step: a
-# page of ~20,000 rows in 2**19, 4% more decoding, for memory bounded whatever the row group size).
-STEP_ROWS = 1 << 19
-
+__all__ = ["KeyPages", "Slice", "SliceRead", "bytes_read", "key_pages", "mergeable_keys", "plan_slices"]
 
 @dataclass(frozen=True, slots=True)
 class KeyPages:
@@ -93,12 +78,17 @@ class Slice:
 
 
 def mergeable_keys(keys: Sequence[SortKeyModel], arrow_types: Sequence[pa.DataType]) -> str | None:
-    """Why rows sorted by `keys` (of these Arrow types) cannot be merged here (None: they can)."""
-    for key, t in zip(keys, arrow_types, strict=True):
-        if key.direction != "asc":
-            return f"sort key {key.column} is descending"
-        if not (_int_like(t) or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)):
-            return f"sort key {key.column} is {t}: merged only on integer-like, string and binary keys"
+    """Why rows sorted by `keys` (of these Arrow types) cannot be merged here (None: they can): the first key
+    slices the runs, so it is ascending, of an integer-like, string or binary type (order keys compare as
+    Spark compares the values; timestamps in microseconds, as Iceberg and the job write them); the later keys
+    are Spark's to sort within each slice, any type and direction."""
+    key, t = keys[0], arrow_types[0]
+    if key.direction != "asc":
+        return f"sort key {key.column} is descending"
+    if pa.types.is_timestamp(t) and t.unit != "us":
+        return f"sort key {key.column} is {t}: merged on timestamps in microseconds only"
+    if not (_int_like(t) or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)):
+        return f"sort key {key.column} is {t}: merged only on integer-like, string and binary keys"
     return None
 
 
@@ -111,7 +101,7 @@ def key_pages(path: str, size: int | None, keys: Sequence[str]) -> KeyPages:
     """The page table of `path`'s first key (see the module docstring); `unsorted` says why it is none."""
     filesystem, inner = resolve(path)
     pf = ParquetFile.open(inner, filesystem, size=size)
-    first, rest = keys[0], keys[1:]
+    first = keys[0]
     group_rows = tuple(rg.num_rows for rg in pf.row_groups)
     group_bytes = tuple(sum(c.meta_data.total_compressed_size for c in rg.columns) for rg in pf.row_groups)
 
@@ -124,16 +114,15 @@ def key_pages(path: str, size: int | None, keys: Sequence[str]) -> KeyPages:
     column = pf.column(first)
     if column.type.physical_type in (PhysicalType.FLOAT, PhysicalType.DOUBLE):
         return refused(f"{first} is a float")
+    if column.type.kind == "int96" or (column.type.kind == "timestamp" and column.type.unit != "us"):
+        # Slices are bounded by Spark literals of timestamps in microseconds (`jobs/compaction/merge.bound`).
+        return refused(f"{first} holds timestamps as {column.type.logical_name}, not INT64 microseconds")
     pf.load_page_indexes([first])
     pages: list[tuple[int, int, int, Any, Any]] = []
     nulls: list[int] = []
     for rg, rows in enumerate(group_rows):
         if not rows:
             continue
-        for key in rest:  # the loser tree sorts nulls last; Spark's ascending order first
-            stats = pf.statistics(rg, key)
-            if stats is None or stats.null_count is None or stats.null_count:
-                return refused(f"row group {rg} of {key} holds nulls or has no null count")
         index, offsets = pf.raw_column_index(rg, first), pf.offset_index(rg, first)
         if index is None or offsets is None:
             return refused(f"row group {rg} of {first} has no column index or offset index")
@@ -199,92 +188,6 @@ def _slice(files: Sequence[KeyPages], searched: Sequence[tuple[list[Any], list[A
 
 def bytes_read(files: Sequence[KeyPages], slices: Sequence[Slice]) -> int:
     """About the compressed bytes the slices' reads take: each read's share of its row group's bytes by rows
-    (pages are read, not row groups: `layout.parquet.excerpt`)."""
+    (a reader skipping pages by their column index reads pages, not row groups)."""
     return sum(files[r.file].group_bytes[r.row_group] * (r.stop - r.start) // max(1, files[r.file].group_rows[r.row_group])
                for s in slices for r in s.reads)
-
-
-def merge_slice(piece: Slice, paths: Sequence[str], columns: Sequence[str], keys: Sequence[str],
-                schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The slice's rows, merged from its files' streams by `keys`, as batches of `schema` (the columns' types
-    as Spark takes them). InputError (from the loser tree) when a file is not sorted by the keys."""
-    by_file: dict[int, list[SliceRead]] = {}
-    for r in piece.reads:
-        by_file.setdefault(r.file, []).append(r)
-    order = sorted(by_file)
-    streams = [_stream(paths[i], by_file[i], list(columns), keys[0], piece) for i in order]
-    try:
-        for batch in merge_sorted(streams, list(keys), batch_size=BATCH_ROWS):
-            yield batch.cast(schema)
-    except InputError as exc:  # "stream i is not sorted ...": name the file
-        found = re.match(r"stream (\d+) ", str(exc))
-        raise InputError(f"{paths[order[int(found[1])]] if found else 'a run'}: {exc}") from exc
-
-
-def _stream(path: str, reads: Sequence[SliceRead], columns: list[str], first: str, piece: Slice
-            ) -> Iterator[pa.RecordBatch]:
-    """One file's rows of the slice, in file order: its row ranges read page by page (`layout.parquet.excerpt`)
-    where every chunk has an offset index, else by whole row groups, and cut to the slice's first keys."""
-    filesystem, inner = resolve(path)
-    with filesystem.open_input_file(inner) as handle:
-        pf = ParquetFile.open(inner, filesystem)
-        leaves = [pf.column(c).index for c in columns]
-        pf.load_page_indexes(leaves)
-        whole = None
-        for r in reads:
-            # At most STEP_ROWS rows of a file decoded at once: the Python worker holds a step of each run.
-            for start in range(r.start, r.stop, STEP_ROWS):
-                stop = min(r.stop, start + STEP_ROWS)
-                try:
-                    rows = read_rows(pf, lambda offset, length: handle.read_at(length, offset), r.row_group, leaves,
-                                     start, stop)
-                except ParquetError:  # no offset index, or a nested column: the row group read whole, once
-                    whole = whole or pq.ParquetFile(handle)
-                    rows = whole.read_row_group(r.row_group, columns=columns, use_threads=False).slice(
-                        r.start, r.stop - r.start)
-                    stop = r.stop
-                for batch in rows.select(columns).to_batches(max_chunksize=BATCH_ROWS):
-                    kept = _within(batch, first, piece)
-                    if kept.num_rows:
-                        yield kept
-                if stop == r.stop:
-                    break
-
-
-def _within(batch: pa.RecordBatch, first: str, piece: Slice) -> pa.RecordBatch:
-    """The rows of `batch` whose first key lies in the slice."""
-    values = batch.column(batch.schema.get_field_index(first))
-    if piece.nulls:
-        return batch.filter(pc.is_null(values))
-    keys = _order_keys(values)
-    mask = pc.is_valid(values)
-    if piece.lo is not None:
-        mask = pc.and_(mask, pc.greater(keys, _scalar(piece.lo, keys.type)))
-    if piece.hi is not None:
-        mask = pc.and_(mask, pc.less_equal(keys, _scalar(piece.hi, keys.type)))
-    mask = pc.fill_null(mask, False)  # a null key compares as null: not in a slice of values
-    if pc.all(mask).as_py():
-        return batch
-    return batch.filter(mask)
-
-
-def _order_keys(values: pa.Array) -> pa.Array:
-    """The values as `ColumnType.order_key` orders them: int64 for integer-like types, bytes for the others."""
-    t = values.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return values.cast(pa.binary() if pa.types.is_string(t) else pa.large_binary())
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return values
-    if pa.types.is_boolean(t):
-        return values.cast(pa.int64())
-    if pa.types.is_date32(t) or pa.types.is_time32(t):
-        return values.view(pa.int32()).cast(pa.int64())
-    if pa.types.is_timestamp(t) or pa.types.is_time64(t):
-        return values.view(pa.int64())
-    return values.cast(pa.int64())
-
-
-def _scalar(value: Any, t: pa.DataType) -> pa.Scalar:
-    if isinstance(value, (bool, int, np.integer)):
-        return pa.scalar(int(value), pa.int64())
-    return pa.scalar(bytes(value), t)
