@@ -42,7 +42,7 @@ from layout.maintenance import MaintenanceResult
 from layout.metrics.measure import measure as measure_snapshot
 from layout.metrics.runs import RunOutcome, Trigger
 from layout.models import Frozen
-from layout.registry import find_spec, nightly_specs
+from layout.registry import find_resolution, find_spec, nightly_resolutions
 from layout.upkeep.lease import LeaseOwner, acquire_lease, release_lease
 from layout.upkeep.maintain import maintain_table as _maintain
 
@@ -161,6 +161,8 @@ class CommittedRun(Frozen):
     files_removed: int
     files_added: int
     rows: int
+    bytes_removed: int = 0  # the input files' bytes (0: a payload from before these were carried)
+    bytes_added: int = 0  # the bytes written (the lineage's output statistics)
 
     def asset_uri(self) -> str:
         return asset_uri(self.table, catalog=self.catalog)
@@ -191,14 +193,15 @@ def asset_uri(table: str, *, catalog: str | None) -> str:
 
 
 def nightly_requests() -> list[TableRequest]:
-    """The nightly DAG's first task: a request for every table a source configures (`registry.nightly_specs`:
+    """The nightly DAG's first task: a request for every table a source configures (`registry.nightly_resolutions`:
     a YAML spec, `lakesort.*` properties, a namespace default, its own sort order), with its spec, resolved
     once for all of them; a table with no sort key anywhere is skipped, with a log line. A table whose spec
     does not load gets none: its own `prepare` and `maintain` then fail with the spec's error, and the other
     tables go on."""
-    specs = nightly_specs()
-    return [TableRequest(table=name, trigger="nightly", config=RunConfig.of(spec) if spec is not None else None)
-            for name, spec in specs.items()]
+    resolved = nightly_resolutions()
+    return [TableRequest(table=name, trigger="nightly",
+                         config=RunConfig.of_resolution(r) if r is not None and r.spec is not None else None)
+            for name, r in resolved.items()]
 
 
 def backfill_request(params: Mapping[str, Any]) -> TableRequest:
@@ -206,7 +209,7 @@ def backfill_request(params: Mapping[str, Any]) -> TableRequest:
     registered table (ConfigError listing the registered ones), partitions or a date range (`date_range`).
     The request carries the table's spec: this first task is the run's one lookup."""
     table = str(params.get("table") or "")
-    config = RunConfig.of(find_spec(table))  # ConfigError: "no spec for table ... (specs exist for: ...)"
+    config = RunConfig.of_resolution(find_resolution(table))  # ConfigError: "no spec for table ... (specs exist for: ...)"
     partitions = tuple(params.get("partitions") or ()) or None
     request = TableRequest(table=table, trigger="backfill", config=config, partitions=partitions,
                            dates=date_range(params.get("from"), params.get("to"), partitions=partitions),
@@ -231,7 +234,7 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | 
         check_supported(spark_submit)
         acquire_lease(table, owner)
     try:
-        config = request.config or RunConfig.of(find_spec(table))
+        config = request.config or RunConfig.of_resolution(find_resolution(table))
         spec = config.spec
         partitions = request.partitions
         if request.dates is not None:
@@ -323,7 +326,8 @@ def commit_table(run: VerifiedRun) -> CommittedRun:
     committed = CommittedRun(
         table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id, work_dir=run.work_dir,
         trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,
-        files_removed=result.files_removed, files_added=result.files_added, rows=result.rows)
+        files_removed=result.files_removed, files_added=result.files_added, rows=result.rows,
+        bytes_removed=result.bytes_removed, bytes_added=result.bytes_added)
     log.info("%s: committed snapshot %s: %d file(s) -> %d file(s), %d rows, %d partition(s); asset %s",
              run.table, result.snapshot_id, result.files_removed, result.files_added, result.rows,
              len(prepared.partitions), committed.asset_uri())
