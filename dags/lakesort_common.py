@@ -1,6 +1,7 @@
 """The task graph of a lakesort compaction, shared by the DAGs; each step is a `layout.compaction.pipeline.runs` call.
 
-    prepare (mapped per table) -> planned -> spark_jobs -> compact (SparkSubmitOperator, mapped per job)
+    prepare (mapped per table) -> planned (nightly: ranked, within the budget) -> spark_jobs
+    -> compact (SparkSubmitOperator, mapped per job)
     -> table.verify -> table.commit -> table.measure (a mapped group per table)
     [-> maintain (mapped per table: expire snapshots, delete unreferenced files)] -> report -> check_tables
 
@@ -89,11 +90,16 @@ def prepare(item: dict):  # no `-> dict`: TaskFlow would push every key as an XC
 
 
 @task(trigger_rule="all_done")
-def planned(prepared) -> list[dict]:
+def planned(prepared, budgeted: bool = False) -> list[dict]:
+    """The runs with Spark work; `budgeted` (the nightly): those the night's budget admits, most valuable first
+    (the deferred ones recorded, their leases released: `layout.compaction.pipeline.nightly_budget`)."""
     from layout.compaction.pipeline import runs
+    from layout.compaction.pipeline.nightly_budget import within_budget
     # One slice request (iterating probes past the end, logging "XCom not found"); a failed prepare is None.
-    return [r.model_dump(mode="json") for r in runs.to_compact(runs.PlannedTable.model_validate(p)
-                                                               for p in prepared[:] if p)]
+    results = [runs.PlannedTable.model_validate(p) for p in prepared[:] if p]
+    kept = (within_budget(results, budget_bytes=settings().nightly_budget_bytes) if budgeted
+            else runs.to_compact(results))
+    return [r.model_dump(mode="json") for r in kept]
 
 
 @task
@@ -158,17 +164,18 @@ def report() -> str | None:
 
 
 def housekeeping() -> None:
-    """lakesort's own tables in each catalog of the registry, compacted and expired (`lakesort housekeep`);
-    a failure is logged, never fails the report."""
+    """lakesort's own tables in each catalog the registry configures tables in (`registry.catalog_names`),
+    compacted and expired (`lakesort housekeep`); a failure is logged, never fails the report."""
     from layout.catalog import load_catalog
-    from layout.registry import registered_specs
+    from layout.registry import catalog_names
     from layout.upkeep.housekeeping import housekeep
     try:
-        catalogs = {spec.catalog for spec in registered_specs().values()}  # a broken spec: logged, left out
+        # Every source's: pyiceberg's default catalog, and each one a spec or a namespace default names.
+        catalogs = catalog_names()
     except Exception as exc:  # noqa: BLE001 - the report still gets written
         log.warning("housekeeping: the registry could not be read: %s", exc)
         return
-    for name in sorted(catalogs, key=lambda c: c or ""):
+    for name in catalogs:
         try:
             for result in housekeep(load_catalog(name)):
                 log.info("housekeeping: %s", result.summary())
@@ -182,10 +189,11 @@ def check_tables() -> None:
     raise AirflowFailException("some lakesort tasks failed (the other tables completed): see the failed tasks' logs")
 
 
-def compaction(items, *, maintenance: bool = False) -> None:
+def compaction(items, *, maintenance: bool = False, budgeted: bool = False) -> None:
     """The steps of DESIGN.md for the tables of `items` (an XComArg of TableRequests), in the current DAG;
-    with `maintenance`, each table's maintenance once every compaction is done, before the report."""
-    runs = planned(prepare.expand(item=items))
+    with `maintenance`, each table's maintenance once every compaction is done, before the report; `budgeted`,
+    the runs the night's budget admits ($LAKESORT_NIGHTLY_BUDGET_BYTES), most valuable first."""
+    runs = planned(prepare.expand(item=items), budgeted=budgeted)
     compact = SparkSubmitOperator.partial(
         task_id="compact", conn_id=SETTINGS.spark_conn_id, pool=SETTINGS.pool, retries=SETTINGS.spark_retries,
         max_active_tis_per_dagrun=SETTINGS.spark_parallelism, retry_exponential_backoff=2.0,

@@ -121,6 +121,10 @@ class Settings(Frozen):
                                                                 "(then exponential backoff).")
     spark_parallelism: Annotated[int, Field(gt=0)] = _setting(2, "Spark applications of one DAG run at a "
                                                               "time.")
+    nightly_budget_bytes: Bytes | None = _setting(
+        None, "Input bytes lakesort_nightly rewrites a night, at most (a number, or 64GiB): the planned runs go in "
+        "order of predicted benefit over cost while it lasts, the rest are deferred (recorded, with why). Unset: "
+        "unlimited. The backfill DAG and `lakesort compact` are not budgeted.")
     # -- lakesort's own tables (layout.upkeep.housekeeping) ---------------------------------------
     housekeeping_retention: JsonFields = _setting(
         {}, "The history `lakesort housekeep` (and the nightly report task) keeps of lakesort's own tables, as "

@@ -22,7 +22,8 @@ __all__ = ["RunOutcome", "RunRecord", "RunStatus", "Trigger", "Verification", "r
 
 # What started a compaction run: the nightly DAG, the backfill DAG, or someone (`lakesort compact`).
 Trigger = Literal["nightly", "backfill", "manual"]
-RunStatus = Literal["committed", "nothing-to-do", "failed", "dry-run"]
+# deferred: planned, then left for a later night by the nightly's budget (`reason` says why).
+RunStatus = Literal["committed", "nothing-to-do", "failed", "dry-run", "deferred"]
 Verification = Literal["passed", "failed", "skipped"]
 
 
@@ -50,6 +51,12 @@ class RunRecord(Frozen):
     verification: Verification = "skipped"
     findings: str = "[]"  # JSON list of layout.verify findings
     error: str | None = None
+    # The configuration the run carried: its hash, and where each key a source set came from (JSON object:
+    # key -> {"kind", "origin"}, `layout.registry.resolution.KeySource`); None: not known (older rows, a spec
+    # given in code).
+    spec_hash: str | None = None
+    config_sources: str | None = None
+    reason: str | None = None  # why the run did not rewrite (a deferred run: the budget's decision)
 
     @property
     def ended_at(self) -> dt.datetime:
@@ -72,6 +79,7 @@ class RunOutcome(Frozen):
     verification: Verification = "skipped"
     findings: str = "[]"
     error: str | None = None
+    reason: str | None = None
 
 
 def record_run(catalog: Catalog, run: RunRecord) -> None:

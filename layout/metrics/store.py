@@ -49,11 +49,14 @@ depth bucket -> files, buckets 1..16 then powers of two), rows, bytes (of the pa
 whole table's figures over partitions: average_depth and average_overlaps weighted by files, the largest
 max_depth, the histograms summed.
 
-compaction_runs: run_id, table, status (committed | nothing-to-do | failed | dry-run), trigger
+compaction_runs: run_id, table, status (committed | nothing-to-do | failed | dry-run | deferred), trigger
 (nightly | backfill | manual), started_at (timestamptz), duration_s (double), snapshot_before,
 snapshot_after, partitions_rewritten, groups, files_before, files_after, files_removed, files_added,
 bytes_before, bytes_after, bytes_rewritten, rows_rewritten, verification (passed | failed | skipped),
-findings (JSON list of layout.verify.rules findings), error.
+findings (JSON list of layout.verify.rules findings), error. Added later (nullable; null in rows written
+before them): spec_hash (of the configuration the run carried), config_sources (JSON object: spec key ->
+{kind, origin}, where each key a source set came from: `layout.registry.resolution`), reason (why a run
+did not rewrite: a nightly's budget decision for a deferred run, `layout.compaction.planning.budget`).
 
 maintenance_runs (`layout.metrics.maintenance`): run_id, table, status (done | dry-run | failed),
 trigger (nightly | manual), started_at (timestamptz), duration_s (double), snapshot_id (the current
@@ -127,6 +130,8 @@ RUNS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("bytes_before", _LONG, True), ("bytes_after", _LONG, True),
     ("bytes_rewritten", _LONG, True), ("rows_rewritten", _LONG, True),
     ("verification", _STRING, True), ("findings", _STRING, True), ("error", _STRING, False),
+    # Added later: nullable, appended (see the module docstring).
+    ("spec_hash", _STRING, False), ("config_sources", _STRING, False), ("reason", _STRING, False),
 )
 RUNS_KEY = ("run_id", "table")
 

@@ -8,9 +8,11 @@ order and `write.*` properties (`resolution` says how they combine). A table non
 not configured: listed as such, never compacted.
 
 A run looks its table up once, at its start, and carries the spec (`layout.compaction.pipeline.config`):
-`find_spec` for one table, `nightly_specs` for every table the nightly compacts (its first task),
-`list_catalog` for `lakesort tables`; `table_names` lists the tables with a YAML spec cheaply, from each
-file's `table` key alone (`layout.registered`, light enough for the DAG files to call when Airflow parses them).
+`find_spec` for one table (`find_resolution`: with the source of each key, which the run records),
+`nightly_specs` / `nightly_resolutions` for every table the nightly compacts (its first task), `list_catalog`
+for `lakesort tables`, `catalog_names` for the catalogs the fleet lives in; `table_names` lists the tables
+with a YAML spec cheaply, from each file's `table` key alone (`layout.registered`, light enough for the DAG
+files to call when Airflow parses them).
 
 The package owns the property keys (`keys`), the defaults file (`defaults`) and the precedence (`resolution`,
 pure: no catalog). It may import the floors below it: `layout.spec`, `layout.catalog`, `layout.registered`,
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import yaml
 from pyiceberg.table.sorting import NullOrder, SortDirection
@@ -45,8 +47,9 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-__all__ = ["DEFAULTS_FILE", "OWN_NAMESPACE", "PROPERTY_OF", "SPEC_KEYS", "KeySource", "Resolution", "find_spec",
-           "list_catalog", "nightly_specs", "registered_specs", "resolve_table", "spec_files", "table_names"]
+__all__ = ["DEFAULTS_FILE", "OWN_NAMESPACE", "PROPERTY_OF", "SPEC_KEYS", "KeySource", "Resolution", "catalog_names",
+           "find_resolution", "find_spec", "list_catalog", "nightly_resolutions", "nightly_specs", "registered_specs",
+           "resolve_table", "spec_files", "table_names"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +152,11 @@ def resolve_table(name: str, tables_dir: Path | None = None, *, table: Table | N
 def find_spec(table: str, tables_dir: Path | None = None) -> TableSpec:
     """The spec a run of `table` carries, resolved from its sources (`resolve_table`); a `ConfigError` when no
     source configures it, saying how to."""
+    return cast("TableSpec", find_resolution(table, tables_dir).spec)  # find_resolution raises for None
+
+
+def find_resolution(table: str, tables_dir: Path | None = None) -> Resolution:
+    """`find_spec`'s resolution: the spec with the source of each key (what a run records)."""
     resolution = resolve_table(table, tables_dir)
     has_file = any(s.kind == "spec" for s in resolution.sources)
     # A spec file is the owner's word and runs as before (the plan names a missing sort key); a table that
@@ -159,7 +167,7 @@ def find_spec(table: str, tables_dir: Path | None = None) -> TableSpec:
         raise ConfigError(f"table {table!r} is not configured: no spec in {directory} (specs exist for: "
                           f"{known}), and {resolution.reason}; add "
                           f"{directory}/<name>.yaml, set its {PROPERTY_OF['sort.keys']} property, or pass --spec")
-    return resolution.spec
+    return resolution
 
 
 def registered_specs(tables_dir: Path | None = None) -> dict[str, TableSpec]:
@@ -182,6 +190,16 @@ def registered_specs(tables_dir: Path | None = None) -> dict[str, TableSpec]:
 
 def _default_catalog() -> str:
     return Config().get_default_catalog_name()
+
+
+def catalog_names(tables_dir: Path | None = None) -> list[str]:
+    """Every catalog the registry configures tables in: pyiceberg's default one, and each one a YAML spec or a
+    namespace default names (a broken spec is logged and left out)."""
+    directory = tables_dir or settings().tables_dir
+    specs, broken = _load(directory)
+    for _, exc in broken:
+        log.warning("a broken table spec: %s", exc)
+    return _catalog_names(specs, load_defaults(directory))
 
 
 def _catalog_names(specs: Iterable[TableSpec], defaults: Iterable[Default]) -> list[str]:
@@ -240,8 +258,13 @@ def nightly_specs(tables_dir: Path | None = None) -> dict[str, TableSpec | None]
     load, and its own tasks fail naming why) and every table of the registry's catalogs that another source
     configures. A table with no sort key anywhere is skipped, with a log line; a catalog that cannot be listed
     is logged and its YAML tables still run."""
+    return {name: r.spec if r is not None else None for name, r in nightly_resolutions(tables_dir).items()}
+
+
+def nightly_resolutions(tables_dir: Path | None = None) -> dict[str, Resolution | None]:
+    """`nightly_specs` with each table's resolution (its spec and the source of each key)."""
     directory = tables_dir or settings().tables_dir
-    found: dict[str, TableSpec | None] = {name: None for name in table_names(directory)}
+    found: dict[str, Resolution | None] = {name: None for name in table_names(directory)}
     try:
         listed = list_catalog(tables_dir=directory)
     except Exception as exc:  # noqa: BLE001 - the tables with a spec still run
@@ -251,13 +274,13 @@ def nightly_specs(tables_dir: Path | None = None) -> dict[str, TableSpec | None]
         if error is not None:
             log.warning("%s: its configuration does not resolve, skipped tonight: %s", resolution.table, error)
         elif resolution.configured:
-            found[resolution.table] = resolution.spec
+            found[resolution.table] = resolution
         else:  # a spec without sort keys for an unsorted table too: nothing to sort by is no failure
             found.pop(resolution.table, None)
             log.info("%s: not configured (%s): skipped", resolution.table, resolution.reason)
     for name in [n for n, spec in found.items() if spec is None]:
         try:
-            found[name] = find_spec(name, directory)
+            found[name] = find_resolution(name, directory)
         except LakesortError as exc:
             log.warning("the spec of %s does not load: its tasks will fail, naming the problem: %s", name, exc)
     return dict(sorted(found.items()))

@@ -86,7 +86,7 @@ log = logging.getLogger(__name__)
 _GX_PAGES = ("gx/index.html", "gx/gx-data-docs/index.html")  # ours, then layout.verify.expectations' site
 # The badge of a status (and of a finding's severity); others are "warn".
 _STATUS_CLASS = {"committed": "ok", "passed": "ok", "done": "ok", "failed": "bad", "nothing-to-do": "muted",
-                 "dry-run": "muted", "skipped": "muted", "error": "bad", "info": "muted"}
+                 "dry-run": "muted", "skipped": "muted", "deferred": "warn", "error": "bad", "info": "muted"}
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 

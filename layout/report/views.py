@@ -197,6 +197,17 @@ class TableView:
         return self.runs[-1] if self.runs else None
 
     @property
+    def last_rewrite(self) -> Run | None:
+        """The newest run that rewrote, or tried to (committed or failed): what last ran, beside a deferral."""
+        return next((r for r in reversed(self.runs) if r.status in ("committed", "failed")), None)
+
+    @property
+    def deferred(self) -> Run | None:
+        """The last run, when the nightly's budget deferred it (its `reason` says why)."""
+        last = self.last_run
+        return last if last is not None and last.status == "deferred" else None
+
+    @property
     def measured(self) -> bool:
         return any(p.latest is not None for p in self.probes)
 

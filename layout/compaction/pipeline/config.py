@@ -14,6 +14,7 @@ the registry), and a run whose spec changed since its plan is refused (`SpecChan
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,17 +22,25 @@ from pydantic import SerializationInfo, field_serializer, model_validator
 
 from layout.errors import ConfigError
 from layout.models import Frozen
+from layout.registry.resolution import Resolution, SourceKind
 from layout.spec import TableSpec, load_spec
 from layout.spec.table_properties import resolve_spec, write_properties
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["RunConfig", "SpecChanged", "check_unchanged"]
+__all__ = ["KeyOrigin", "RunConfig", "SpecChanged", "check_unchanged"]
 
 
 class SpecChanged(ConfigError):
     """The table's spec changed between a run's plan and its verify or commit step: the run is refused."""
+
+
+class KeyOrigin(Frozen):
+    """Where one key of the run's configuration came from (`layout.registry.resolution.KeySource`)."""
+
+    kind: SourceKind
+    origin: str
 
 
 class RunConfig(Frozen):
@@ -43,10 +52,27 @@ class RunConfig(Frozen):
     on_disk: bool  # `source` is a file: verify and commit re-read it (`check_unchanged`)
     # The table's write properties the spec was resolved with (`write_properties`); None: not resolved yet.
     table_properties: dict[str, str] | None = None
+    # Per key a source set, where it came from (the registry's resolution); None: not known (a spec given in
+    # code or by `--spec`). The run's record keeps it (`steps.record`).
+    sources: dict[str, KeyOrigin] | None = None
 
     @classmethod
     def of(cls, spec: TableSpec) -> RunConfig:
         return cls(spec=spec, spec_hash=spec.spec_hash, source=spec.source, on_disk=Path(spec.source).is_file())
+
+    @classmethod
+    def of_resolution(cls, resolution: Resolution) -> RunConfig:
+        """The run's configuration from the registry's resolution of the table: its spec and each key's source."""
+        if resolution.spec is None:
+            raise ConfigError(f"table {resolution.table!r} is not configured: {resolution.reason}")
+        sources = {s.key: KeyOrigin(kind=s.kind, origin=s.origin) for s in resolution.sources}
+        return cls.of(resolution.spec).model_copy(update={"sources": sources})
+
+    def sources_json(self) -> str | None:
+        """`sources` as the run's record keeps it: a JSON object, key -> {kind, origin}; None when not known."""
+        if self.sources is None:
+            return None
+        return json.dumps({k: v.model_dump() for k, v in sorted(self.sources.items())})
 
     def resolved(self, table: Table) -> RunConfig:
         """The configuration with the table's write properties in (`layout.spec.table_properties`); itself when

@@ -209,7 +209,8 @@ def backfill_request(params: Mapping[str, Any]) -> TableRequest:
     registered table (ConfigError listing the registered ones), partitions or a date range (`date_range`).
     The request carries the table's spec: this first task is the run's one lookup."""
     table = str(params.get("table") or "")
-    config = RunConfig.of_resolution(find_resolution(table))  # ConfigError: "no spec for table ... (specs exist for: ...)"
+    # ConfigError: "no spec for table ... (specs exist for: ...)"
+    config = RunConfig.of_resolution(find_resolution(table))
     partitions = tuple(params.get("partitions") or ()) or None
     request = TableRequest(table=table, trigger="backfill", config=config, partitions=partitions,
                            dates=date_range(params.get("from"), params.get("to"), partitions=partitions),

@@ -437,6 +437,7 @@ def record(prepared: PreparedRun, outcome: RunOutcome) -> None:
         files_before=prepared.files_before, bytes_before=prepared.bytes_before,
         files_after=prepared.files_before if outcome.files_after is None else outcome.files_after,
         bytes_after=prepared.bytes_before if outcome.bytes_after is None else outcome.bytes_after,
+        spec_hash=prepared.config.spec_hash, config_sources=prepared.config.sources_json(),
     )
     try:
         record_run(load_catalog(prepared.catalog), row)

@@ -26,7 +26,7 @@ from layout.compaction.pipeline.submit import (
 )
 from layout.compaction.planning.dates import DateRange, date_range, partitions_for_dates
 from layout.errors import ConfigError, LakesortError, UsageError
-from layout.registry import find_spec
+from layout.registry import find_resolution, find_spec
 from layout.upkeep.lease import LeaseOwner, TableBusy, acquire_lease, read_lease
 
 NIGHT = LeaseOwner.dag("lakesort_nightly", "n1")
@@ -58,9 +58,10 @@ def test_date_range_checks():
 def test_backfill_request(registry):
     request = runs.backfill_request({"table": "t.events", "partitions": ["d_month=1995-02"], "force": True,
                                      "from": None, "to": None, "dry_run": False})
-    # The DAG run's one lookup: the request carries the spec (and its file) to the later tasks.
-    config = RunConfig.of(find_spec("t.events"))
+    # The DAG run's one lookup: the request carries the spec (its file, and each key's source) to the later tasks.
+    config = RunConfig.of_resolution(find_resolution("t.events"))
     assert config.source == str(registry / "events.yaml") and config.on_disk
+    assert config.sources["sort.keys"].model_dump() == {"kind": "spec", "origin": str(registry / "events.yaml")}
     assert request == runs.TableRequest(table="t.events", trigger="backfill", config=config,
                                         partitions=("d_month=1995-02",), force=True)
     assert runs.TableRequest.model_validate(json.loads(json.dumps(request.model_dump(mode="json")))) == request

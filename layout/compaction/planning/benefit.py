@@ -1,0 +1,164 @@
+"""What a planned run is predicted to save: the bytes the owners' probes would stop reading, weighted by each
+probe's `weight`, over the bytes it rewrites (the `budget.Candidate` the nightly ranks). Pure: the table's
+history comes in as values (`History`, made from the rows of lakesort's own tables by
+`layout.compaction.pipeline.nightly_budget`).
+
+The prediction, from the first source that has one (`Candidate.source`):
+
+1. ``measured-run``: the table's last committed run whose owner probes were measured before and after it.
+   What the probes stopped reading then, per byte it rewrote, times the bytes tonight's run rewrites. The
+   return a rewrite of this table actually had: the best evidence there is.
+2. ``advisor``: the last advice (`lakesort advise`, `lakesort.advice`): the probes' bytes in the current
+   layout less those predicted for the spec's layout, per byte of the table, times tonight's bytes.
+3. ``measurement``: the newest measurement of the owner probes (an on-demand one: `lakesort_report`, `lakesort
+   measure`): what each reads beyond a table perfectly clustered for it (`bytes_clustered`, else the page-level
+   `bytes_ideal`), per byte of the table, times tonight's bytes.
+4. ``fallback`` (a new table: nothing measured, nothing advised): the plan's input bytes that are not yet a
+   sorted run of the table's layout (files other writers wrote, or written under another layout), as if one
+   probe of weight 1 read them all and a sort let it skip them: an optimistic guess, in the same unit as the
+   others, so that a new table is compacted early and measured, and ranked by its measurements after.
+
+Sources 1-3 assume that the saving is spread over the table's bytes like the rewrite is (a byte rewritten
+tonight is worth what a byte was worth then); a probe the spec no longer lists is left out, and so is the
+saving of a probe that would read more.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from layout.compaction.plan import RewritePlan
+from layout.compaction.planning.budget import Candidate
+from layout.models import Frozen
+
+__all__ = ["AdvisedLayouts", "History", "PastRun", "ProbeReading", "predict", "unsorted_bytes"]
+
+
+class PastRun(Frozen):
+    """A row of `lakesort.compaction_runs`, as far as the prediction reads it."""
+
+    run_id: str
+    status: str
+    started_at: dt.datetime
+    bytes_rewritten: int = 0
+
+
+class ProbeReading(Frozen):
+    """An owner probe's row of `lakesort.pruning_metrics`, as far as the prediction reads it."""
+
+    run_id: str
+    phase: str  # before | after | on-demand
+    probe: str
+    measured_at: dt.datetime
+    bytes_total: int
+    bytes_selected: int
+    bytes_ideal: int
+    bytes_clustered: int | None = None
+
+
+class AdvisedLayouts(Frozen):
+    """The last advice of a table (`lakesort.advice`): per probe, the bytes read now and in the spec's layout."""
+
+    run_id: str
+    advised_at: dt.datetime
+    table_bytes: int
+    current: dict[str, int]
+    spec: dict[str, int]
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]]) -> AdvisedLayouts | None:
+        """From the rows of the table's newest advice run (by advised_at, then run id); None without a row for
+        the current layout and one for the spec's."""
+        if not rows:
+            return None
+        newest = max(rows, key=lambda r: (r["advised_at"], r["run_id"]))
+        run = [r for r in rows if r["run_id"] == newest["run_id"]]
+        current = next((r for r in run if r["strategy"] == "current"), None)
+        spec = next((r for r in run if r["origin"] == "spec" and r["strategy"] != "current"), None)
+        if current is None or spec is None:
+            return None
+        return cls(run_id=newest["run_id"], advised_at=newest["advised_at"], table_bytes=newest["table_bytes"],
+                   current=json.loads(current["predicted_bytes"]), spec=json.loads(spec["predicted_bytes"]))
+
+
+class History(Frozen):
+    """What lakesort recorded of one table: its runs, its owner probes' measurements, its last advice."""
+
+    runs: tuple[PastRun, ...] = ()
+    readings: tuple[ProbeReading, ...] = ()
+    advice: AdvisedLayouts | None = None
+
+
+def unsorted_bytes(plan: RewritePlan) -> int:
+    """The plan's input bytes that are not a sorted run of the plan's layout."""
+    return sum(f.size for g in plan.groups for f in g.inputs if f.sorted_run is None)
+
+
+def _weighted(saved: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    return sum(weights[p] * max(v, 0.0) for p, v in saved.items() if p in weights)
+
+
+def _measured_run(history: History, weights: Mapping[str, float]) -> tuple[float, str] | None:
+    """Saved weighted bytes per byte rewritten, by the last committed run measured before and after."""
+    by_run: dict[str, dict[str, dict[str, int]]] = {}
+    for r in history.readings:
+        if r.phase in ("before", "after") and r.probe in weights:
+            by_run.setdefault(r.run_id, {}).setdefault(r.phase, {})[r.probe] = r.bytes_selected
+    for run in sorted(history.runs, key=lambda r: (r.started_at, r.run_id), reverse=True):
+        phases = by_run.get(run.run_id, {})
+        if run.status != "committed" or run.bytes_rewritten <= 0 or not phases.get("before") \
+                or not phases.get("after"):
+            continue
+        before, after = phases["before"], phases["after"]
+        saved = _weighted({p: before[p] - after[p] for p in before.keys() & after.keys()}, weights)
+        return (saved / run.bytes_rewritten,
+                f"run {run.run_id} saved {saved:.0f} weighted probe bytes rewriting {run.bytes_rewritten} B")
+    return None
+
+
+def _advised(history: History, weights: Mapping[str, float]) -> tuple[float, str] | None:
+    advice = history.advice
+    if advice is None or advice.table_bytes <= 0:
+        return None
+    saved = _weighted({p: advice.current[p] - advice.spec.get(p, advice.current[p]) for p in advice.current},
+                      weights)
+    return (saved / advice.table_bytes,
+            (f"advice {advice.run_id}: the spec's layout saves {saved:.0f} weighted probe bytes of a "
+            f"{advice.table_bytes} B table"))
+
+
+def _measured(history: History, weights: Mapping[str, float]) -> tuple[float, str] | None:
+    newest: dict[str, ProbeReading] = {}
+    for r in history.readings:
+        if r.probe in weights and (r.probe not in newest or r.measured_at > newest[r.probe].measured_at):
+            newest[r.probe] = r
+    total = max((r.bytes_total for r in newest.values()), default=0)
+    if total <= 0:
+        return None
+    ideal = {p: r.bytes_clustered if r.bytes_clustered is not None else r.bytes_ideal for p, r in newest.items()}
+    saved = _weighted({p: r.bytes_selected - ideal[p] for p, r in newest.items()}, weights)
+    when = max(r.measured_at for r in newest.values())
+    return (saved / total, (f"measured {when:%Y-%m-%d %H:%M}: the probes read {saved:.0f} weighted bytes beyond "
+                           f"a perfectly clustered {total} B table"))
+
+
+def predict(plan: RewritePlan, *, weights: Mapping[str, float], history: History,
+            partitions: Iterable[str] = ()) -> Candidate:
+    """The candidate of `plan` (a table's run tonight): its cost (input bytes) and its predicted benefit from
+    the first source that has one (module docstring); `weights`: the spec's owner probes, name -> weight."""
+    cost = plan.input_bytes
+    parts = tuple(partitions) or tuple(sorted({g.partition for g in plan.groups}))
+    for source, found in (("measured-run", _measured_run(history, weights)),
+                          ("advisor", _advised(history, weights)),
+                          ("measurement", _measured(history, weights))):
+        if found is not None:
+            per_byte, detail = found
+            return Candidate(table=plan.table, partitions=parts, benefit_bytes=per_byte * cost, cost_bytes=cost,
+                             source=source, detail=detail)
+    unsorted = unsorted_bytes(plan)
+    return Candidate(table=plan.table, partitions=parts, benefit_bytes=float(unsorted), cost_bytes=cost,
+                     source="fallback", detail=f"nothing measured or advised: {unsorted} B of the input are not "
+                                               "sorted runs yet")
