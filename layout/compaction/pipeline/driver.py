@@ -3,6 +3,10 @@
 The steps are `layout.compaction.pipeline.steps`' (the DAGs run the same steps as separate tasks), prepared by
 the DAGs' own prepare step (`runs.prepare_table`), for `lakesort compact` and `--dry-run` alike; the Spark
 job is submitted as `layout.compaction.pipeline.submit` describes. The whole run holds the table's lease.
+
+With the `lineage` extra and an OpenLineage transport configured, a run with Spark work emits START before
+Spark, COMPLETE once the commit is in (rows and bytes read and written), FAIL with the error
+(`layout.lineage`); a dry run or a run with nothing to do emits nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from layout.catalog import load_table
 from layout.compaction.pipeline import steps
 from layout.compaction.pipeline.config import RunConfig
 from layout.compaction.pipeline.runs import PlannedTable, TableRequest, prepare_table
-from layout.compaction.pipeline.submit import submit
+from layout.compaction.pipeline.submit import submit, with_lineage_parent
 from layout.compaction.plan import RewritePlan
 from layout.compaction.planning.dates import DateRange
 from layout.errors import LakesortError
+from layout.lineage import Counts, RunLineage
 from layout.manifest import StagedManifest
 from layout.metrics.runs import Trigger
 from layout.settings import settings
@@ -104,19 +109,34 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
              verify: Verifier | None, measure: bool, started: float) -> CompactResult:
     prepared = planned.prepared()
     table = prepared.table
+    plan = prepared.plan()
     master = master or settings().spark_master
     if verify is None:  # GX takes seconds to import: meanwhile this process only waits for spark-submit
         threading.Thread(target=expectations.preload, name="preload-gx", daemon=True).start()
+    lineage = RunLineage(table=table, catalog=prepared.catalog, run_id=prepared.run_id)
+    read = Counts(rows=sum(g.rows for g in plan.groups), bytes=prepared.input_bytes,
+                  files=sum(len(g.inputs) for g in plan.groups))
+    lineage.start(read=read)
+    spark_conf = with_lineage_parent(spark_conf, lineage.parent)  # with openlineage-spark: the job's parent
     try:
-        for job in prepared.jobs:
-            submit(Path(prepared.plan_path), Path(job.manifest_path), master=master,
-                   name=f"lakesort-compact-{table}", conf=spark_conf, work_dir=Path(prepared.work_dir),
-                   groups=job.group_ids)
+        try:
+            for job in prepared.jobs:
+                submit(Path(prepared.plan_path), Path(job.manifest_path), master=master,
+                       name=f"lakesort-compact-{table}", conf=spark_conf, work_dir=Path(prepared.work_dir),
+                       groups=job.group_ids)
+        except BaseException as exc:
+            steps.abandon(prepared, f"spark: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            raise
+        steps.verify(prepared, verifier=verify)
+        result = steps.commit(prepared)
     except BaseException as exc:
-        steps.abandon(prepared, f"spark: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        lineage.fail(exc)
         raise
-    steps.verify(prepared, verifier=verify)
-    result = steps.commit(prepared)
+    after = load_table(table, prepared.catalog)
+    files_after, _ = steps.live_totals(after)
+    lineage.complete(read=read.model_copy(update={"bytes": result.bytes_removed or read.bytes}),
+                     written=Counts(rows=result.rows, bytes=result.bytes_added, files=result.files_added),
+                     schema=after.schema())
     if measure:
         try:
             steps.measure(prepared, result.snapshot_id)
@@ -125,7 +145,6 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
                 f"{table}: committed snapshot {result.snapshot_id} ({result.files_removed} files -> "
                 f"{result.files_added} files, {result.rows} rows); then measuring failed: {exc}. The table is "
                 f"compacted; measure it again with `lakesort measure {table}`") from exc
-    files_after, _ = steps.live_totals(load_table(table, prepared.catalog))
-    return CompactResult(planned, prepared.plan(), result.snapshot_id, prepared.files_before, files_after,
+    return CompactResult(planned, plan, result.snapshot_id, prepared.files_before, files_after,
                          result.files_removed, result.files_added, result.rows, time.perf_counter() - started,
                          result.delete_files_removed)

@@ -9,6 +9,10 @@ with `--master spark://host:7077` (or YARN, Kubernetes). The `layout` package tr
 locked environment), not this repository; with `installed` the cluster's image has it. The Spark is
 $SPARK_HOME's when it is set, else lakesort's own pyspark (`layout.compaction.pipeline.spark_home`, which
 also refuses a Spark the job does not run on).
+
+When the Spark conf runs openlineage-spark's listener (`spark.extraListeners`), the job's own OpenLineage events
+are given a parent: `lakesort compact`'s run (`layout.lineage`: the parent and root confs, here), or in a DAG
+the `compact` task (the Airflow OpenLineage provider's injection, which SparkSubmitOperator does when asked).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from layout.compaction.pipeline.class_archive import java_options, with_java_options
 from layout.compaction.pipeline.spark_home import spark_submit_binary
 from layout.errors import LakesortError
+from layout.lineage import ParentJob, spark_listener_enabled, spark_parent_conf
 from layout.models import Frozen
 from layout.settings import settings
 
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
     from layout.compaction.pipeline.steps import PreparedRun
 
 __all__ = ["BASE_CONF", "JOB", "PROGRESS_CONF", "CompactionFailed", "SparkSubmission", "describe_job", "job_arguments",
-           "layout_zip", "operator_kwargs", "spark_submit_binary", "submit"]
+           "layout_zip", "operator_kwargs", "spark_submit_binary", "submit", "with_lineage_parent"]
 
 log = logging.getLogger(__name__)
 # The job logs its progress through this logger (`jobs/compaction/progress.py`'s LOGGER, the same name);
@@ -73,6 +78,10 @@ class SparkSubmission(Frozen):
                                   "name": self.name, "conf": dict(self.conf), "env_vars": dict(self.env_vars)}
         if self.py_files:
             kwargs["py_files"] = self.py_files
+        if spark_listener_enabled(self.conf):
+            # The provider's own injection (its `spark_inject_parent_job_info`, per operator): the parent is the
+            # Airflow task, the root its DAG run. Without the provider, the operator only logs a warning.
+            kwargs["openlineage_inject_parent_job_info"] = True
         return kwargs
 
     def command(self, *, binary: str, master: str) -> list[str]:
@@ -118,6 +127,16 @@ def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Se
         name=name, conf=with_java_options({**BASE_CONF, **config.spark_conf, **(conf or {})}, java_options()),
         env_vars={"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}, py_files=py_files,
     )
+
+
+def with_lineage_parent(conf: Mapping[str, str] | None, parent: ParentJob) -> Mapping[str, str] | None:
+    """`conf` (a job's extra conf, as `describe_job` takes it) with openlineage-spark's parent and root run confs
+    naming `parent`, when the job's whole conf runs openlineage-spark's listener and names no parent itself (as the
+    Airflow provider's injection does); otherwise `conf` as it is."""
+    merged = {**BASE_CONF, **settings().spark_conf, **(conf or {})}
+    if not spark_listener_enabled(merged) or any(k.startswith("spark.openlineage.parent") for k in merged):
+        return conf
+    return {**spark_parent_conf(parent), **(conf or {})}
 
 
 def operator_kwargs(prepared: PreparedRun) -> list[dict[str, Any]]:
