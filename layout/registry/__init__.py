@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 __all__ = ["DEFAULTS_FILE", "OWN_NAMESPACE", "PROPERTY_OF", "SPEC_KEYS", "KeySource", "Resolution", "catalog_names",
-           "find_resolution", "find_spec", "list_catalog", "nightly_resolutions", "nightly_specs", "registered_specs",
-           "resolve_table", "spec_files", "table_names"]
+           "default_catalog", "find_resolution", "find_spec", "list_catalog", "nightly_resolutions", "nightly_specs",
+           "registered_specs", "resolve_table", "spec_files", "table_names"]
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,8 @@ def registered_specs(tables_dir: Path | None = None) -> dict[str, TableSpec]:
     return {table: found[0] for table, found in by_table.items() if len(found) == 1}
 
 
-def _default_catalog() -> str:
+def default_catalog() -> str:
+    """The name of pyiceberg's default catalog (a spec without `catalog:` is in it)."""
     return Config().get_default_catalog_name()
 
 
@@ -204,7 +205,7 @@ def catalog_names(tables_dir: Path | None = None) -> list[str]:
 
 def _catalog_names(specs: Iterable[TableSpec], defaults: Iterable[Default]) -> list[str]:
     """The catalogs the fleet lives in: pyiceberg's default one, and every one a spec or a default names."""
-    default = _default_catalog()
+    default = default_catalog()
     return sorted({s.catalog or default for s in specs} | {d.catalog or default for d in defaults} | {default})
 
 
@@ -235,7 +236,7 @@ def list_catalog(catalog: str | None = None, *, namespace: str | None = None,
         log.warning("a broken table spec: %s", exc)
     defaults = load_defaults(directory)
     out = []
-    default = _default_catalog()
+    default = default_catalog()
     for name in [catalog] if catalog else _catalog_names(specs, defaults):
         cat = load_catalog(name)
         here = [s for s in specs if (s.catalog or default) == name]

@@ -48,6 +48,7 @@ from layout.advise import Advice, last_advice
 from layout.catalog import load_catalog
 from layout.errors import ConfigError
 from layout.metrics.engine import TOLERANCE
+from layout.registry import catalog_names, default_catalog
 from layout.report import figures
 from layout.report.formats import (
     DASH,
@@ -158,6 +159,19 @@ def _last_advice(catalogs: Sequence[Catalog], table: str) -> Advice | None:
     return max(found, key=lambda a: a.advised_at) if found else None
 
 
+def _configured_catalogs() -> list[str]:
+    """The catalogs the registry configures tables in beyond the specs' (`registry.catalog_names`: tables
+    configured by properties, a namespace default or their own sort order live there too); none when the
+    registry or pyiceberg's configuration cannot be read (the report goes on with the specs' catalogs)."""
+    if not settings().tables_dir.is_dir():
+        return []
+    try:
+        return catalog_names()
+    except Exception as exc:  # noqa: BLE001 - the report still gets written
+        log.warning("the registry's catalogs could not be listed (%s): reporting the specs' catalogs", exc)
+        return []
+
+
 def _default_specs() -> list[TableSpec]:
     """The specs in $LAKESORT_TABLES_DIR (an error when that is not a directory), else in its default
     (a warning when missing: the report then shows only the tables that have metrics)."""
@@ -183,6 +197,9 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
         catalogs = [catalog]
     else:  # None (pyiceberg's default catalog) when no spec names one
         names = sorted({spec.catalog for spec in specs}, key=lambda n: (n is not None, n or ""))
+        configured = _configured_catalogs()
+        if configured:  # every configured source's (a namespace default's too), the default one by its name
+            names = sorted({spec.catalog or default_catalog() for spec in specs} | set(configured))
         catalogs = [load_catalog(name) for name in names or [None]]
     measurements, runs = read_rows(catalogs)
     views = table_views(measurements, runs, specs, read_maintenance_rows(catalogs), read_clustering_rows(catalogs))
