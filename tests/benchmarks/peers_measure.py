@@ -121,6 +121,57 @@ def probe_bytes(directory: Path, probes: list[tuple[str, str]]) -> list[ProbeByt
     return out
 
 
+@dataclass(frozen=True)
+class ProbeDraws:
+    """One probe family (a day, a week, an order, 1% of the orders) drawn `len(values)` times with one seed, so
+    every tool is asked the same draws: lakesort's model's bytes per draw. A single draw compares where pages
+    happen to end (a day of SF10 is about 24,000 rows over pages of 20,000: two pages or three by luck); the
+    mean over the draws compares the layouts."""
+
+    name: str
+    values: tuple[int, ...]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values) if self.values else 0.0
+
+
+def draws_for(scale: float, count: int, seed: int = 38) -> list[tuple[str, list[str]]]:
+    """`count` draws of each key probe family over TPC-H's domains: ship dates 1992-01-02 .. 1998-12-01,
+    order keys the first 8 of every 32 up to 6M x SF."""
+    import datetime as dt
+    import random
+
+    rng = random.Random(seed)
+    first, days = dt.date(1992, 1, 2), (dt.date(1998, 12, 1) - dt.date(1992, 1, 2)).days
+    orders = int(6_000_000 * scale) // 32
+    span = int(60_000 * scale)
+
+    def day(offset: int) -> str:
+        return (first + dt.timedelta(days=offset)).isoformat()
+
+    day_draws = [rng.randrange(days) for _ in range(count)]
+    week_draws = [rng.randrange(days - 6) for _ in range(count)]
+    order_draws = [rng.randrange(orders) * 32 + 1 + rng.randrange(8) for _ in range(count)]
+    range_draws = [rng.randrange(orders - span // 32) * 32 + 1 for _ in range(count)]
+    return [("a day", [f"l_shipdate = DATE '{day(d)}'" for d in day_draws]),
+            ("a week", [f"l_shipdate BETWEEN DATE '{day(d)}' AND DATE '{day(d + 6)}'" for d in week_draws]),
+            ("an order", [f"l_orderkey = {k}" for k in order_draws]),
+            ("1% of orders", [f"l_orderkey BETWEEN {k} AND {k + span}" for k in range_draws])]
+
+
+def probe_draws(directory: Path, families: list[tuple[str, list[str]]]) -> list[ProbeDraws]:
+    """Each family's draws planned by lakesort's model over the directory's files (every column projected),
+    with one metadata cache for the directory: footers and page indexes are read once, not per draw."""
+    from layout.read.cache import MetadataCache
+    from layout.read.plan import plan
+
+    cache = MetadataCache()
+    return [ProbeDraws(name, tuple(plan(str(directory), where, None, cache=cache).counts.bytes_selected
+                                   for where in wheres))
+            for name, wheres in families]
+
+
 def findings(partitions: dict[str, str], spec, keys: tuple[str, ...]) -> LayoutFindings:
     """lakesort verify (`layout.verify.rules.verify_files`) with the spec the tool was asked to meet, and the
     layout facts of the same files (indexes present, each key's BoundaryOrder, pages)."""
