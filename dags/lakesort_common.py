@@ -15,13 +15,16 @@ backfill DAG's choice of table), and validates no table spec; the rest is import
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import shutil
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.decorators.python import _PythonDecoratedOperator
 from airflow.sdk import Asset, AssetAlias, get_current_context, task, task_group
+from airflow.sdk.bases.decorator import task_decorator_factory
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from layout.registered import table_names
@@ -108,6 +111,34 @@ def spark_jobs(tables) -> list[dict]:
     return runs.spark_jobs(runs.PlannedTable.model_validate(t) for t in tables)
 
 
+class _CommitTask(_PythonDecoratedOperator):
+    """@task whose result, a `runs.CommittedRun`, is also its OpenLineage lineage: the table read and written,
+    with rows, bytes and files (`layout.lineage.datasets`). The Airflow OpenLineage provider's listener (the
+    `lineage` extra) asks for it when the task completes; without the provider nothing calls it."""
+
+    def execute(self, context):
+        self._committed = super().execute(context)  # the listener runs in this process, after execute
+        return self._committed
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from layout.compaction.pipeline.runs import CommittedRun
+        from layout.lineage import Counts, datasets
+        payload = getattr(self, "_committed", None)
+        if not payload:
+            return OperatorLineage()
+        run = CommittedRun.model_validate(payload)
+        inputs, outputs = datasets(
+            table=run.table, catalog=run.catalog,
+            read=Counts(rows=run.rows, bytes=run.bytes_removed or None, files=run.files_removed),
+            written=Counts(rows=run.rows, bytes=run.bytes_added or None, files=run.files_added))
+        return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+commit_task = functools.partial(task_decorator_factory, decorated_operator_class=_CommitTask)
+
+
 @task_group(group_id="table")
 def finish(run):
     @task(trigger_rule="all_done", map_index_template=_LABEL)  # after failed Spark jobs too: abandons the run
@@ -118,7 +149,7 @@ def finish(run):
         except (runs.SparkJobsFailed, runs.SpecChanged) as exc:  # a retry cannot help: fail at once
             raise AirflowFailException(str(exc)) from None
 
-    @task(outlets=[AssetAlias(ASSET_ALIAS)], map_index_template=_LABEL)
+    @commit_task(outlets=[AssetAlias(ASSET_ALIAS)], map_index_template=_LABEL)
     def commit(run: dict):
         from layout.compaction.pipeline import runs
         try:

@@ -4,6 +4,8 @@ In order (each fixture builds on the one before, once per module):
   1. lakesort_nightly over two registered tables: demo.lineitem compacts; demo.broken (a truncated data
      file) fails in its own `prepare` with a log line naming the file, and nothing else of its compaction
      runs; then both are maintained (their history is younger than the retention: nothing is deleted).
+     The Airflow OpenLineage provider (the `lineage` extra) writes the run's events to a file: the commit
+     task's carry the table as input and output with the rows, bytes and files rewritten.
   2. lakesort_backfill for one partition with force: only that partition's files are rewritten.
   3. lakesort_backfill as a dry run over a date range: the plan in the log and XCom, nothing changes.
 Then the nightly planning step once more finds nothing to do.
@@ -11,6 +13,7 @@ Then the nightly planning step once more finds nothing to do.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 
@@ -42,11 +45,17 @@ def runs_of(lake, run_id: str) -> dict:
     return found[0]
 
 
+def lineage_env(path) -> dict[str, str]:
+    """The Airflow OpenLineage provider's events, one JSON a line, to `path` (its file transport)."""
+    return {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(path),
+                                                           "append": True})}
+
+
 @pytest.fixture(scope="module")
 def nightly(airflow_home, lake, spark_available):
     before = {name: (lake.table(name).current_snapshot().snapshot_id, files_by_partition(lake.table(name)))
               for name in (GOOD, BROKEN)}
-    run = run_dag(airflow_home, lake, "lakesort_nightly")
+    run = run_dag(airflow_home, lake, "lakesort_nightly", env=lineage_env(lake.root / "openlineage.jsonl"))
     print(f"lakesort_nightly: {run.seconds:.1f}s")
     return run, before
 
@@ -123,6 +132,29 @@ def test_nightly_compacts_the_good_table(nightly, lake):
     assert not list((lake.root / "work").glob("*/lease.json"))  # every lease released
     assert (lake.root / "reports" / "index.html").is_file(), "the report task wrote no reports/index.html"
     assert f"lakesort report: {(lake.root / 'reports' / 'index.html').resolve()}" in run.output
+
+
+def test_nightly_lineage(nightly, lake):
+    """The provider's listener emitted every task's events; the commit task's COMPLETE names the table as input
+    and output (`dags/lakesort_common.py`'s commit task, `layout.lineage.datasets`) with what was rewritten."""
+    pytest.importorskip("airflow.providers.openlineage", reason="the lineage extra is not installed")
+    path = lake.root / "openlineage.jsonl"
+    assert path.is_file(), "the OpenLineage provider wrote no events"
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    jobs = {(e["job"]["name"], e["eventType"]) for e in events}
+    for task_id in ("prepare", "compact", "table.verify", "table.commit", "table.measure"):
+        assert (f"lakesort_nightly.{task_id}", "COMPLETE") in jobs, (task_id, sorted(jobs))
+    (commit,) = [e for e in events if e["job"]["name"] == "lakesort_nightly.table.commit"
+                 and e["eventType"] == "COMPLETE"]
+    (source,), (target,) = commit["inputs"], commit["outputs"]
+    # The SQL catalog's tables are named by its warehouse location (`layout.lineage.dataset_namespace`).
+    assert (source["namespace"], source["name"]) == (target["namespace"], target["name"])
+    assert target["name"] == GOOD and re.fullmatch(r"file:///.+/warehouse", target["namespace"]), target
+    written = target["outputFacets"]["outputStatistics"]
+    read = source["inputFacets"]["inputStatistics"]
+    assert (written["rowCount"], written["fileCount"]) == (lake.source_rows.num_rows, 3) and written["size"] > 0
+    assert (read["rowCount"], read["fileCount"]) == (lake.source_rows.num_rows, 12) and read["size"] > 0
+    assert target["facets"]["catalog"]["framework"] == "iceberg"
 
 
 def test_nightly_maintains_every_table(nightly, lake):
