@@ -9,6 +9,7 @@ steps, the DAGs' payloads and the report use these.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from layout.metrics import store
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-__all__ = ["RunOutcome", "RunRecord", "RunStatus", "Trigger", "Verification", "read_runs", "record_run"]
+__all__ = ["RunOutcome", "RunRecord", "RunStatus", "Trigger", "Verification", "read_runs", "record_run",
+           "record_runs"]
 
 # What started a compaction run: the nightly DAG, the backfill DAG, or someone (`lakesort compact`).
 Trigger = Literal["nightly", "backfill", "manual"]
@@ -83,7 +85,12 @@ class RunOutcome(Frozen):
 
 
 def record_run(catalog: Catalog, run: RunRecord) -> None:
-    store.upsert(catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY, [run.model_dump()])
+    record_runs(catalog, [run])
+
+
+def record_runs(catalog: Catalog, runs: Sequence[RunRecord]) -> None:
+    """Several runs' rows in one snapshot (a nightly's deferred runs)."""
+    store.upsert(catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY, [r.model_dump() for r in runs])
 
 
 def read_runs(catalog: Catalog, table: str | None = None) -> pa.Table:

@@ -68,11 +68,13 @@ def parse_spec(data: object, *, source: str = "<spec>") -> TableSpec:
 
 
 def load_specs(directory: str | Path) -> list[TableSpec]:
-    """Every ``*.yaml``/``*.yml`` in `directory`, sorted by file name; one table per file."""
+    """Every ``*.yaml``/``*.yml`` in `directory`, sorted by file name; one table per file. A file whose name starts
+    with ``_`` is no table's spec (`_defaults.yaml`: namespace defaults, `layout.registry.defaults`)."""
     root = Path(directory)
     if not root.is_dir():
         raise ConfigError(f"{root}: not a directory of table specs")
-    files = sorted(p for p in root.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    files = sorted(p for p in root.iterdir()
+                   if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("_"))
     specs: list[TableSpec] = []
     # Keyed with the catalog: the same identifier in two catalogs is two tables.
     by_table: dict[tuple[str | None, str], TableSpec] = {}

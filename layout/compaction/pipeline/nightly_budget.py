@@ -23,7 +23,7 @@ from layout.compaction.pipeline.steps import PreparedRun
 from layout.compaction.planning.benefit import AdvisedLayouts, History, PastRun, ProbeReading, predict
 from layout.compaction.planning.budget import BudgetDecision, decide
 from layout.metrics import store
-from layout.metrics.runs import RunOutcome
+from layout.metrics.runs import RunOutcome, RunRecord, record_runs
 from layout.upkeep.lease import release_lease
 
 __all__ = ["budget_decisions", "histories", "within_budget"]
@@ -74,6 +74,24 @@ def budget_decisions(prepared: Iterable[PreparedRun], *, budget_bytes: int | Non
     return decide(candidates, budget_bytes=budget_bytes)
 
 
+def _defer(deferred: list[BudgetDecision], prepared: Mapping[str, PreparedRun], *, budget: str, of: int) -> None:
+    """The deferred runs' rows in `lakesort.compaction_runs`, one snapshot per catalog; a failure is logged (the
+    runs are deferred all the same)."""
+    by_catalog: dict[str | None, list[RunRecord]] = defaultdict(list)
+    for d in deferred:
+        c = d.candidate
+        reason = (f"{d.reason}: ranked #{d.rank} of {of}, benefit {c.benefit_bytes:.0f} B / cost {c.cost_bytes} B "
+                  f"({c.source}), budget {budget}")
+        run = prepared[c.table]
+        by_catalog[run.catalog].append(steps.run_record(run, RunOutcome(status="deferred", reason=reason)))
+    for catalog, rows in by_catalog.items():
+        try:
+            record_runs(load_catalog(catalog), rows)
+        except Exception as exc:  # noqa: BLE001 - a metrics hiccup must never fail the nightly
+            log.warning("could not record %d deferred run(s) in catalog %s: %s", len(rows), catalog or "(default)",
+                        exc)
+
+
 def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) -> list[PlannedTable]:
     """The runs with Spark work (`to_compact`) that the budget admits, most valuable first; the others are
     recorded as deferred, with the reason, and their leases released. Logs the ranking, the order and what was
@@ -87,16 +105,11 @@ def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) 
     log.info("budget: %d planned run(s) ranked by predicted benefit over cost, budget %s:", len(decisions), budget)
     for d in decisions:
         log.info("  %s", d.describe())
-    admitted = []
+    admitted = [planned[d.candidate.table] for d in decisions if d.ran]
+    _defer([d for d in decisions if not d.ran], prepared, budget=budget, of=len(decisions))
     for d in decisions:
-        table = d.candidate.table
-        if d.ran:
-            admitted.append(planned[table])
-            continue
-        reason = (f"{d.reason}: ranked #{d.rank} of {len(decisions)}, benefit {d.candidate.benefit_bytes:.0f} B / "
-                  f"cost {d.candidate.cost_bytes} B ({d.candidate.source}), budget {budget}")
-        steps.record(prepared[table], RunOutcome(status="deferred", reason=reason))
-        release_lease(table, planned[table].owner)
+        if not d.ran:
+            release_lease(d.candidate.table, planned[d.candidate.table].owner)
     spent = sum(d.candidate.cost_bytes for d in decisions if d.ran)
     deferred = [d.candidate.table for d in decisions if not d.ran]
     log.info("budget: %d run(s) admitted, in this order: %s; %d B of %s", len(admitted),

@@ -61,7 +61,7 @@ from layout.verify.rules import Finding, VerificationFailed, verify_staged
 from layout.verify.sources import open_staged
 
 __all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "VerifyOutcome", "abandon", "check_inputs", "commit",
-           "live_totals", "measure", "prepare", "record", "staged_manifest", "verify"]
+           "live_totals", "measure", "prepare", "record", "run_record", "staged_manifest", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -428,7 +428,16 @@ def abandon(prepared: PreparedRun, reason: str) -> int:
 def record(prepared: PreparedRun, outcome: RunOutcome) -> None:
     """The run's row in `lakesort.compaction_runs` (replaced by a later step of the same run): the run, and
     how it ended; an outcome without figures after leaves the table's as they were before."""
-    row = RunRecord(
+    row = run_record(prepared, outcome)
+    try:
+        record_run(load_catalog(prepared.catalog), row)
+    except Exception as exc:  # noqa: BLE001 - a metrics hiccup must never fail (or undo) a compaction
+        log.warning("could not record run %s in the metrics tables: %s", prepared.run_id, exc)
+
+
+def run_record(prepared: PreparedRun, outcome: RunOutcome) -> RunRecord:
+    """`record`'s row, unwritten (the nightly's budget records its deferred runs together)."""
+    return RunRecord(
         **outcome.model_dump(exclude={"files_after", "bytes_after"}),
         run_id=prepared.run_id, table=prepared.table, trigger=prepared.trigger,
         started_at=dt.datetime.fromtimestamp(prepared.started_at, dt.UTC),
@@ -439,10 +448,6 @@ def record(prepared: PreparedRun, outcome: RunOutcome) -> None:
         bytes_after=prepared.bytes_before if outcome.bytes_after is None else outcome.bytes_after,
         spec_hash=prepared.config.spec_hash, config_sources=prepared.config.sources_json(),
     )
-    try:
-        record_run(load_catalog(prepared.catalog), row)
-    except Exception as exc:  # noqa: BLE001 - a metrics hiccup must never fail (or undo) a compaction
-        log.warning("could not record run %s in the metrics tables: %s", prepared.run_id, exc)
 
 
 @contextmanager
