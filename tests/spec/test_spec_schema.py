@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,15 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from layout.errors import ConfigError
-from layout.spec import load_spec, parse_spec, table_spec_schema, table_spec_schema_json
+from layout.spec import load_spec, load_specs, parse_spec, table_spec_schema, table_spec_schema_json
 from layout.spec.__main__ import main as spec_main
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "schemas" / "table-spec.schema.json"
-SPECS = sorted((ROOT / "dags" / "tables").glob("*.yaml"))
+# A file whose name starts with `_` is no table's spec: `_defaults.yaml` holds namespace defaults, checked
+# against their own model below (`layout.registry.defaults`).
+SPECS = sorted(p for p in (ROOT / "dags" / "tables").glob("*.yaml") if not p.name.startswith("_"))
+DEFAULTS_FILES = sorted((ROOT / "dags" / "tables").glob("_*.yaml"))
 REGENERATE = "python -m layout.spec --schema > schemas/table-spec.schema.json"
 MODELINE = "# yaml-language-server: $schema=../../schemas/table-spec.schema.json"
 
@@ -59,6 +63,28 @@ def test_registered_specs_validate_and_load(path, validator):
     assert text.splitlines()[0] == MODELINE, f"{path.name}: the first line must be {MODELINE!r}"
     assert schema_errors(validator, yaml.safe_load(text)) == []
     assert load_spec(path).table
+
+
+def _readme_defaults() -> str:
+    """The `_defaults.yaml` example of the README's "Onboarding tables"."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Onboarding tables"):]
+    block = section[section.index("```yaml"):].split("\n", 1)[1]
+    return textwrap.dedent(block[:block.index("```")])
+
+
+@pytest.mark.parametrize("path", [*DEFAULTS_FILES, None], ids=lambda p: p.name if p else "README example")
+def test_namespace_defaults_load_as_defaults_not_as_specs(path, validator, tmp_path):
+    """`_defaults.yaml` (the registry's, and the README's example) is validated by its own model, and is none
+    of the spec schema's business: the registry never reads it as a table's spec."""
+    from layout.registry.defaults import DEFAULTS_FILE, load_defaults
+
+    text = path.read_text(encoding="utf-8") if path is not None else _readme_defaults()
+    (tmp_path / DEFAULTS_FILE).write_text(text)
+    entries = load_defaults(tmp_path)
+    assert entries and all(e.match and e.values for e in entries)
+    assert schema_errors(validator, yaml.safe_load(text)), "a defaults file is not a table spec"
+    assert load_specs(tmp_path) == []  # the spec loader skips it too
 
 
 def with_(**changes: Any) -> dict[str, Any]:
