@@ -61,9 +61,20 @@ def _check_namespace(catalog: Any, namespace: str) -> None:
         raise UsageError(f"--namespace {namespace}: lakesort's own tables are not listed (`lakesort report` "
                          "shows what they hold)")
     known = {".".join(n) for n in catalog.list_namespaces()}
-    if namespace.split(".")[0] not in known:
+    parts = tuple(namespace.split("."))
+    # A nested namespace (a.b) is looked up itself: its first level existing is not enough.
+    exists = parts[0] in known if len(parts) == 1 else _namespace_exists(catalog, parts)
+    if not exists:
         listed = ", ".join(sorted(known - {OWN_NAMESPACE})) or "none"
         raise UsageError(f"--namespace {namespace}: no such namespace in catalog {catalog.name} (namespaces: {listed})")
+
+
+def _namespace_exists(catalog: Any, parts: tuple[str, ...]) -> bool:
+    try:
+        catalog.load_namespace_properties(parts)
+    except Exception:  # noqa: BLE001 - NoSuchNamespaceError, or a catalog that cannot say: not listable
+        return False
+    return True
 
 
 def _row(resolution: Resolution, table: Table | None, error: str | None, recorded: dict | None) -> dict[str, Any]:

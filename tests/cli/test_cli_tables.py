@@ -158,3 +158,39 @@ def _text_exit_codes_and_a_bad_property(iceberg_catalog, capsys):
     assert "ALTER TABLE props.t2 SET TBLPROPERTIES ('lakesort.sort-keys'=" in rows["props.t2"]["error"]
     assert rows["props.t3"]["error"] is None  # one table's error stops no other
     assert "props.t2" not in nightly_specs()  # and fails no nightly
+
+
+def test_nested_namespaces(iceberg_catalog, registry, capsys):
+    """Tables in namespaces of several levels (a.b.t): listed, resolved from every source (a default's pattern
+    matches across the levels), listed by a nested --namespace (with what lies under it), run by the nightly."""
+    (registry / "events.yaml").unlink()
+    (registry / "_defaults.yaml").write_text(DEFAULTS + '  - match: "a.b.*"\n    min_small_files: 7\n')
+    (registry / "abt.yaml").write_text(SPEC.format(table="a.b.t"))
+    for namespace in ("a", "a.b", "a.b.c", "sales", "sales.eu"):
+        iceberg_catalog.create_namespace(tuple(namespace.split(".")))
+    iceberg_catalog.create_table("a.b.t", schema=DATA.schema)
+    iceberg_catalog.create_table("a.b.c.t", schema=DATA.schema, properties={"lakesort.sort-keys": "v"})
+    iceberg_catalog.create_table("sales.eu.orders", schema=DATA.schema)
+    iceberg_catalog.create_table("a.flat", schema=DATA.schema)
+    assert main(["tables", "--json"]) == EXIT_OK
+    listed = {row["table"]: row for row in json.loads(capsys.readouterr().out)["tables"]}
+    assert set(listed) == {"a.b.t", "a.b.c.t", "sales.eu.orders", "a.flat"}
+
+    def source(table, key):
+        return listed[table]["sources"][key]["kind"], listed[table]["sources"][key]["origin"]
+
+    assert source("a.b.t", "sort.keys")[0] == "spec" and source("a.b.t", "sort.keys")[1].endswith("abt.yaml")
+    assert source("a.b.t", "min_small_files")[0] == "default"  # "a.b.*" matches a.b.t
+    assert source("a.b.c.t", "sort.keys") == ("property", "lakesort.sort-keys")
+    assert "match 'a.b.*'" in source("a.b.c.t", "min_small_files")[1]  # fnmatch's * crosses the dots
+    assert listed["a.b.c.t"]["config"]["min_small_files"] == 7
+    assert "match 'sales.*'" in source("sales.eu.orders", "sort.keys")[1]
+    assert listed["a.flat"]["configured"] is False
+    assert main(["tables", "--namespace", "a.b", "--json"]) == EXIT_OK
+    assert {r["table"] for r in json.loads(capsys.readouterr().out)["tables"]} == {"a.b.t", "a.b.c.t"}
+    assert find_spec("a.b.c.t").min_small_files == 7
+    assert set(nightly_specs()) == {"a.b.t", "a.b.c.t", "sales.eu.orders"}
+    requests = {r.table: r for r in runs.nightly_requests()}
+    assert requests["a.b.c.t"].config.sources["sort.keys"].kind == "property"
+    assert main(["tables", "--namespace", "a.nope"]) == EXIT_USAGE
+    assert "--namespace a.nope: no such namespace" in capsys.readouterr().err
