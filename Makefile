@@ -67,7 +67,8 @@ $(TESTBED)/jars/.copied: Makefile
 # lakesort's own Spark (hadoop-aws and the AWS SDK modules it needs; Spark already ships netty, slf4j, commons
 # and httpcomponents, so those are left out). Versions are pinned in the poms; Maven's cache keeps the jars.
 # Delta Lake for the bed's Spark 4.1 (maven/delta.pom.xml), the peer in tests/benchmarks/bench_peers.py, comes the
-# same way, into a directory of its own so that the Iceberg bed's classpath (.testbed/jars) stays as it is.
+# same way, into a directory of its own so that the Iceberg bed's classpath (.testbed/jars) stays as it is; so does
+# openlineage-spark (maven/openlineage.pom.xml), the Spark job's own lineage events in tests/lineage/.
 $(TESTBED)/%/.copied: testbed/maven/%.pom.xml
 	rm -rf $(TESTBED)/$*
 	mvn --batch-mode --quiet -f $< dependency:copy-dependencies -DoutputDirectory=$(abspath $(TESTBED))/$* \
@@ -75,7 +76,7 @@ $(TESTBED)/%/.copied: testbed/maven/%.pom.xml
 	@touch $@
 
 testbed: $(foreach v,$(BED_SPARKS),$(TESTBED)/spark-$(v)/.installed) $(TESTBED)/jars/.copied \
-	$(TESTBED)/rest-catalog/.copied $(TESTBED)/s3a/.copied $(TESTBED)/delta/.copied
+	$(TESTBED)/rest-catalog/.copied $(TESTBED)/s3a/.copied $(TESTBED)/delta/.copied $(TESTBED)/openlineage/.copied
 
 # Re-pin the test bed's environments after editing testbed/requirements/*.in.
 testbed-lock: | $(UV)

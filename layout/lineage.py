@@ -29,7 +29,7 @@ import os
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from layout.models import Frozen
 
@@ -86,14 +86,15 @@ def parent_job(*, table: str, run_id: str) -> ParentJob:
 
 def _without_secrets(uri: str) -> str:
     """`uri` without user, password, query and fragment; a SQLAlchemy driver suffix (`postgresql+psycopg2`) goes
-    too. A local path stays a path."""
-    parts = urlsplit(uri)
-    if not parts.scheme:
+    too. A local path stays a path, `sqlite:////abs/path` keeps its slashes."""
+    scheme, colon, rest = uri.partition(":")
+    if not colon or not urlsplit(uri).scheme:
         return uri
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme.split("+")[0], host, parts.path, "", ""))
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = "//" + authority.rpartition("@")[2] + slash + path
+    return f"{scheme.split('+')[0]}:{rest}"
 
 
 def _catalog_config(catalog: str | None) -> tuple[str, dict[str, Any]]:

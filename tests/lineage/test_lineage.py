@@ -110,6 +110,8 @@ def test_run_ids_are_stable_uuids():
     ({"type": "hive", "uri": "thrift://metastore:9083"}, "thrift://metastore:9083"),
     ({"type": "sql", "uri": "postgresql://u:s3cret@db/iceberg"}, "postgresql://db/iceberg"),
     ({"type": "glue"}, "iceberg://prod"),
+    ({"type": "sql", "uri": "sqlite:////x/catalog.db"}, "sqlite:////x/catalog.db"),
+    ({"type": "sql", "uri": "sqlite:////x/catalog.db", "warehouse": "file:///x/warehouse/"}, "file:///x/warehouse"),
 ])
 def test_dataset_namespaces_carry_no_secret(config, namespace, monkeypatch):
     pytest.importorskip("openlineage.client")
