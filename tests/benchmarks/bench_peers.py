@@ -354,6 +354,9 @@ def print_goals(results: dict[str, dict[str, Outcome]]) -> None:
             r = ratio(ls.run.seconds, ice.run.seconds)
             print(f"  {case}: lakesort linear / Iceberg's sort rewrite, time = {r:.2f}x (goal <= {FIRST_GOAL}x) "
                   f"{'OK' if r <= FIRST_GOAL else 'MISSED'}")
+            if ls.run.proof_seconds:
+                print(f"  {case}: the same without lakesort's proof (read-back {ls.run.proof_seconds:.1f}s with verify, "
+                      f"which Iceberg does not do) = {ratio(ls.run.seconds - ls.run.proof_seconds, ice.run.seconds):.2f}x")
             worse = [f"{p.name} {p.model / max(q.model, 1):.2f}x" for p, q in zip(ls.probes, ice.probes, strict=True)
                      if p.model > q.model]
             print(f"  {case}: probes' bytes, lakesort linear <= Iceberg's sort for every probe: "

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,11 @@ class ToolRun:
     bytes_out: int  # their sizes
     io: SparkIO | None  # from the run's event log(s)
     note: str = ""
+    # lakesort only: wall seconds of the steps outside the Spark job (prepare, spark-submit's JVM and session
+    # around the job, verify, commit) and of the proof, which Iceberg and Delta do not do: the read-back of the
+    # staged files in the job and the verify step (the metadata proof, the layout rules, GX)
+    steps: tuple[tuple[str, float], ...] = ()
+    proof_seconds: float = 0.0
 
 
 # --- states ---------------------------------------------------------------------------------------------
@@ -218,7 +224,9 @@ def lakesort_compact(tool: Tool, spec, master: str, conf: dict[str, str], work: 
     if tool.merge_runs != "true":
         run_conf[MERGE_OFF] = tool.merge_runs
     started = time.perf_counter()
-    result = compact(spec.table, spec=spec, master=master, spark_conf=run_conf, work_dir=work / "run", force=force)
+    with _timed_steps() as took:
+        result = compact(spec.table, spec=spec, master=master, spark_conf=run_conf, work_dir=work / "run",
+                         force=force)
     seconds = time.perf_counter() - started
     after = live_paths(spec.table)
     manifests = [json.loads(p.read_text()) for p in sorted((work / "run").glob("manifest-*.json"))]
@@ -231,8 +239,41 @@ def lakesort_compact(tool: Tool, spec, master: str, conf: dict[str, str], work: 
             f"{sum(m.get('seconds', 0.0) for m in manifests):.1f}s ("
             + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")"
             + (f"; manifest reports {', '.join(reported)}" if reported else ""))
+    job = sum(m.get("seconds", 0.0) for m in manifests)
+    steps = {**took, "spark-submit around the job": took.get("submit", 0.0) - job}
+    steps.pop("submit", None)
+    note += "; outside the job: " + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items())
+    proof = timings.get("read back", 0.0) + took.get("verify", 0.0)
     return ToolRun(tool.name, seconds, len(before), result.plan.input_bytes if result.plan else 0, tuple(sorted(after)),
-                   sum(after.values()), spark_io(events), note)
+                   sum(after.values()), spark_io(events), note, tuple(steps.items()), proof)
+
+
+@contextmanager
+def _timed_steps():
+    """Wall seconds of the driver's steps (prepare, submit, verify, commit), by wrapping them for one run."""
+    from layout.compaction.pipeline import driver, steps
+
+    took: dict[str, float] = {}
+    wrapped = [(driver, "prepare_table", "prepare"), (driver, "submit", "submit"), (steps, "verify", "verify"),
+               (steps, "commit", "commit")]
+    originals = [getattr(module, name) for module, name, _ in wrapped]
+
+    def timer(f, label):
+        def run(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                took[label] = took.get(label, 0.0) + time.perf_counter() - started
+        return run
+
+    for (module, name, label), f in zip(wrapped, originals, strict=True):
+        setattr(module, name, timer(f, label))
+    try:
+        yield took
+    finally:
+        for (module, name, _), f in zip(wrapped, originals, strict=True):
+            setattr(module, name, f)
 
 
 def _keys(value, prefix: str = "") -> list[str]:
