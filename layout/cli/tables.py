@@ -161,7 +161,7 @@ def _last_run(table: Table, recorded: dict | None) -> dict[str, Any] | None:
         return {**committed, "status": recorded["status"], "from": "lakesort.compaction_runs"}
     record = {"run_id": recorded["run_id"], "status": recorded["status"], "at": started.isoformat(),
               "snapshot_id": recorded.get("snapshot_after"), "from": "lakesort.compaction_runs",
-              "error": recorded.get("error")}
+              "error": recorded.get("error"), "reason": recorded.get("reason")}  # reason: why deferred
     if committed is None:
         return record
     return record if started.isoformat() > committed["at"] else committed
@@ -187,6 +187,8 @@ def _print(rows: Sequence[dict[str, Any]]) -> None:
                   + (f"; {overlap}" if overlap else ""))
         last = row["last_run"]
         print(f"  last run: {last['status']} {last['at']} ({last['run_id']})" if last else "  last run: none")
+        if last and last.get("reason"):
+            print(f"    {last['reason']}")
 
 
 def _short(value: Any) -> str:

@@ -187,7 +187,11 @@ def test_the_nightly_spends_its_budget_where_it_pays_most(fleet, iceberg_catalog
     assert all(read_lease(t) is None for t in deferred)
     assert all(read_lease(t).same_run(owner) for t in expected)
 
-    # The report's index: per table, the deferral and why.
+    # `lakesort tables` and the report's index: per table, the deferral and why.
+    capsys.readouterr()
+    assert main(["tables", "--namespace", first_deferred.split(".")[0], "--json"]) == EXIT_OK
+    last = {r["table"]: r["last_run"] for r in json.loads(capsys.readouterr().out)["tables"]}[first_deferred]
+    assert (last["status"], last["reason"]) == ("deferred", row["reason"])
     from layout.report.render import write_reports
 
     index = write_reports().read_text(encoding="utf-8")
