@@ -70,7 +70,7 @@ class BudgetDecision(Frozen):
     outcome: Outcome
     reason: str | None = None  # why deferred, or why run although larger than the budget
     budget_bytes: int | None = None  # the night's budget (None: unlimited)
-    spent_bytes: int = 0  # the budget spent once this decision was made (admitted ones included)
+    spent_bytes: int = 0  # the cost of the runs that ran, this one and those ranked above it
 
     @property
     def ran(self) -> bool:
