@@ -13,6 +13,7 @@ of the job runs (`job_status`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -29,8 +30,6 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "testbed"))
-import itertools
-
 from netns import Network
 
 NAMESPACE = "hosts"
