@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from pyiceberg.utils.config import Config
+
 from layout.models import Frozen
 
 if TYPE_CHECKING:
@@ -98,9 +100,7 @@ def _without_secrets(uri: str) -> str:
 
 
 def _catalog_config(catalog: str | None) -> tuple[str, dict[str, Any]]:
-    from pyiceberg.utils.config import Config  # pyiceberg's own lookup, without connecting to the catalog
-
-    config = Config()
+    config = Config()  # pyiceberg's own lookup, without connecting to the catalog
     name = catalog or config.get_default_catalog_name()
     return name, dict(config.get_catalog_config(name) or {})
 
@@ -127,6 +127,7 @@ def configured() -> bool:
         return False
     if os.environ.get("OPENLINEAGE_URL") or any(k.startswith("OPENLINEAGE__TRANSPORT") for k in os.environ):
         return True
+    # The `lineage` extra (local imports of openlineage here and below): lakesort works without it.
     from openlineage.client import OpenLineageClient
 
     return OpenLineageClient._find_yaml_config_path() is not None  # the client's own lookup (private)
@@ -141,7 +142,7 @@ def _client():
     if not configured():
         log.debug("no OpenLineage transport configured: no lineage events")
         return None
-    from openlineage.client import OpenLineageClient
+    from openlineage.client import OpenLineageClient  # the extra, installed (checked above)
 
     return OpenLineageClient()
 
@@ -151,6 +152,7 @@ def datasets(*, table: str, catalog: str | None, read: Counts | None = None, wri
     """The table as OpenLineage's input and output datasets (openlineage-python's `event_v2` classes), with the
     statistics facets of what was read and written (either None: no statistics facet) and, given the table's
     schema, its schema facet. Needs the extra."""
+    # The extra's: only reached once `_client` found it, or by the DAG's commit task under the provider.
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.facet_v2 import (
         catalog_dataset,
@@ -182,6 +184,7 @@ def datasets(*, table: str, catalog: str | None, read: Counts | None = None, wri
 def run_event(kind: EventType, *, table: str, catalog: str | None, run_id: str, read: Counts | None = None,
               written: Counts | None = None, schema: Schema | None = None, error: str | None = None) -> Any:
     """One RunEvent of lakesort's run `run_id` on `table` (openlineage-python's `event_v2.RunEvent`)."""
+    # The extra's: only reached once `_client` found it.
     from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
     from openlineage.client.facet_v2 import error_message_run, job_type_job
 

@@ -32,8 +32,9 @@ LAYOUT = REPO / "layout"
 # worker that imports `layout.catalog` or `layout.compaction.executor.inputs` for their names but never loads a catalog
 # or reads a file through pyiceberg.
 # boto3 (the `pipeline` extra): S3's batched deletes only (`layout.storage.delete_many`).
+# openlineage (the `lineage` extra): `layout.lineage` works, and emits nothing, without it.
 LOCAL_IMPORTS_ALLOWED = ("great_expectations", "pyspark", "datafusion", "pyiceberg.catalog", "pyiceberg.io.pyarrow",
-                         "boto3", "botocore.config", "botocore.exceptions")
+                         "boto3", "botocore.config", "botocore.exceptions", "openlineage")
 # The Spark job's driver imports pyiceberg's reader (the executors' path for files Spark cannot read as Iceberg
 # does) only when a plan has such files: 0.4 s of the job's start, before Spark, otherwise.
 # Its readers of delete files likewise, only when a plan applies deletes.
