@@ -125,7 +125,7 @@ def configured() -> bool:
     """Whether openlineage-python has a transport configured the standard ways (not turned off)."""
     if os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
         return False
-    if os.environ.get("OPENLINEAGE_URL") or any(k.startswith("OPENLINEAGE__TRANSPORT") for k in os.environ):
+    if os.environ.get("OPENLINEAGE_URL") or any(k.startswith("OPENLINEAGE__TRANSPORT") and v for k, v in os.environ.items()):
         return True
     # The `lineage` extra (local imports of openlineage here and below): lakesort works without it.
     from openlineage.client import OpenLineageClient
