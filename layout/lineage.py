@@ -26,6 +26,7 @@ import functools
 import importlib.util
 import logging
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,6 +51,8 @@ SPARK_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 # Fixed: run ids derived from it are stable across processes and versions (`run_uuid`).
 _RUN_IDS = uuid.UUID("6c1f3e0a-9b52-5d0e-8f0e-1a2b3c4d5e6f")
 EventType = Literal["START", "COMPLETE", "FAIL"]
+# `scheme://user:password@` in an error message (a catalog's URI, say): the user and password are dropped.
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")
 
 
 class Counts(Frozen):
@@ -222,7 +225,7 @@ class RunLineage:
 
     def fail(self, error: BaseException | str) -> None:
         message = (str(error) or type(error).__name__) if isinstance(error, BaseException) else error
-        self._emit("FAIL", error=message)
+        self._emit("FAIL", error=_USERINFO.sub(r"\g<scheme>", message))
 
     def _emit(self, kind: EventType, **facts: Any) -> None:
         client = _client()

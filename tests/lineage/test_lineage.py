@@ -96,6 +96,17 @@ def test_an_emission_failure_is_a_warning(clean_env, monkeypatch, caplog):
            "backend is down" in caplog.text
 
 
+def test_a_failure_message_loses_credentials(clean_env, monkeypatch):
+    pytest.importorskip("openlineage.client")
+    path = clean_env / "events.jsonl"
+    file_transport(monkeypatch, path)
+    run().fail(RuntimeError("could not connect to postgresql://lakesort:s3cret@db:5432/iceberg: timeout"))
+    (event,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert event["eventType"] == "FAIL"
+    assert event["run"]["facets"]["errorMessage"]["message"] == (
+        "could not connect to postgresql://db:5432/iceberg: timeout")
+
+
 def test_run_ids_are_stable_uuids():
     one = lineage.run_uuid("20260101T000000-abc")
     assert one == lineage.run_uuid("20260101T000000-abc") != lineage.run_uuid("20260101T000000-abd")
