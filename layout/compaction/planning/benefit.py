@@ -21,6 +21,18 @@ The prediction, from the first source that has one (`Candidate.source`):
 Sources 1-3 assume that the saving is spread over the table's bytes like the rewrite is (a byte rewritten
 tonight is worth what a byte was worth then); a probe the spec no longer lists is left out, and so is the
 saving of a probe that would read more.
+
+Per partition (`Candidate.shares`, what the budget trims a run to): the run's benefit is apportioned across
+its planned partitions by each one's bytes that are not yet sorted runs of the table's layout (the bytes a
+sort would cluster; the fallback's own measure, so there it is exact), and by each one's input bytes when no
+input of the run is unsorted (a merge of sorted runs only). Not by the probes' bytes per partition:
+`lakesort.pruning_metrics` records a probe's bytes for the whole table, not per partition. A partition whose
+inputs are all sorted runs, in a run that has unsorted ones, gets no share: it is deferred before the others.
+
+Ageing (`nights_deferred`): the nights in a row the budget deferred the table, whole or some of its
+partitions, from its rows of `lakesort.compaction_runs`; the budget multiplies the benefit by one more than
+that. Counted per table: the records name no partition, so a partition deferred with others counts its
+table's nights.
 """
 
 from __future__ import annotations
@@ -31,10 +43,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from layout.compaction.plan import RewritePlan
-from layout.compaction.planning.budget import Candidate
+from layout.compaction.planning.budget import Candidate, PartitionShare
 from layout.models import Frozen
 
-__all__ = ["AdvisedLayouts", "History", "PastRun", "ProbeReading", "predict", "unsorted_bytes"]
+__all__ = ["AdvisedLayouts", "History", "PastRun", "ProbeReading", "nights_deferred", "predict", "shares",
+           "unsorted_bytes"]
+
+# The statuses of a run that was given its turn (it ran, or had nothing to do): they end a run of deferrals.
+_TURN = frozenset({"committed", "failed", "nothing-to-do"})
 
 
 class PastRun(Frozen):
@@ -97,6 +113,39 @@ def unsorted_bytes(plan: RewritePlan) -> int:
     return sum(f.size for g in plan.groups for f in g.inputs if f.sorted_run is None)
 
 
+def shares(plan: RewritePlan, benefit_bytes: float) -> tuple[PartitionShare, ...]:
+    """`benefit_bytes` apportioned across the plan's partitions (the module docstring's rule), with each one's
+    input bytes as its cost; in the plan's partition order."""
+    cost: dict[str, int] = {}
+    unsorted: dict[str, int] = {}
+    for g in plan.groups:
+        cost[g.partition] = cost.get(g.partition, 0) + g.bytes
+        unsorted[g.partition] = unsorted.get(g.partition, 0) + sum(f.size for f in g.inputs if f.sorted_run is None)
+    weight = unsorted if sum(unsorted.values()) > 0 else cost
+    total = sum(weight.values())
+    return tuple(PartitionShare(partition=p, cost_bytes=c,
+                                benefit_bytes=benefit_bytes * weight[p] / total if total > 0 else 0.0)
+                 for p, c in cost.items())
+
+
+def nights_deferred(history: History, *, tonight: dt.date) -> int:
+    """The nights before `tonight` (UTC dates of the runs' starts) on which the budget deferred the table, whole
+    or in part, counted back from the newest until a night when its run had its turn without a deferral
+    (committed, failed or nothing to do; dry runs do not count). Nights without a row (the nightly did not
+    plan the table) neither count nor break the run."""
+    nights: dict[dt.date, set[str]] = {}
+    for run in history.runs:
+        day = run.started_at.astimezone(dt.UTC).date()
+        if day < tonight and (run.status == "deferred" or run.status in _TURN):
+            nights.setdefault(day, set()).add(run.status)
+    count = 0
+    for day in sorted(nights, reverse=True):
+        if "deferred" not in nights[day]:
+            break
+        count += 1
+    return count
+
+
 def _weighted(saved: Mapping[str, float], weights: Mapping[str, float]) -> float:
     return sum(weights[p] * max(v, 0.0) for p, v in saved.items() if p in weights)
 
@@ -147,18 +196,22 @@ def _measured(history: History, weights: Mapping[str, float]) -> tuple[float, st
 
 def predict(plan: RewritePlan, *, weights: Mapping[str, float], history: History,
             partitions: Iterable[str] = ()) -> Candidate:
-    """The candidate of `plan` (a table's run tonight): its cost (input bytes) and its predicted benefit from
-    the first source that has one (module docstring); `weights`: the spec's owner probes, name -> weight."""
+    """The candidate of `plan` (a table's run tonight): its cost (input bytes), its predicted benefit from
+    the first source that has one, apportioned across its partitions, and the nights it was deferred in a row
+    before the plan's night (module docstring); `weights`: the spec's owner probes, name -> weight."""
     cost = plan.input_bytes
     parts = tuple(partitions) or tuple(sorted({g.partition for g in plan.groups}))
+    nights = nights_deferred(history, tonight=dt.datetime.fromtimestamp(plan.created_at, dt.UTC).date())
     for source, found in (("measured-run", _measured_run(history, weights)),
                           ("advisor", _advised(history, weights)),
                           ("measurement", _measured(history, weights))):
         if found is not None:
             per_byte, detail = found
             return Candidate(table=plan.table, partitions=parts, benefit_bytes=per_byte * cost, cost_bytes=cost,
-                             source=source, detail=detail)
+                             source=source, detail=detail, shares=shares(plan, per_byte * cost),
+                             nights_deferred=nights)
     unsorted = unsorted_bytes(plan)
     return Candidate(table=plan.table, partitions=parts, benefit_bytes=float(unsorted), cost_bytes=cost,
                      source="fallback", detail=f"nothing measured or advised: {unsorted} B of the input are not "
-                                               "sorted runs yet")
+                                               "sorted runs yet", shares=shares(plan, float(unsorted)),
+                     nights_deferred=nights)
