@@ -18,7 +18,7 @@ import re
 from collections import defaultdict
 
 import pytest
-from dag_harness import run_dag
+from dag_harness import REPO, airflow_env, run_dag
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -45,17 +45,29 @@ def runs_of(lake, run_id: str) -> dict:
     return found[0]
 
 
-def lineage_env(path) -> dict[str, str]:
-    """The Airflow OpenLineage provider's events, one JSON a line, to `path` (its file transport)."""
-    return {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(path),
-                                                           "append": True})}
+SPARK_LINEAGE_JARS = sorted((REPO / ".testbed" / "openlineage").glob("openlineage-spark_*.jar"))
+
+
+def lineage_env(home, lake) -> dict[str, str]:
+    """The Airflow OpenLineage provider's events, one JSON a line, to lake/openlineage.jsonl (its file transport);
+    with the test bed's openlineage-spark, the Spark job's own events to lake/spark-openlineage*."""
+    env = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True,
+                                                          "log_file_path": str(lake.root / "openlineage.jsonl")})}
+    if SPARK_LINEAGE_JARS:
+        conf = json.loads(airflow_env(home, lake.root)["LAKESORT_SPARK_CONF"])
+        env["LAKESORT_SPARK_CONF"] = json.dumps({
+            **conf, "spark.jars": str(SPARK_LINEAGE_JARS[0]),
+            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+            "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(lake.root / "spark-openlineage")})
+    return env
 
 
 @pytest.fixture(scope="module")
 def nightly(airflow_home, lake, spark_available):
     before = {name: (lake.table(name).current_snapshot().snapshot_id, files_by_partition(lake.table(name)))
               for name in (GOOD, BROKEN)}
-    run = run_dag(airflow_home, lake, "lakesort_nightly", env=lineage_env(lake.root / "openlineage.jsonl"))
+    run = run_dag(airflow_home, lake, "lakesort_nightly", env=lineage_env(airflow_home, lake))
     print(f"lakesort_nightly: {run.seconds:.1f}s")
     return run, before
 
@@ -155,6 +167,19 @@ def test_nightly_lineage(nightly, lake):
     assert (written["rowCount"], written["fileCount"]) == (lake.source_rows.num_rows, 3) and written["size"] > 0
     assert (read["rowCount"], read["fileCount"]) == (lake.source_rows.num_rows, 12) and read["size"] > 0
     assert target["facets"]["catalog"]["framework"] == "iceberg"
+
+    # The Spark job's own events (openlineage-spark): the application's parent is the `compact` task's run, as the
+    # provider injected it (SparkSubmitOperator's openlineage_inject_parent_job_info), the root the DAG run's.
+    if not SPARK_LINEAGE_JARS:
+        return
+    (compact,) = {e["run"]["runId"] for e in events if e["job"]["name"] == "lakesort_nightly.compact"}
+    spark = [json.loads(line) for f in lake.root.glob("spark-openlineage*") for line in f.read_text().splitlines()
+             if line.strip()]
+    parents = [e["run"]["facets"]["parent"] for e in spark if "parent" in e["run"].get("facets", {})]
+    shown = [(e["eventType"], e["job"]["name"], e["run"]["facets"].get("parent")) for e in spark]
+    assert any(p["run"]["runId"] == compact and p["job"]["name"] == "lakesort_nightly.compact" for p in parents), shown
+    (dag_run,) = {e["run"]["runId"] for e in events if e["job"]["name"] == "lakesort_nightly"} or {None}
+    assert all(p.get("root", {}).get("run", {}).get("runId") == dag_run for p in parents), shown
 
 
 def test_nightly_maintains_every_table(nightly, lake):
