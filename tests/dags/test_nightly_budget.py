@@ -1,19 +1,25 @@
 """The nightly's budget in the DAG (dags/lakesort_common.py `planned`), through the DAG's own tasks without
 Airflow running (as tests/dags/test_common.py): the nightly's `planned` is budgeted and the backfill's is not;
-over two planned tables the more valuable one goes on to `spark_jobs` and the other is deferred (recorded
-with why, its lease released); the report task's housekeeping reaches every configured catalog and its index
-shows the deferral. The steps of the ranking: tests/compaction/test_budget*.py."""
+over two planned tables the more valuable one goes on to `spark_jobs` whole and the other, which no longer fits
+whole, trimmed to its most valuable partitions that fit: its saved run and plan hold only their groups, its
+Spark jobs only those, and its other partitions are deferred (recorded with why, read back the next night as
+one night deferred); the report task's housekeeping reaches every configured catalog and its index shows the
+deferral. The steps of the ranking: tests/compaction/test_budget*.py."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from test_common import task_context
 
+from layout.compaction.pipeline.nightly_budget import histories
+from layout.compaction.pipeline.runs import PlannedTable
+from layout.compaction.planning.benefit import nights_deferred
 from layout.metrics import store
 from layout.metrics.runs import read_runs
 from layout.upkeep.lease import LeaseOwner, read_lease
@@ -43,8 +49,8 @@ def test_only_the_nightly_is_budgeted(nightly):
     assert dags["lakesort_backfill"].get_task("planned").op_kwargs == {"budgeted": False}
 
 
-def test_the_budget_admits_the_most_valuable_and_defers_the_rest(nightly, events, registry, iceberg_catalog,
-                                                                 monkeypatch, caplog):
+def test_the_budget_admits_the_most_valuable_and_trims_the_rest(nightly, events, registry, iceberg_catalog,
+                                                                monkeypatch, caplog):
     common, dags = nightly
     (registry / "small.yaml").write_text(SMALL_SPEC)
     small = iceberg_catalog.create_table("t.small", schema=pa.schema([("k", pa.int64())]))
@@ -69,24 +75,59 @@ def test_the_budget_admits_the_most_valuable_and_defers_the_rest(nightly, events
         assert [i["table"] for i in items] == ["t.events", "t.small"]
         prepared = [common.prepare.function(item) for item in items]
         costs = {p["table"]: sum(j["input_bytes"] for j in p["jobs"]) for p in prepared}
+        # t.events' months, each worth its bytes (all unsorted): the largest first, each while it fits in what
+        # t.small leaves; with one byte short of both, the smallest waits.
+        events_run = PlannedTable.model_validate(prepared[0]).prepared()
+        months: dict[str, int] = {}
+        for g in events_run.plan().groups:
+            months[g.partition] = months.get(g.partition, 0) + g.bytes
+        assert len(months) == 4
+        kept, left = [], costs["t.events"] - 1
+        for month in sorted(months, key=lambda m: (-months[m], m)):
+            if months[month] <= left:
+                kept.append(month)
+                left -= months[month]
+        waiting = sorted(set(months) - set(kept), key=lambda m: (-months[m], m))
+        assert waiting
         monkeypatch.setenv("LAKESORT_NIGHTLY_BUDGET_BYTES", str(costs["t.small"] + costs["t.events"] - 1))
         planned = nightly_dag.get_task("planned")
         with caplog.at_level(logging.INFO):
             admitted = planned.python_callable(prepared + [None], **planned.op_kwargs)  # None: a failed prepare
-        assert [a["table"] for a in admitted] == ["t.small"]
-        assert "#1 ran: t.small: benefit" in caplog.text and "#2 deferred (over budget): t.events" in caplog.text
+        assert [a["table"] for a in admitted] == ["t.small", "t.events"]
+        assert "#1 ran: t.small: benefit" in caplog.text
+        reason = f"over budget: partitions {', '.join(waiting)} deferred"
+        assert f"#2 ran {len(kept)} of 4 partition(s), {sum(months[m] for m in kept)} B ({reason}): t.events" \
+            in caplog.text
+
+        # The trimmed run, saved: its plan, its jobs and the payload `spark_jobs` reads hold only the kept months.
+        trimmed = PlannedTable.model_validate(admitted[1])
+        run = trimmed.prepared()
+        assert run.run_id == events_run.run_id and run.partitions == trimmed.partitions == tuple(sorted(kept))
+        groups = {g.group_id: g.partition for g in run.plan().groups}
+        assert set(groups.values()) == set(kept) and run.input_bytes == sum(months[m] for m in kept)
+        assert trimmed.jobs == run.jobs and {i for j in run.jobs for i in j.group_ids} == set(groups)
         jobs = nightly_dag.get_task("spark_jobs").python_callable(admitted)
-        assert {j["name"].split()[1] for j in jobs} == {"t.small"}
+        assert {j["name"].split()[1] for j in jobs} == {"t.small", "t.events"}
+        for job in (j for j in jobs if j["name"].split()[1] == "t.events"):
+            args = job["application_args"]
+            assert args[args.index("--plan") + 1] == run.plan_path
+            assert {int(i) for i in args[args.index("--groups") + 1].split(",")} <= set(groups)
         owner = LeaseOwner.dag("lakesort_nightly", "r1")
-        assert read_lease("t.small").same_run(owner) and read_lease("t.events") is None
+        assert read_lease("t.small").same_run(owner) and read_lease("t.events").same_run(owner)  # kept: runs on
+
+        # The months that wait: a deferred run of their own, with why; the next night reads it as one night.
         (row,) = [r for r in read_runs(iceberg_catalog, "t.events").to_pylist() if r["status"] == "deferred"]
-        assert row["reason"].startswith("over budget: ranked #2 of 2") and "(fallback)" in row["reason"]
+        assert row["run_id"] == f"{run.run_id}-deferred" and row["partitions_rewritten"] == len(waiting)
+        assert row["reason"].startswith(f"{reason}: ranked #2 of 2") and "(fallback)" in row["reason"]
         assert row["spec_hash"] and '"sort.keys": {"kind": "spec"' in row["config_sources"]
+        history = histories({"t.events": run.catalog})["t.events"]
+        tomorrow = dt.datetime.fromtimestamp(time.time(), dt.UTC).date() + dt.timedelta(days=1)
+        assert nights_deferred(history, tonight=tomorrow) == 1
 
         # The backfill's `planned` keeps every planned run, whatever the budget.
         backfill = dags["lakesort_backfill"].get_task("planned")
         monkeypatch.setenv("LAKESORT_NIGHTLY_BUDGET_BYTES", "1")
-        assert [a["table"] for a in backfill.python_callable(admitted, **backfill.op_kwargs)] == ["t.small"]
+        assert [a["table"] for a in backfill.python_callable(admitted, **backfill.op_kwargs)] == ["t.small", "t.events"]
 
         # The report task: housekeeping of lakesort's own tables in every configured catalog, and the index
         # with the deferral and why.
@@ -94,5 +135,5 @@ def test_the_budget_admits_the_most_valuable_and_defers_the_rest(nightly, events
             index = common.report.function()
         assert "housekeeping: lakesort.compaction_runs" in caplog.text
         html = Path(index).read_text(encoding="utf-8")
-        assert "over budget: ranked #2 of 2" in html and "deferred" in html
+        assert f"{reason}: ranked #2 of 2" in html and "deferred" in html
         assert context["params"] == {}

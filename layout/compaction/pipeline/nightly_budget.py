@@ -3,6 +3,12 @@ predicted benefit over cost (`layout.compaction.planning.benefit`, `.budget`), t
 that order (their Spark jobs are mapped, and so queued through the pool, in it), the deferred ones recorded
 in `lakesort.compaction_runs` (status "deferred", the decision in `reason`) and their leases released.
 
+A run the budget trims to some of its partitions is saved trimmed (`steps.keep_partitions`) before it is
+returned, so its Spark jobs, its verify and its commit see only the kept groups; its deferred partitions are
+recorded as a deferred run of their own (run id `<run id>-deferred`: the run's own row becomes the committed
+one), and the table keeps its lease for the kept ones. The deferred rows are what the next nights' ageing
+counts (`benefit.nights_deferred`).
+
 The tables' histories are read once per catalog (three scans: runs, probe measurements, advice), not once
 per table; a history that cannot be read leaves the tables of that catalog to the fallback prediction, logged:
 the budget never fails the nightly. The backfill and `lakesort compact` are not budgeted.
@@ -75,15 +81,26 @@ def budget_decisions(prepared: Iterable[PreparedRun], *, budget_bytes: int | Non
 
 
 def _defer(deferred: list[BudgetDecision], prepared: Mapping[str, PreparedRun], *, budget: str, of: int) -> None:
-    """The deferred runs' rows in `lakesort.compaction_runs`, one snapshot per catalog; a failure is logged (the
-    runs are deferred all the same)."""
+    """The deferred runs' rows in `lakesort.compaction_runs` (a trimmed run's: its deferred partitions'), one
+    snapshot per catalog; a failure is logged (the runs are deferred all the same)."""
     by_catalog: dict[str | None, list[RunRecord]] = defaultdict(list)
     for d in deferred:
         c = d.candidate
-        reason = (f"{d.reason}: ranked #{d.rank} of {of}, benefit {c.benefit_bytes:.0f} B / cost {c.cost_bytes} B "
-                  f"({c.source}), budget {budget}")
+        aged = f" x {1 + c.nights_deferred} (deferred {c.nights_deferred} night(s) in a row)" \
+            if c.nights_deferred else ""
+        reason = (f"{d.reason}: ranked #{d.rank} of {of}, benefit {c.benefit_bytes:.0f} B{aged} / cost "
+                  f"{c.cost_bytes} B ({c.source}), budget {budget}")
         run = prepared[c.table]
-        by_catalog[run.catalog].append(steps.run_record(run, RunOutcome(status="deferred", reason=reason)))
+        row = steps.run_record(run, RunOutcome(status="deferred", reason=reason))
+        if d.trimmed:  # the rest of a run that goes on: a row of its own, the run's is its commit's
+            shares = {s.partition: s.cost_bytes for s in c.shares}
+            row = row.model_copy(update={"run_id": f"{run.run_id}-deferred",
+                                         "partitions_rewritten": len(d.deferred_partitions),
+                                         "groups": sum(1 for g in run.plan().groups
+                                                       if g.partition in set(d.deferred_partitions)),
+                                         "reason": f"{reason}; {sum(shares[p] for p in d.deferred_partitions)} B "
+                                                   "deferred"})
+        by_catalog[run.catalog].append(row)
     for catalog, rows in by_catalog.items():
         try:
             record_runs(load_catalog(catalog), rows)
@@ -105,14 +122,28 @@ def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) 
     log.info("budget: %d planned run(s) ranked by predicted benefit over cost, budget %s:", len(decisions), budget)
     for d in decisions:
         log.info("  %s", d.describe())
-    admitted = [planned[d.candidate.table] for d in decisions if d.ran]
-    _defer([d for d in decisions if not d.ran], prepared, budget=budget, of=len(decisions))
+    # Trimmed runs saved trimmed first: a run returned must be exactly what its jobs, verify and commit see.
+    admitted = [_trimmed(planned[d.candidate.table], prepared[d.candidate.table], d) if d.trimmed
+                else planned[d.candidate.table] for d in decisions if d.ran]
+    _defer([d for d in decisions if not d.ran or d.trimmed], prepared, budget=budget, of=len(decisions))
     for d in decisions:
         if not d.ran:
             release_lease(d.candidate.table, planned[d.candidate.table].owner)
-    spent = sum(d.candidate.cost_bytes for d in decisions if d.ran)
+    spent = sum(d.admitted_bytes for d in decisions)
     deferred = [d.candidate.table for d in decisions if not d.ran]
+    trimmed = [f"{d.candidate.table} ({len(d.deferred_partitions)} of {len(d.candidate.shares)} partition(s))"
+               for d in decisions if d.trimmed]
     log.info("budget: %d run(s) admitted, in this order: %s; %d B of %s", len(admitted),
              ", ".join(r.table for r in admitted) or "none", spent, budget)
     log.info("budget: %d deferred to a later night: %s", len(deferred), ", ".join(deferred) or "none")
+    if trimmed:
+        log.info("budget: partitions deferred to a later night: %s", ", ".join(trimmed))
     return admitted
+
+
+def _trimmed(run: PlannedTable, prepared: PreparedRun, decision: BudgetDecision) -> PlannedTable:
+    """`run` trimmed to the partitions the budget kept: saved (`steps.keep_partitions`), and its payload to match."""
+    kept = steps.keep_partitions(prepared, decision.kept_partitions)
+    log.info("%s: trimmed by the budget to %d of %d partition(s): %s", run.table, len(kept.partitions),
+             len(prepared.partitions), kept.summary())
+    return run.model_copy(update={"partitions": kept.partitions, "jobs": kept.jobs, "summary": kept.summary()})

@@ -24,7 +24,9 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,7 +63,7 @@ from layout.verify.rules import Finding, VerificationFailed, verify_staged
 from layout.verify.sources import open_staged
 
 __all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "VerifyOutcome", "abandon", "check_inputs", "commit",
-           "live_totals", "measure", "prepare", "record", "run_record", "staged_manifest", "verify"]
+           "keep_partitions", "live_totals", "measure", "prepare", "record", "run_record", "staged_manifest", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +226,35 @@ def _jobs(plan: RewritePlan, work: Path, max_job_bytes: int) -> tuple[SparkJob, 
                  manifest_path=str(work / f"manifest-{i}.json"))
         for i, batch in enumerate(batches)
     )
+
+
+def keep_partitions(prepared: PreparedRun, partitions: Sequence[str]) -> PreparedRun:
+    """The run trimmed to `partitions` (the nightly's budget admitted only these), saved over the run before any
+    Spark job is made: its plan's groups of the other partitions dropped, and its jobs with them (each job keeps
+    its groups of these, one left with none goes), so that the jobs, the verify and the commit see only the
+    kept groups. Atomic: the trimmed plan is written to a file of its own, then the run's `run.json` is
+    replaced in one rename by the run pointing at it; a crash leaves the whole run or the trimmed one, never
+    jobs naming groups their plan lacks. Raises LakesortError for a partition the run does not rewrite."""
+    keep = set(partitions)
+    plan = prepared.plan()
+    unknown = keep - {g.partition for g in plan.groups}
+    if unknown:
+        raise LakesortError(f"{prepared.table} run {prepared.run_id}: partition(s) {', '.join(sorted(unknown))} "
+                            "are not in its plan; nothing trimmed")
+    groups = tuple(g for g in plan.groups if g.partition in keep)
+    size = {g.group_id: g.bytes for g in groups}
+    jobs = tuple(j.model_copy(update={"group_ids": ids, "input_bytes": sum(size[i] for i in ids)})
+                 for j in prepared.jobs if (ids := tuple(i for i in j.group_ids if i in size)))
+    trimmed = plan.model_copy(update={"groups": groups})
+    work = Path(prepared.work_dir)
+    with tempfile.NamedTemporaryFile("w", dir=work, prefix="plan-trimmed-", suffix=".json", delete=False) as out:
+        out.write(trimmed.to_json())
+    run = prepared.model_copy(update={"plan_path": out.name, "partitions": tuple(sorted(keep)),
+                                      "input_bytes": trimmed.input_bytes, "jobs": jobs})
+    with tempfile.NamedTemporaryFile("w", dir=work, prefix="run-", suffix=".json", delete=False) as out:
+        out.write(run.model_dump_json(indent=1))
+    os.replace(out.name, run.path)
+    return run
 
 
 def staged_manifest(prepared: PreparedRun) -> StagedManifest:

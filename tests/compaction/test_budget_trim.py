@@ -1,0 +1,52 @@
+"""A run trimmed by the nightly's budget to some of its partitions (`steps.keep_partitions`): saved over the run
+before any Spark job is made, its plan and its jobs holding only the kept groups; atomic (a failure before the
+run's file is replaced leaves the whole run as it was); a partition the run does not rewrite is refused."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from layout.compaction.pipeline import runs, steps
+from layout.compaction.pipeline.steps import PreparedRun
+from layout.errors import LakesortError
+
+
+@pytest.fixture
+def prepared(events, tmp_path) -> PreparedRun:
+    (request,) = [r for r in runs.nightly_requests() if r.table == "t.events"]
+    # Small jobs: several, so that trimming drops some and shrinks others.
+    return steps.prepare(request.config, trigger="nightly", work_dir=tmp_path / "run", max_job_bytes=3000)
+
+
+def test_a_run_trimmed_to_some_partitions(prepared, monkeypatch):
+    plan = prepared.plan()
+    months = sorted({g.partition for g in plan.groups})
+    assert len(months) == 4 and len(prepared.jobs) > 1
+    keep = months[1:3]
+
+    # A failure before the rename: the saved run is the whole one, still.
+    def broken(*_):
+        raise OSError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", broken)
+        with pytest.raises(OSError, match="disk full"):
+            steps.keep_partitions(prepared, keep)
+    assert PreparedRun.load(prepared.work_dir) == prepared
+
+    trimmed = steps.keep_partitions(prepared, keep)
+    assert PreparedRun.load(prepared.work_dir) == trimmed  # saved over the run
+    kept = {g.group_id: g for g in trimmed.plan().groups}
+    assert {g.partition for g in kept.values()} == set(keep) and trimmed.partitions == tuple(keep)
+    assert [g for g in plan.groups if g.partition in keep] == list(kept.values())  # the groups as planned
+    assert trimmed.input_bytes == sum(g.bytes for g in kept.values()) < prepared.input_bytes
+    assert {i for j in trimmed.jobs for i in j.group_ids} == set(kept)
+    assert all(j.group_ids and j.input_bytes == sum(kept[i].bytes for i in j.group_ids) for j in trimmed.jobs)
+    assert {j.manifest_path for j in trimmed.jobs} <= {j.manifest_path for j in prepared.jobs}
+    assert prepared.plan() == plan  # the whole plan's file untouched: the trimmed one is a file of its own
+    assert f"rewriting 2 of 4 partition(s) ({', '.join(keep)})" in trimmed.summary()
+
+    with pytest.raises(LakesortError, match="d_month=2001-01 are not in its plan"):
+        steps.keep_partitions(trimmed, [months[0], "d_month=2001-01"][1:])
