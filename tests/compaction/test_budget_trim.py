@@ -46,6 +46,9 @@ def test_a_run_trimmed_to_some_partitions(prepared, monkeypatch):
     assert all(j.group_ids and j.input_bytes == sum(kept[i].bytes for i in j.group_ids) for j in trimmed.jobs)
     assert {j.manifest_path for j in trimmed.jobs} <= {j.manifest_path for j in prepared.jobs}
     assert prepared.plan() == plan  # the whole plan's file untouched: the trimmed one is a file of its own
+    # Readable as the whole run's files were (a temporary file is the owner's only).
+    assert os.stat(trimmed.plan_path).st_mode == os.stat(prepared.plan_path).st_mode
+    assert os.stat(trimmed.path).st_mode == os.stat(prepared.plan_path).st_mode
     assert f"rewriting 2 of 4 partition(s) ({', '.join(keep)})" in trimmed.summary()
 
     with pytest.raises(LakesortError, match="d_month=2001-01 are not in its plan"):

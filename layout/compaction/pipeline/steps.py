@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -246,15 +247,20 @@ def keep_partitions(prepared: PreparedRun, partitions: Sequence[str]) -> Prepare
     jobs = tuple(j.model_copy(update={"group_ids": ids, "input_bytes": sum(size[i] for i in ids)})
                  for j in prepared.jobs if (ids := tuple(i for i in j.group_ids if i in size)))
     trimmed = plan.model_copy(update={"groups": groups})
-    work = Path(prepared.work_dir)
-    with tempfile.NamedTemporaryFile("w", dir=work, prefix="plan-trimmed-", suffix=".json", delete=False) as out:
-        out.write(trimmed.to_json())
-    run = prepared.model_copy(update={"plan_path": out.name, "partitions": tuple(sorted(keep)),
+    plan_path = _write_beside(Path(prepared.plan_path), trimmed.to_json(), prefix="plan-trimmed-")
+    run = prepared.model_copy(update={"plan_path": str(plan_path), "partitions": tuple(sorted(keep)),
                                       "input_bytes": trimmed.input_bytes, "jobs": jobs})
-    with tempfile.NamedTemporaryFile("w", dir=work, prefix="run-", suffix=".json", delete=False) as out:
-        out.write(run.model_dump_json(indent=1))
-    os.replace(out.name, run.path)
+    os.replace(_write_beside(run.path, run.model_dump_json(indent=1), prefix="run-"), run.path)
     return run
+
+
+def _write_beside(like: Path, text: str, *, prefix: str) -> Path:
+    """`text` in a new file of `like`'s directory, with `like`'s permissions (a temporary file's are the owner's
+    only; the Spark driver, or another host's task, may read the run's files as another user)."""
+    with tempfile.NamedTemporaryFile("w", dir=like.parent, prefix=prefix, suffix=".json", delete=False) as out:
+        out.write(text)
+    os.chmod(out.name, stat.S_IMODE(like.stat().st_mode))
+    return Path(out.name)
 
 
 def staged_manifest(prepared: PreparedRun) -> StagedManifest:
