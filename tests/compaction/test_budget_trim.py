@@ -1,6 +1,7 @@
 """A run trimmed by the nightly's budget to some of its partitions (`steps.keep_partitions`): saved over the run
 before any Spark job is made, its plan and its jobs holding only the kept groups; atomic (a failure before the
-run's file is replaced leaves the whole run as it was); a partition the run does not rewrite is refused."""
+run's file is replaced leaves the whole run as it was); a partition the run does not rewrite is refused; a
+trim that fails defers the run whole (`nightly_budget.within_budget`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import os
 
 import pytest
 
+from layout.catalog import load_catalog
 from layout.compaction.pipeline import runs, steps
+from layout.compaction.pipeline.nightly_budget import within_budget
 from layout.compaction.pipeline.steps import PreparedRun
 from layout.errors import LakesortError
+from layout.metrics.runs import read_runs
+from layout.upkeep.lease import LeaseOwner, read_lease
 
 
 @pytest.fixture
@@ -53,3 +58,23 @@ def test_a_run_trimmed_to_some_partitions(prepared, monkeypatch):
 
     with pytest.raises(LakesortError, match="d_month=2001-01 are not in its plan"):
         steps.keep_partitions(trimmed, [months[0], "d_month=2001-01"][1:])
+
+
+def test_a_run_that_cannot_be_trimmed_waits_whole(events, monkeypatch, caplog):
+    """The budget never fails the nightly: a trim that fails (here: the work directory unwritable) defers the run
+    whole, recorded with why, its lease released; the saved run is the whole one."""
+    owner = LeaseOwner.dag("lakesort_nightly", "trim")
+    (request,) = [r for r in runs.nightly_requests() if r.table == "t.events"]
+    planned = runs.prepare_table(request, owner=owner)
+    whole = planned.prepared()
+
+    def unwritable(*_args, **_kwargs):
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(steps, "keep_partitions", unwritable)
+    assert within_budget([planned], budget_bytes=whole.input_bytes - 1) == []
+    assert "t.events: could not be trimmed to its admitted partitions (read-only file system)" in caplog.text
+    assert PreparedRun.load(whole.work_dir) == whole and read_lease("t.events") is None
+    (row,) = read_runs(load_catalog(whole.catalog), "t.events").to_pylist()
+    assert (row["run_id"], row["status"]) == (whole.run_id, "deferred")
+    assert row["reason"].startswith("over budget, and could not be trimmed (read-only file system): ranked #1 of 1")

@@ -27,7 +27,7 @@ from layout.compaction.pipeline import steps
 from layout.compaction.pipeline.runs import PlannedTable, to_compact
 from layout.compaction.pipeline.steps import PreparedRun
 from layout.compaction.planning.benefit import AdvisedLayouts, History, PastRun, ProbeReading, predict
-from layout.compaction.planning.budget import BudgetDecision, decide
+from layout.compaction.planning.budget import OVER_BUDGET, BudgetDecision, decide
 from layout.metrics import store
 from layout.metrics.runs import RunOutcome, RunRecord, record_runs
 from layout.upkeep.lease import release_lease
@@ -123,8 +123,18 @@ def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) 
     for d in decisions:
         log.info("  %s", d.describe())
     # Trimmed runs saved trimmed first: a run returned must be exactly what its jobs, verify and commit see.
-    admitted = [_trimmed(planned[d.candidate.table], prepared[d.candidate.table], d) if d.trimmed
-                else planned[d.candidate.table] for d in decisions if d.ran]
+    admitted = []
+    for i, d in enumerate(decisions):
+        if d.trimmed:
+            try:
+                admitted.append(_trimmed(planned[d.candidate.table], prepared[d.candidate.table], d))
+            except Exception as exc:  # noqa: BLE001 - the budget never fails the nightly: the run waits, whole
+                log.warning("%s: could not be trimmed to its admitted partitions (%s): deferred whole",
+                            d.candidate.table, exc)
+                decisions[i] = d.model_copy(update={"outcome": "deferred", "deferred_partitions": (),
+                                                    "reason": f"{OVER_BUDGET}, and could not be trimmed ({exc})"})
+        elif d.ran:
+            admitted.append(planned[d.candidate.table])
     _defer([d for d in decisions if not d.ran or d.trimmed], prepared, budget=budget, of=len(decisions))
     for d in decisions:
         if not d.ran:
