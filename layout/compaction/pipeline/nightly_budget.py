@@ -110,9 +110,10 @@ def _defer(deferred: list[BudgetDecision], prepared: Mapping[str, PreparedRun], 
 
 
 def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) -> list[PlannedTable]:
-    """The runs with Spark work (`to_compact`) that the budget admits, most valuable first; the others are
-    recorded as deferred, with the reason, and their leases released. Logs the ranking, the order and what was
-    deferred."""
+    """The runs with Spark work (`to_compact`) that the budget admits, most valuable first, a run admitted for
+    some of its partitions trimmed to them (saved so, its payload to match); the others, and the partitions
+    trimmed off, are recorded as deferred, with the reason, and the leases of the runs deferred whole released.
+    Logs the ranking, the order, what was trimmed and what was deferred."""
     planned = {r.table: r for r in to_compact(results)}
     if not planned:
         return []
