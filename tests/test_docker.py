@@ -570,7 +570,8 @@ def test_python_install_uses_the_lock_of_make_test(dockerfile):
         assert "--frozen" in run, f"`{run}`: add --frozen (install uv.lock as is, as `make setup` does)"
         assert "--no-dev" in run, f"`{run}`: add --no-dev (no test tools in the image)"
         named = set(re.findall(r"--extra[ =](\S+)", run))
-        assert named == {"pipeline", "deploy"} and named <= extras, f"`{run}`: install --extra pipeline --extra deploy"
+        assert named == {"pipeline", "deploy", "lineage"} and named <= extras, (
+            f"`{run}`: install --extra pipeline --extra deploy --extra lineage")
     for run in runs:
         assert "uv lock" not in run and "--upgrade" not in run, f"`{run}`: the image must not re-resolve the lock"
         if "pip install" in run and "uv pip install" not in run:
