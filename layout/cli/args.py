@@ -10,9 +10,10 @@ import argparse
 import logging
 from pathlib import Path
 
+from layout.compaction.pipeline.config import RunConfig
 from layout.compaction.planning.dates import DateRange, date_range, partitions_for_dates
 from layout.errors import UsageError
-from layout.registry import find_spec
+from layout.registry import find_resolution, find_spec
 from layout.spec import TableSpec, load_spec
 
 log = logging.getLogger("lakesort")
@@ -35,6 +36,14 @@ def table_spec(args: argparse.Namespace) -> TableSpec:
             f"or the spec of {args.table} (leave out --spec to find it in dags/tables/)"
         )
     return spec
+
+
+def table_config(args: argparse.Namespace) -> RunConfig:
+    """`table_spec` as a run's configuration: found in the registry, with the source of each key (which the
+    run's record keeps); from --spec, the file alone."""
+    if not args.spec:
+        return RunConfig.of_resolution(find_resolution(args.table))
+    return RunConfig.of(table_spec(args))
 
 
 def dates_of(args: argparse.Namespace) -> DateRange | None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from layout.cli import EXIT_FAILURE, EXIT_OK
-from layout.cli.args import dates_of, table_spec
+from layout.cli.args import dates_of, table_config
 from layout.compaction.pipeline.driver import compact
 from layout.compaction.pipeline.runs import PlannedTable
 from layout.compaction.pipeline.submit import PROGRESS_CONF
@@ -28,9 +28,10 @@ def _print_dry_run(planned: PlannedTable) -> None:
 
 def run(args: argparse.Namespace) -> int:
     dates = dates_of(args)
-    spec = table_spec(args)
+    config = table_config(args)  # resolved once, with each key's source: the run carries and records it
+    spec = config.spec
     try:  # one path: --dry-run stops after the prepare step (plan, record the dry run; no lease, no Spark)
-        result = compact(spec.table, spec=spec, partitions=args.partition, dates=dates, force=args.force,
+        result = compact(spec.table, config=config, partitions=args.partition, dates=dates, force=args.force,
                          dry_run=args.dry_run, master=args.master, measure=not args.no_measure,
                          # -q: the job logs no progress either (its lines would not be shown)
                          spark_conf={PROGRESS_CONF: "0"} if args.quiet else None)

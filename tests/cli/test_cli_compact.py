@@ -38,7 +38,7 @@ def _nothing_opened(monkeypatch):
         raise AssertionError("opened something before the usage error")
 
     # Each where the commands look it up: the spec and the partitions in layout.cli.args, the rest in the command.
-    for module, names in ((layout.cli.compact, ("table_spec", "compact")),
+    for module, names in ((layout.cli.compact, ("table_config", "compact")),
                           (layout.cli.plan_rewrite, ("table_spec", "load_table")),
                           (layout.cli.args, ("partitions_for_dates",))):
         for name in names:
@@ -124,6 +124,10 @@ def test_compact_and_dry_run_prepare_through_one_path(events, driver, monkeypatc
     assert main(["compact", "t.events"]) == EXIT_OK
     assert [r.dry_run for r in seen] == [True, False] and len(driver) == 1
     assert {r.config.source for r in seen} == {str(layout.cli.args.find_spec("t.events").source)}
+    # Found in the registry: the run carries where each key came from (the spec file here), for its record.
+    for r in seen:
+        assert r.config.sources and "spec" in {o.kind for o in r.config.sources.values()}
+        assert r.config.sources["sort.keys"].kind == "spec"
 
 
 def test_a_spec_edited_while_the_run_works_exits_2_naming_the_file(events, registry, iceberg_catalog, monkeypatch,

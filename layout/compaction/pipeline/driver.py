@@ -74,21 +74,27 @@ def compact(
     table_id: str, *, spec: TableSpec | None = None, partitions: Sequence[str] | None = None,
     dates: DateRange | None = None, force: bool = False, dry_run: bool = False, master: str | None = None,
     spark_conf: Mapping[str, str] | None = None, work_dir: Path | None = None, verify: Verifier | None = None,
-    measure: bool = False, trigger: Trigger = "manual",
+    measure: bool = False, trigger: Trigger = "manual", config: RunConfig | None = None,
 ) -> CompactResult:
     """Plan, rewrite on Spark, verify and commit one table (`layout.compaction.pipeline.steps`'s steps in one
     process); with `measure`, also measure the probes before and after. Nothing to do finishes fast and says
     so; `dry_run` plans only, as the DAGs' dry run does (recorded, no lease, no Spark).
 
     `spec` is the table's (None: the registry's, looked up once here, at the start); the run carries it.
+    `config` instead of `spec`: the registry's resolution as the caller made it, with each key's source (what
+    `lakesort compact` passes, so that its run's record says where each setting came from).
     The plan is made by `runs.prepare_table`, the DAGs' prepare step, which also maps `dates` to partitions.
     `verify(manifest)` replaces the layout rules and GX (tests); it may raise to refuse the commit.
     The whole run holds the table's lease (`layout.upkeep.lease`), the one the DAGs and `lakesort cleanup` take:
     another run on the table makes it fail with `TableBusy` before any work.
     """
     started = time.perf_counter()
-    request = TableRequest(table=spec.table if spec is not None else table_id, trigger=trigger,
-                           config=RunConfig.of(spec) if spec is not None else None,
+    if config is not None and spec is not None:
+        raise LakesortError(f"{table_id}: give the run a spec or a resolved configuration, not both")
+    if config is None and spec is not None:
+        config = RunConfig.of(spec)
+    request = TableRequest(table=config.spec.table if config is not None else table_id, trigger=trigger,
+                           config=config,
                            partitions=tuple(partitions) if partitions is not None else None, dates=dates,
                            force=force, dry_run=dry_run)
     owner = LeaseOwner.cli()
