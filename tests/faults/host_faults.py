@@ -39,6 +39,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "driver killed": ("after staging",),
     "driver SIGKILL in commit": ("manifest list upload", "catalog writing metadata"),
 }
+COMMIT_MOMENTS = ("manifest list upload", "catalog writing metadata")
 CUT_SECONDS = 30.0
 COMMIT_HOLD_SECONDS = 8.0  # how long the front holds the commit's upload open: the driver dies meanwhile
 
@@ -238,6 +239,8 @@ class Runner:
                 time.sleep(0.2)
             code = self._wait(proc, max(60.0, self.timeout - (time.monotonic() - started)))
             ended = time.monotonic()
+            if reached and moment in COMMIT_MOMENTS:
+                self._settle(prefix)
         finally:
             bed.store.inject()
             self._heal(fault)
@@ -283,6 +286,19 @@ class Runner:
         if code == 0:
             return "committed"
         return "committed by the catalog" if killed else f"BAD: committed but the run exited {code}"
+
+    def _settle(self, prefix: str) -> None:
+        """Wait for the upload the front held to finish, and the catalog server with it: the driver is gone, but
+        a commit request it sent may still go through. (`lakesort cleanup --grace-hours 0` run before that
+        deletes staged files that the commit then references; the default grace period of 24 h is what keeps a
+        commit in flight safe from cleanup.)"""
+        deadline = time.monotonic() + COMMIT_HOLD_SECONDS + 60
+        while time.monotonic() < deadline:
+            held = [r for r in self.bed.store.log() if r.get("fault") == "delay" and r["key"].startswith(prefix)]
+            if held and all(r.get("status") is not None for r in held):
+                break
+            time.sleep(0.5)
+        time.sleep(3.0)  # the server's swap of the metadata pointer in its JDBC catalog, after the upload
 
     # ---- faults -------------------------------------------------------------------------------------------
 
