@@ -12,7 +12,10 @@ one stale lease are serialised by the lock: the second reads the first's fresh l
 Readers outside the lock (`read_lease`) never see a half-written lease, because the file only ever
 appears whole. A process that dies holding the lock loses it with its file descriptor, so the lock
 itself can never go stale; a lease can, and is broken after LAKESORT_LEASE_TTL_HOURS (default 12), or at
-once when it is a killed `lakesort` command's (its process gone from this host: `_process_gone`).
+once when it is a killed `lakesort` command's (its process gone from this host: `_process_gone`), unless the
+command died in its commit (`mark_committing`): a catalog may still complete the commit request it sent, and
+a cleanup that took the lease at once deleted the staged files that commit then added (the faults-across-hosts
+test, a REST catalog finishing the commit of a SIGKILLed driver), so that lease waits COMMIT_SETTLE first.
 
 The work root must support `flock` (a local disk, a Docker volume, NFSv4): on one that does not, taking
 a lease fails with an error saying so rather than proceeding unguarded.
@@ -50,6 +53,10 @@ LOCK_TIMEOUT_SECONDS = 30.0
 # A lease file that cannot be parsed (written by hand, or by a crashed older writer) is broken once it
 # is this old; younger, it is treated as held.
 UNREADABLE_GRACE = dt.timedelta(minutes=1)
+# How long a killed command's commit may still land after its process died: a commit request the catalog
+# received goes on without its client (pyiceberg's REST client waits at most its request timeout, 60 s by
+# default, and then the server may still be working); ten minutes covers that with room.
+COMMIT_SETTLE = dt.timedelta(minutes=10)
 
 Kind = Literal["dag", "cli", "cleanup"]
 Outcome = Literal["taken", "reacquired", "broken"]
@@ -77,10 +84,13 @@ class LeaseOwner(Frozen):
     host: str = Field(default_factory=socket.gethostname)
     pid: int | None = Field(default_factory=os.getpid)
     acquired_at: dt.datetime = Field(default_factory=_now)
+    committing_at: dt.datetime | None = None  # when the run sent its commit (`mark_committing`)
 
-    @field_validator("acquired_at")
+    @field_validator("acquired_at", "committing_at")
     @classmethod
-    def _aware(cls, value: dt.datetime) -> dt.datetime:
+    def _aware(cls, value: dt.datetime | None) -> dt.datetime | None:
+        if value is None:
+            return None
         return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
     @model_validator(mode="after")
@@ -229,7 +239,25 @@ def _process_gone(held: LeaseOwner) -> bool:
     return False
 
 
+def _commit_in_flight(held: LeaseOwner) -> bool:
+    """Whether the holder sent its commit less than COMMIT_SETTLE ago: its lease is kept though its process
+    is gone, since the catalog may still complete that commit (and its staged files become the table's)."""
+    return held.committing_at is not None and _now() - held.committing_at < COMMIT_SETTLE
+
+
+def _dead(held: LeaseOwner) -> bool:
+    """A command's lease free at once: its process is gone and no commit of its can still land."""
+    return _process_gone(held) and not _commit_in_flight(held)
+
+
 def _busy(table: str, path: Path, held: LeaseOwner, ttl: dt.timedelta) -> TableBusy:
+    if held.committing_at is not None and _process_gone(held):
+        settled = (held.committing_at + COMMIT_SETTLE).isoformat()
+        return TableBusy(
+            f"{table}: {held.describe()} died while committing (its commit was sent at "
+            f"{held.committing_at.isoformat()}; {held.where()}; lease {path}); the catalog may still complete "
+            f"that commit, so the lease is kept until {settled}: try again then", table=table, path=path,
+            holder=held)
     return TableBusy(
         f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
         f"({held.where()}; lease {path}); a table never has two runs at once: wait for it to finish, or, if "
@@ -258,7 +286,7 @@ def acquire_lease(table: str, owner: LeaseOwner, *, ttl: dt.timedelta | None = N
             outcome = "reacquired"
         elif held is not None:
             age = _now() - held.acquired_at
-            gone = _process_gone(held)
+            gone = _dead(held)
             if age <= ttl and not gone:
                 raise _busy(table, path, held, ttl)
             log.warning("%s: breaking the lease of %s (%s), taken %s ago: %s", table, held.describe(),
@@ -292,11 +320,26 @@ def refuse_if_held(table: str, owner: LeaseOwner, *, why: str) -> None:
     """What taking the lease would do, without taking it (dry runs): TableBusy if another live run holds
     it; `why` says what that means for the caller (e.g. "its staged files are not orphans")."""
     held, path = read_lease(table), lease_path(table)
-    if held is None or held.same_run(owner) or _now() - held.acquired_at > lease_ttl() or _process_gone(held):
+    if held is None or held.same_run(owner) or _now() - held.acquired_at > lease_ttl() or _dead(held):
         return
     raise TableBusy(f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
                     f"({held.where()}; lease {path}): {why}; wait for it to finish, or, if that run is dead, "
                     f"remove {path}", table=table, path=path, holder=held)
+
+
+def mark_committing(table: str, owner: LeaseOwner) -> bool:
+    """Record in `owner`'s lease that its commit is being sent (just before the catalog request): killed from
+    now on, its lease outlives its process by COMMIT_SETTLE. False (nothing written) when `owner` does not
+    hold the lease."""
+    path = lease_path(table)
+    if not path.exists():
+        return False
+    with _locked(path, table):
+        held, _ = _read(path)
+        if held is None or not held.same_run(owner):
+            return False
+        _write(path, held.model_copy(update={"committing_at": _now()}))
+    return True
 
 
 def release_lease(table: str, owner: LeaseOwner) -> bool:

@@ -225,7 +225,7 @@ class Runner:
         bed.store.inject(*commit_hold(moment, prefix, version))
         started = time.monotonic()
         proc = self._compact(name, logs / "run.log", force=True)
-        reached, fault_at, detail = False, None, ""
+        reached, fault_at, detail, early_cleanup = False, None, "", False
         try:
             while proc.popen.poll() is None and time.monotonic() - started < self.timeout:
                 if moment == "after staging":
@@ -240,7 +240,15 @@ class Runner:
             code = self._wait(proc, max(60.0, self.timeout - (time.monotonic() - started)))
             ended = time.monotonic()
             if reached and moment in COMMIT_MOMENTS:
+                # The driver died with its commit sent: its lease outlives it (`lease.mark_committing`), so a
+                # cleanup now is refused instead of deleting the staged files the catalog may still commit.
+                early = bed.lakesort(["cleanup", name, "--grace-hours", "0"], logs / "cleanup-early.log")
+                early_cleanup = self._wait(early, 300) == 0
                 self._settle(prefix)
+                # The commit has settled (the held upload finished): what an operator does for a dead run, as
+                # the refusal says, so that this case's cleanup need not wait out COMMIT_SETTLE.
+                for held in (bed.workdir / "lakesort-work").rglob("lease.json"):
+                    held.unlink()
         finally:
             bed.store.inject()
             self._heal(fault)
@@ -251,6 +259,8 @@ class Runner:
         fault_at = fault_at or ended
         after, problems = read_state(table)
         outcome = self._judge(code, before, after, problems, killed=fault.startswith("driver"))
+        if early_cleanup:
+            outcome = f"BAD: lakesort cleanup ran while the commit could still land ({logs / 'cleanup-early.log'})"
         # The leftovers of a failed run: `lakesort cleanup` (no grace period) removes them.
         cleanup = bed.lakesort(["cleanup", name, "--grace-hours", "0"], logs / "cleanup.log")
         if self._wait(cleanup, 300) != 0:
@@ -290,8 +300,8 @@ class Runner:
     def _settle(self, prefix: str) -> None:
         """Wait for the upload the front held to finish, and the catalog server with it: the driver is gone, but
         a commit request it sent may still go through. (`lakesort cleanup --grace-hours 0` run before that
-        deletes staged files that the commit then references; the default grace period of 24 h is what keeps a
-        commit in flight safe from cleanup.)"""
+        deleted staged files that the commit then referenced; now the dead command's lease, marked as
+        committing, refuses cleanup for `lease.COMMIT_SETTLE`, and the grace period is the second guard.)"""
         deadline = time.monotonic() + COMMIT_HOLD_SECONDS + 60
         while time.monotonic() < deadline:
             held = [r for r in self.bed.store.log() if r.get("fault") == "delay" and r["key"].startswith(prefix)]

@@ -294,6 +294,26 @@ def test_a_killed_command_s_lease_is_free_at_once(work):
         release_lease(TABLE, holder)
 
 
+def test_a_command_killed_while_committing_keeps_its_lease_until_the_commit_settled(work, monkeypatch):
+    """A command killed after it sent its commit: the catalog may still complete that commit, so its lease is
+    not free at once (a cleanup taking it would delete the staged files the commit adds); after COMMIT_SETTLE
+    it is, and a lease marked by another run's owner is left alone."""
+    child = multiprocessing.get_context("spawn").Process(target=os.getpid)
+    child.start()
+    child.join()
+    killed = LeaseOwner(kind="cli", run_id="killed", pid=child.pid)
+    acquire_lease(TABLE, killed)
+    assert not lease.mark_committing(TABLE, LeaseOwner.cli("another"))
+    assert lease.mark_committing(TABLE, killed)
+    assert read_lease(TABLE).committing_at is not None and read_lease(TABLE).same_run(killed)
+    with pytest.raises(TableBusy, match=r"died while committing .* the catalog may still complete that commit"):
+        acquire_lease(TABLE, LeaseOwner.cleanup("next"))
+    with pytest.raises(TableBusy):
+        lease.refuse_if_held(TABLE, LeaseOwner.cleanup("dry"), why="its staged files are not orphans")
+    monkeypatch.setattr(lease, "COMMIT_SETTLE", dt.timedelta(0))
+    assert acquire_lease(TABLE, LeaseOwner.cleanup("next")) == "broken"
+
+
 def test_table_lease_context_and_reentrancy(work):
     owner = LeaseOwner.cli()
     with table_lease(TABLE, owner):

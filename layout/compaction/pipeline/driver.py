@@ -31,7 +31,7 @@ from layout.manifest import StagedManifest
 from layout.metrics.runs import Trigger
 from layout.settings import settings
 from layout.spec import TableSpec
-from layout.upkeep.lease import LeaseOwner, release_lease
+from layout.upkeep.lease import LeaseOwner, mark_committing, release_lease
 from layout.verify import expectations
 
 __all__ = ["CompactResult", "FailedAfterCommit", "compact"]
@@ -134,6 +134,8 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
             steps.abandon(prepared, f"spark: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             raise
         steps.verify(prepared, verifier=verify)
+        # Killed from here on, the command's lease outlives it a while: the catalog may still complete the commit.
+        mark_committing(table, planned.owner)
         result = steps.commit(prepared)
     except BaseException as exc:
         lineage.fail(exc)

@@ -133,7 +133,8 @@ def _count(monkeypatch, name: str, original) -> list:
 @pytest.mark.spark
 def test_a_whole_run_reads_the_registry_once(events, registry, iceberg_catalog, spark, monkeypatch, capsys):
     """`lakesort compact` in-process (the job's own code on the test session's Spark, real verification, commit
-    and measuring): one `find_spec` (the command's) and, after it, one read of the spec's file in verify and
+    and measuring): one `find_resolution` (the command's: the spec with each key's source; `find_spec` is the
+    same lookup without the sources) and, after it, one read of the spec's file in verify and
     one in commit, nothing else."""
     from lossless import in_process_submit, load_job
 
@@ -145,9 +146,9 @@ def test_a_whole_run_reads_the_registry_once(events, registry, iceberg_catalog, 
     from layout.cli import EXIT_OK, main
     from layout.metrics.measure import read_runs
 
-    assert layout.cli.args.find_spec is layout.registry.find_spec  # loaded before counting
+    assert layout.cli.args.find_resolution is layout.registry.find_resolution  # loaded before counting
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, load_job()))
-    lookups = _count(monkeypatch, "find_spec", layout.registry.find_spec)
+    lookups = _count(monkeypatch, "find_resolution", layout.registry.find_resolution)
     reads = _count(monkeypatch, "load_spec", layout.spec.load_spec)
     assert main(["compact", "t.events"]) == EXIT_OK, capsys.readouterr().err
     assert "t.events: rewrote 4 group(s)" in capsys.readouterr().out
