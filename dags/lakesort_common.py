@@ -131,7 +131,8 @@ class _CommitTask(_PythonDecoratedOperator):
         run = CommittedRun.model_validate(payload)
         inputs, outputs = datasets(
             table=run.table, catalog=run.catalog,
-            read=Counts(rows=run.rows, bytes=run.bytes_removed or None, files=run.files_removed),
+            read=Counts(rows=run.rows if run.rows_read is None else run.rows_read, bytes=run.bytes_removed or None,
+                        files=run.files_removed),
             written=Counts(rows=run.rows, bytes=run.bytes_added or None, files=run.files_added))
         return OperatorLineage(inputs=inputs, outputs=outputs)
 

@@ -174,7 +174,8 @@ def test_the_dags_ask_the_provider_to_inject_the_task(tmp_path, monkeypatch):
 
 def test_the_dag_commit_task_lineage(tmp_path, monkeypatch):
     """The DAGs' commit task (`_CommitTask`) gives the provider the table read and written, with what was
-    rewritten; before a result (a failed commit), nothing."""
+    rewritten (the rows read as planned, before deletes dropped some); before a result (a failed commit),
+    nothing."""
     if "airflow" not in sys.modules:  # Airflow imported here must not touch ~/airflow
         monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
         monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
@@ -187,7 +188,8 @@ def test_the_dag_commit_task_lineage(tmp_path, monkeypatch):
         "lakesort", {"type": "sql", "uri": "sqlite:////x/catalog.db", "warehouse": "file:///x/warehouse"}))
     committed = CommittedRun(table="t.events", owner=LeaseOwner.dag("lakesort_nightly", "r"), catalog=None,
                              run_id="r1", work_dir="w", trigger="nightly", snapshot_id=7, partitions=("p",),
-                             files_removed=12, files_added=3, rows=91, bytes_removed=5000, bytes_added=4000)
+                             files_removed=12, files_added=3, rows=91, bytes_removed=5000, bytes_added=4000,
+                             rows_read=96)
     task = SimpleNamespace(_committed=committed.model_dump(mode="json"))
     found = _CommitTask.get_openlineage_facets_on_complete(task, None)
     (source,), (target,) = found.inputs, found.outputs
@@ -195,6 +197,10 @@ def test_the_dag_commit_task_lineage(tmp_path, monkeypatch):
     stats = target.outputFacets["outputStatistics"]
     assert (stats.rowCount, stats.size, stats.fileCount) == (91, 4000, 3)
     read = source.inputFacets["inputStatistics"]
-    assert (read.rowCount, read.size, read.fileCount) == (91, 5000, 12)
+    assert (read.rowCount, read.size, read.fileCount) == (96, 5000, 12)
+    older = committed.model_copy(update={"rows_read": None})  # a payload from before rows_read: the rows written
+    task = SimpleNamespace(_committed=older.model_dump(mode="json"))
+    (source,) = _CommitTask.get_openlineage_facets_on_complete(task, None).inputs
+    assert source.inputFacets["inputStatistics"].rowCount == 91
     empty = _CommitTask.get_openlineage_facets_on_complete(SimpleNamespace(), None)
     assert empty.inputs == [] and empty.outputs == []

@@ -163,6 +163,9 @@ class CommittedRun(Frozen):
     rows: int
     bytes_removed: int = 0  # the input files' bytes (0: a payload from before these were carried)
     bytes_added: int = 0  # the bytes written (the lineage's output statistics)
+    # The rows the input files held as planned, before a merge-on-read's deletes or a merge rule dropped any (the
+    # lineage's input statistics, as `lakesort compact` reports them); None: a payload from before this was carried.
+    rows_read: int | None = None
 
     def asset_uri(self) -> str:
         return asset_uri(self.table, catalog=self.catalog)
@@ -328,7 +331,8 @@ def commit_table(run: VerifiedRun) -> CommittedRun:
         table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id, work_dir=run.work_dir,
         trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,
         files_removed=result.files_removed, files_added=result.files_added, rows=result.rows,
-        bytes_removed=result.bytes_removed, bytes_added=result.bytes_added)
+        bytes_removed=result.bytes_removed, bytes_added=result.bytes_added,
+        rows_read=sum(g.rows for g in prepared.plan().groups))
     log.info("%s: committed snapshot %s: %d file(s) -> %d file(s), %d rows, %d partition(s); asset %s",
              run.table, result.snapshot_id, result.files_removed, result.files_added, result.rows,
              len(prepared.partitions), committed.asset_uri())
