@@ -142,6 +142,11 @@ class RewritePlan(Frozen):
         return sum(g.bytes for g in self.groups)
 
     @property
+    def input_rows(self) -> int:
+        """The rows the input files hold, as planned (before deletes or a merge rule drop any)."""
+        return sum(g.rows for g in self.groups)
+
+    @property
     def has_deletes(self) -> bool:
         return any(g.deletes for g in self.groups)
 

@@ -31,15 +31,15 @@ from hosts_bed import HostsBed
 
 KEY = ("l_orderkey", "l_linenumber")
 JOB_MOMENTS = ("reading", "shuffle", "writing", "read-back")
+COMMIT_MOMENTS = ("manifest list upload", "catalog writing metadata")
 # fault -> the moments it is injected at
 CASES: dict[str, tuple[str, ...]] = {
     "worker killed": JOB_MOMENTS,
     "worker link cut 30 s": JOB_MOMENTS,
     "worker link slow, lossy": JOB_MOMENTS,
     "driver killed": ("after staging",),
-    "driver SIGKILL in commit": ("manifest list upload", "catalog writing metadata"),
+    "driver SIGKILL in commit": COMMIT_MOMENTS,
 }
-COMMIT_MOMENTS = ("manifest list upload", "catalog writing metadata")
 CUT_SECONDS = 30.0
 COMMIT_HOLD_SECONDS = 8.0  # how long the front holds the commit's upload open: the driver dies meanwhile
 

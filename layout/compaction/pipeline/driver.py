@@ -120,7 +120,7 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
     if verify is None:  # GX takes seconds to import: meanwhile this process only waits for spark-submit
         threading.Thread(target=expectations.preload, name="preload-gx", daemon=True).start()
     lineage = RunLineage(table=table, catalog=prepared.catalog, run_id=prepared.run_id)
-    read = Counts(rows=sum(g.rows for g in plan.groups), bytes=prepared.input_bytes,
+    read = Counts(rows=plan.input_rows, bytes=prepared.input_bytes,
                   files=sum(len(g.inputs) for g in plan.groups))
     lineage.start(read=read)
     spark_conf = with_lineage_parent(spark_conf, lineage.parent)  # with openlineage-spark: the job's parent

@@ -332,7 +332,7 @@ def commit_table(run: VerifiedRun) -> CommittedRun:
         trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,
         files_removed=result.files_removed, files_added=result.files_added, rows=result.rows,
         bytes_removed=result.bytes_removed, bytes_added=result.bytes_added,
-        rows_read=sum(g.rows for g in prepared.plan().groups))
+        rows_read=prepared.plan().input_rows)
     log.info("%s: committed snapshot %s: %d file(s) -> %d file(s), %d rows, %d partition(s); asset %s",
              run.table, result.snapshot_id, result.files_removed, result.files_added, result.rows,
              len(prepared.partitions), committed.asset_uri())
