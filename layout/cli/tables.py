@@ -134,9 +134,16 @@ def _last_runs(catalog: Any) -> dict[str, dict]:
     except Exception as exc:  # noqa: BLE001 - the listing goes on without the records
         log.warning("lakesort.compaction_runs could not be read: %s", exc)
         return {}
+    return newest_rows(rows)
+
+
+def newest_rows(rows: Sequence[dict]) -> dict[str, dict]:
+    """Per table, its newest row by (start, run id), as the report orders runs: a trimmed night's commit and its
+    `<run id>-deferred` row share a start, and the deferred one is the newer (whatever order the rows came in)."""
     newest: dict[str, dict] = {}
     for row in rows:
-        if row["table"] not in newest or row["started_at"] > newest[row["table"]]["started_at"]:
+        kept = newest.get(row["table"])
+        if kept is None or (row["started_at"], row["run_id"]) > (kept["started_at"], kept["run_id"]):
             newest[row["table"]] = row
     return newest
 

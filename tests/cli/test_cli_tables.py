@@ -9,10 +9,13 @@ import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyiceberg.transforms import IdentityTransform
 
 from layout.catalog import RUN_ID
 from layout.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from layout.cli.tables import newest_rows
 from layout.compaction.pipeline import runs
 from layout.errors import ConfigError
 from layout.metrics.runs import RunRecord, record_run
@@ -194,3 +197,14 @@ def test_nested_namespaces(iceberg_catalog, registry, capsys):
     assert requests["a.b.c.t"].config.sources["sort.keys"].kind == "property"
     assert main(["tables", "--namespace", "a.nope"]) == EXIT_USAGE
     assert "--namespace a.nope: no such namespace" in capsys.readouterr().err
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations([("a", 1, "r1"), ("a", 2, "r2"), ("a", 2, "r2-deferred"), ("b", 1, "r3"), ("b", 1, "r0")]))
+def test_the_newest_run_per_table_does_not_depend_on_the_rows_order(rows):
+    """A trimmed night's commit and its `-deferred` row share a start: the newest is the one the report shows
+    last (by start, then run id), in whatever order the catalog gave the rows."""
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    listed = [{"table": t, "started_at": at + dt.timedelta(hours=h), "run_id": r} for t, h, r in rows]
+    newest = newest_rows(listed)
+    assert {t: row["run_id"] for t, row in newest.items()} == {"a": "r2-deferred", "b": "r3"}
