@@ -360,9 +360,8 @@ def closing_goals(results: dict[str, dict[str, Outcome]]) -> list[str]:
         return "OK" if ok else "MISSED"
 
     for case, outcomes in results.items():
-        ice, ls = outcomes.get("iceberg-sort"), outcomes.get("lakesort-linear")
-        if CASES[case].kind == "nightly":
-            sort_path = outcomes.get("lakesort-sort-path")
+        nightly, ice, ls, sort_path = _sort_tools(case, outcomes)
+        if nightly:
             if sort_path and ls:
                 r = ratio(sort_path.run.seconds, ls.run.seconds)
                 # A merge shuffles no rows (the job's small aggregations shuffle a few KiB); the merge takes groups
@@ -395,11 +394,16 @@ def closing_goals(results: dict[str, dict[str, Outcome]]) -> list[str]:
     return lines
 
 
+def _sort_tools(case: str, outcomes: dict[str, Outcome]) -> tuple[bool, Outcome | None, Outcome | None, Outcome | None]:
+    """Whether the case is a nightly merge, and its outcomes of Iceberg's sort, lakesort linear and its sort path."""
+    return (CASES[case].kind == "nightly", outcomes.get("iceberg-sort"), outcomes.get("lakesort-linear"),
+            outcomes.get("lakesort-sort-path"))
+
+
 def _print_issue_goals(results: dict[str, dict[str, Outcome]]) -> None:
     for case, outcomes in results.items():
-        ice, ls = outcomes.get("iceberg-sort"), outcomes.get("lakesort-linear")
-        if CASES[case].kind == "nightly":
-            sort_path = outcomes.get("lakesort-sort-path")
+        nightly, ice, ls, sort_path = _sort_tools(case, outcomes)
+        if nightly:
             if ice and ls:
                 r = ratio(ice.run.seconds, ls.run.seconds)
                 print(f"  {case} merge of {NIGHTS} runs: Iceberg's sort rewrite / lakesort = {r:.2f}x "
