@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from layout.compaction.plan import RewriteGroup, SortKeyModel
 
     from .read import NativeScan
+    from .write import CurveIndex
 
 # Rows drawn per output file to place the file boundaries (sampled quantiles of the sort key): with 1,000
 # a file's share of its partition's rows is off by about 3% (1/sqrt(1000)); at most MAX_SAMPLE per
@@ -57,17 +58,21 @@ def summarize(spark: SparkSession, df: DataFrame, groups: Sequence[RewriteGroup]
 
 
 def sample_keys(spark: SparkSession, scan: NativeScan, groups: Sequence[RewriteGroup],
-                keys: Sequence[SortKeyModel]) -> DataFrame:
+                keys: Sequence[SortKeyModel], *, curve: CurveIndex | None = None) -> DataFrame:
     """The rows of the first pass's `__sample` alone (GROUP, PART and the sort keys): about SAMPLES_PER_FILE
     per planned output file, drawn from the native scan before any row is tagged (only the drawn rows join
-    the listing). `as_summary` gives them the first pass's shape."""
+    the listing). `as_summary` gives them the first pass's shape. A curve layout's key is its index: drawn
+    rows of the curve's keys, given the index (`curve`)."""
     rates = {g.group_id: min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / max(1, g.rows))
              for g in groups}
     top = max(rates.values())
     names = [key.column for key in keys]
-    drawn = scan.tagged(scan.rows.select(*names).where(F.rand(SAMPLE_SEED) < F.lit(top)))
+    read = list(curve.keys) if curve is not None else names
+    drawn = scan.tagged(scan.rows.select(*read).where(F.rand(SAMPLE_SEED) < F.lit(top)))
     share = literal_frame(spark, [(gid, rate / top) for gid, rate in sorted(rates.items())], [GROUP, "__share"])
     drawn = drawn.join(F.broadcast(share), GROUP).where(F.rand(SAMPLE_SEED + 1) < F.col("__share"))
+    if curve is not None:
+        drawn = curve.on(drawn)
     return drawn.select(GROUP, PART, *names)
 
 

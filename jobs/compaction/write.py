@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,23 +185,37 @@ def hadoop_fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
     return path(location).getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
-def with_curve(df: DataFrame, name: str, strategy: Strategy, keys: Sequence[str], rows: int) -> DataFrame:
-    """`df` with a column `name`: each row's curve index (`layout.curves`: z-order or Hilbert over quantile
-    ranks), as a long.
+@dataclass(frozen=True)
+class CurveIndex:
+    """A curve's index over the keys (`layout.curves`: z-order or Hilbert over quantile ranks), its boundaries
+    drawn once (`curve_index`) and put on any frame of the input's rows (`on`): the rows to write, and the rows
+    drawn for the file boundaries when the manifests give the rest."""
 
-    Each key's quantile boundaries come from a seeded sample of at most CURVE_SAMPLE rows of the key
-    columns over the job's whole input (one boundary set for every group, as `lakesort advise` predicts
-    with); the index is computed in the executors over Arrow batches of the key columns, with the same
-    code the advisor runs, so the layout written is the layout predicted."""
+    name: str
+    strategy: Strategy
+    keys: tuple[str, ...]
+    bounds: tuple[Any, ...]  # per key, its quantile boundaries (numpy arrays)
+
+    def on(self, df: DataFrame) -> DataFrame:
+        """`df` with column `name`: each row's curve index, a long, computed in the executors over Arrow batches
+        of the key columns with the same code the advisor runs, so the layout written is the layout predicted."""
+        bits, bounds, strategy = curves.curve_bits(len(self.keys)), list(self.bounds), self.strategy
+
+        def index(*columns: pa.Array) -> pa.Array:
+            return pa.array(curves.curve_index(columns, bounds, strategy=strategy, bits=bits).view(np.int64))
+
+        return with_arrow_column(df, self.name, index, list(self.keys), T.LongType())  # Spark 3.5 and 4.0 too
+
+
+def curve_index(df: DataFrame, name: str, strategy: Strategy, keys: Sequence[str], rows: int) -> CurveIndex:
+    """The curve over `keys` of `df`'s rows (`rows` of them): each key's quantile boundaries from a seeded sample
+    of at most CURVE_SAMPLE rows of the key columns over the job's whole input (one boundary set for every
+    group, as `lakesort advise` predicts with)."""
     bits = curves.curve_bits(len(keys))
     fraction = min(1.0, CURVE_SAMPLE / max(1, rows))
     sample = to_arrow(df.select(*keys).sample(fraction=fraction, seed=SAMPLE_SEED))
-    bounds = [curves.quantile_boundaries(sample.column(k), 1 << bits) for k in keys]
-
-    def index(*columns: pa.Array) -> pa.Array:
-        return pa.array(curves.curve_index(columns, bounds, strategy=strategy, bits=bits).view(np.int64))
-
-    return with_arrow_column(df, name, index, keys, T.LongType())  # `spark_versions`: Spark 3.5 and 4.0 too
+    bounds = tuple(curves.quantile_boundaries(sample.column(k), 1 << bits) for k in keys)
+    return CurveIndex(name=name, strategy=strategy, keys=tuple(keys), bounds=bounds)
 
 
 def finish_files(spark: SparkSession, job: JobPlan, target: str, slots: SlotPlan) -> None:

@@ -12,7 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from lossless import OWNER, assert_same, by_field_id, in_process_submit, load_job, run
+from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 import layout.compaction.pipeline.driver
@@ -27,25 +29,28 @@ def job_here(spark, monkeypatch):
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, load_job()))
 
 
-@pytest.mark.parametrize("strategy", ["zorder", "hilbert"])
-def test_curve_layout_is_the_curve_of_quantile_ranks(iceberg_catalog, job_here, strategy):
-    """Skewed keys (x mostly tiny, y uniform), 3 files: every output file is sorted by the curve index that
-    `layout.curves` computes from the keys' quantiles (the job samples every row of a table this small,
-    so its boundaries are the whole table's), the files' index ranges are disjoint, and the rows are the
-    same by field id."""
+@pytest.mark.parametrize(("strategy", "partitioned"), [("zorder", False), ("hilbert", False), ("zorder", True)])
+def test_curve_layout_is_the_curve_of_quantile_ranks(iceberg_catalog, job_here, strategy, partitioned):
+    """Skewed keys (x mostly tiny, y uniform), 3 appends, several files a partition: every output file is sorted
+    by the curve index that `layout.curves` computes from the keys' quantiles (the job samples every row of a
+    table this small, so its boundaries are the whole table's), the files' index ranges of a partition are
+    disjoint, and the rows are the same by field id. Partitioned, the rows per partition come from the manifests
+    and the file boundaries from rows drawn from the files (no pass over the input)."""
     cat = iceberg_catalog
     cat.create_namespace("t")
-    name = f"t.curve_{strategy}"
-    table = cat.create_table(name, Schema(NestedField(1, "x", LongType(), required=True),
-                                          NestedField(2, "y", LongType()), NestedField(3, "s", StringType())))
+    name = f"t.curve_{strategy}{'_by_p' if partitioned else ''}"
+    schema = Schema(NestedField(1, "x", LongType(), required=True), NestedField(2, "y", LongType()),
+                    NestedField(3, "s", StringType()), NestedField(4, "p", LongType(), required=True))
+    by_p = PartitionSpec(PartitionField(source_id=4, field_id=1000, transform=IdentityTransform(), name="p"))
+    table = cat.create_table(name, schema, partition_spec=by_p if partitioned else PartitionSpec())
     rng = random.Random(7)
     arrow = table.schema().as_arrow()
     for _ in range(3):
-        rows = [{"x": int(rng.paretovariate(1.2)), "y": rng.randrange(10_000), "s": f"v{rng.randrange(1000)}"}
-                for _ in range(4000)]
+        rows = [{"x": int(rng.paretovariate(1.2)), "y": rng.randrange(10_000), "s": f"v{rng.randrange(1000)}",
+                 "p": rng.randrange(2) if partitioned else 0} for _ in range(4000)]
         table.append(pa.Table.from_pylist(rows, schema=arrow))
     before = by_field_id(table)
-    spec = parse_spec({"table": name, "owner": OWNER, "target_file_size": "48KiB",
+    spec = parse_spec({"table": name, "owner": OWNER, "target_file_size": "24KiB" if partitioned else "48KiB",
                        "sort": {"strategy": strategy, "keys": [{"column": "x"}, {"column": "y"}]}}, source="test")
     run(name, spec=spec)
     table = table.refresh()
@@ -54,16 +59,19 @@ def test_curve_layout_is_the_curve_of_quantile_ranks(iceberg_catalog, job_here, 
     data = table.scan().to_arrow()
     bits = curves.curve_bits(2)
     bounds = [curves.quantile_boundaries(data.column(k), 1 << bits) for k in ("x", "y")]
-    spans = []
-    files = [t.file.file_path.removeprefix("file://") for t in table.scan().plan_files()]
-    assert len(files) >= 2
-    for path in files:
+    spans: dict[object, list[tuple[int, int]]] = {}
+    tasks = list(table.scan().plan_files())
+    for task in tasks:
+        path = task.file.file_path.removeprefix("file://")
         written = pq.read_table(path, columns=["x", "y"])
         index = curves.curve_index([written.column("x"), written.column("y")], bounds, strategy=strategy, bits=bits)
         assert np.all(np.diff(index.astype(np.int64)) >= 0), f"{path} is not in {strategy} order"
-        spans.append((int(index[0]), int(index[-1])))
-    spans.sort()
-    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+        spans.setdefault(task.file.partition[0] if partitioned else None, []).append((int(index[0]), int(index[-1])))
+    assert len(spans) == (2 if partitioned else 1)
+    for part in spans.values():
+        assert len(part) >= 2
+        part.sort()
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(part)), part
 
 
 def _xy(rng):

@@ -40,9 +40,9 @@ class ManifestRangeMiss(InputError):
 
 def manifest_figures(groups: Sequence[RewriteGroup],
                      ordinals: Sequence[str | None]) -> tuple[Parts, list[dict[str, Any]]] | None:
-    """Without a first pass, for a job whose every file Spark reads natively (no merge rule, a linear order):
-    per (group, partition) its partition key and rows, and the sort prefix's key ranges (figures as
-    `sort_prefix.sort_prefix` takes them), from the manifests (`InputFile.rows`, `.ranges`). None when a key
+    """Without a first pass, for a job whose every file Spark reads natively (no merge rule; a curve's index has
+    no prefix, so only rows): per (group, partition) its partition key and rows, and the sort prefix's key
+    ranges (figures as `sort_prefix.sort_prefix` takes them), from the manifests (`InputFile.rows`, `.ranges`). None when a key
     of the prefix has no bounds in some file's manifest entry (metrics off, a column added since, a type
     promoted since, an older plan): the first pass then measures them. The write checks both: its observed
     rows against these, its observed key ranges against the bounds (`check_ranges`)."""
