@@ -20,7 +20,7 @@ from layout.compaction.plan import RewritePlan, SortKeyModel
 from .columns import CURVE
 from .schema import spark_schema
 
-# A curve layout's tasks sort by the curve's index alone: a long, one per row (`write.with_curve`).
+# A curve layout's tasks sort by the curve's index alone: a long, one per row (`write.CurveIndex`).
 CURVE_KEY = SortKeyModel(column=CURVE, direction="asc", nulls="last")
 
 
