@@ -8,6 +8,8 @@ Iceberg Spark's read of every retained snapshot before and after lakesort's comm
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow.compute as pc
 import pytest
 from roundtrip import compact_and_judge, live_files, spec
@@ -59,10 +61,13 @@ def test_hidden_partitioning_sort_order_and_copy_on_write_dml(bed):
     assert judged.result.plan.sort_keys[0].column == "s"
 
 
-def test_months_truncate_and_partition_evolution(bed):
+@pytest.mark.parametrize("sort", [{"keys": [{"column": "id"}]},
+                                  {"strategy": "hilbert", "keys": [{"column": "id"}, {"column": "d"}]}],
+                         ids=["linear", "hilbert"])
+def test_months_truncate_and_partition_evolution(bed, sort):
     """months(d) and truncate(s), then the spec evolves (a bucket added, the truncate dropped): files under
-    both specs are rewritten under the current one."""
-    name = bed.name("evolving_spec")
+    both specs are rewritten under the current one, in a linear order or a Hilbert curve."""
+    name = bed.name(f"evolving_spec_{'curve' if 'strategy' in sort else 'linear'}")
     sql = bed.spark.sql
     sql(f"CREATE TABLE {name} {COLUMNS} "
         f"USING iceberg PARTITIONED BY (months(d), truncate(1, s))")
@@ -71,16 +76,36 @@ def test_months_truncate_and_partition_evolution(bed):
     sql(f"ALTER TABLE {name} DROP PARTITION FIELD truncate(1, s)")
     _insert_batches(bed, name, 2, 100, offset=1000)
 
-    compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
+    compact_and_judge(bed, name, spec(name, sort=sort))
 
     current = bed.catalog.load_table(name).spec().spec_id
     assert {f["spec_id"] for f in live_files(bed, name)} == {current}
 
 
-def test_schema_evolved_through_spark_ddl(bed):
+def test_a_curve_layout_of_a_table_spark_wrote(bed, caplog):
+    """A z-order over a table Spark wrote, every file read by Spark itself: each partition's rows come from the
+    manifests Spark wrote (no pass over the input), the file boundaries from rows drawn with the curve's index;
+    every snapshot reads back the same."""
+    name = bed.name("curved")
+    bed.spark.sql(f"CREATE TABLE {name} {COLUMNS} USING iceberg PARTITIONED BY (bucket(2, id))")
+    _insert_batches(bed, name, 4, 1000)
+    table_spec = spec(name, target_file_size="16KiB",
+                      sort={"strategy": "zorder", "keys": [{"column": "d"}, {"column": "id"}]})
+    with caplog.at_level(logging.INFO, logger="lakesort.compact"):
+        compact_and_judge(bed, name, table_spec)
+    assert "0 through pyiceberg" in caplog.text
+    written = [f for f in live_files(bed, name) if "/lakesort-staging/" in f["file_path"]]
+    assert len(written) > 2, "each partition cut into several files"
+
+
+@pytest.mark.parametrize("sort", [{"keys": [{"column": "title"}]},
+                                  {"strategy": "zorder", "keys": [{"column": "id"}, {"column": "f"}]}],
+                         ids=["linear", "zorder"])
+def test_schema_evolved_through_spark_ddl(bed, sort):
     """Renamed, dropped and re-added, widened and nested columns, all through Spark DDL, with rows written
-    under each schema: every snapshot reads back the same after lakesort's commit."""
-    name = bed.name("evolved")
+    under each schema: every snapshot reads back the same after lakesort's commit, sorted by a renamed column
+    or by a z-order over the widened ones (its rows per partition taken from the manifests Spark wrote)."""
+    name = bed.name(f"evolved_{'curve' if 'strategy' in sort else 'linear'}")
     sql = bed.spark.sql
     sql(f"CREATE TABLE {name} (id int, f float, label string, gone string, nested struct<a: int, b: string>) "
         f"USING iceberg PARTITIONED BY (bucket(2, id))")
@@ -96,7 +121,7 @@ def test_schema_evolved_through_spark_ddl(bed):
         f"named_struct('a', CAST(id AS INT), 'b', CAST(NULL AS STRING), "
         f"'c', CASE WHEN id % 5 = 0 THEN double('NaN') ELSE id END), id FROM range(200, 400)")
 
-    compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "title"}]}))
+    compact_and_judge(bed, name, spec(name, sort=sort))
 
     back = bed.spark.read(name, columns="id, gone")
     assert back.filter(pc.less(back["id"], 200))["gone"].null_count == 200, "a dropped column's values came back"
