@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from layout.compaction.executor.partitions import GROUP, PART
-from layout.compaction.executor.slots import quantile_picks
+from layout.compaction.executor.slots import edges_on_values, quantile_picks
 from layout.literals import sql_literal
 
 from .columns import PREFIX, SLOT
@@ -30,7 +30,7 @@ Counts = Mapping[tuple[int, str], int]  # slots per (group, partition directory)
 
 def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, counts: Counts,
                keys: Sequence[SortKeyModel], prefix: PrefixPlan | None = None, *, placed: bool = False,
-               drawn: DataFrame | None = None) -> DataFrame:
+               drawn: DataFrame | None = None, pieces: int = 1) -> DataFrame:
     """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.executor.slots`): its (group,
     partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
     equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
@@ -38,7 +38,8 @@ def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, co
     it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
     into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each). `placed`:
     `df` has each row's `__start` (and `__bounds`) already. `drawn`: the sampled rows (`sample_keys`), whose
-    prefixes give a single partition's boundaries in one Spark job."""
+    prefixes give a single partition's boundaries in one Spark job; there, the edges between its files (every
+    `pieces`-th boundary) start a value of the first key where that moves them little (`edges_on_values`)."""
     starts = _starts(counts)
     if not starts:  # no rows were read: nothing to place
         return df.withColumn(SLOT, F.lit(0))
@@ -55,7 +56,8 @@ def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, co
                 # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries` picks
                 # them: one Spark job instead of a sort and an aggregation (about 1.5 s of a cold job, one run).
                 sampled = sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect())
-                bounds = quantile_picks(sampled, next(iter(counts.values())))
+                bounds = edges_on_values(quantile_picks(sampled, next(iter(counts.values()))), sampled, pieces,
+                                         prefix.first_key_shift)
             else:
                 (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
                 bounds = row["__bounds"]

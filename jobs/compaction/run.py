@@ -364,7 +364,9 @@ def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], in
             df = first.curve.on(df)
     if prefix is not None:
         df = df.withColumn(PREFIX, F.expr(prefix.sql()))
-    df = with_nan_slots(with_slots(spark, df, summary, counts, keys, prefix, placed=placed, drawn=drawn), slots, nan_key)
+    pieces = slots.pieces_per_file(*next(iter(counts))) if len(counts) == 1 else 1
+    df = with_nan_slots(with_slots(spark, df, summary, counts, keys, prefix, placed=placed, drawn=drawn,
+                                   pieces=pieces), slots, nan_key)
     if prefix is not None:
         # Computed again after the shuffle from the key columns (a few integer operations per row) rather than
         # carried through it: see `slot_values`.

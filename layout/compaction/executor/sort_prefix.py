@@ -124,6 +124,11 @@ class PrefixPlan(Frozen):
     keys: tuple[PrefixKey, ...]
     exact: bool
 
+    @property
+    def first_key_shift(self) -> int:
+        """Bits below the first key's in the prefix: a value of the first key starts where they are zero."""
+        return sum(key.bits for key in self.keys[1:])
+
     def encode(self, ordinals: Sequence[int | None]) -> int:
         """The prefix of a row given its keys' ordinals (the first len(self.keys) of them)."""
         prefix = 0

@@ -7,13 +7,21 @@ stays within its budget, and the written files map back to each output file's pi
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout.compaction.executor.slots import flat_destinations, plan_slots, stitch_lists
+from layout.compaction.executor.slots import (
+    EDGE_SLACK,
+    edges_on_values,
+    flat_destinations,
+    plan_slots,
+    quantile_picks,
+    stitch_lists,
+)
 
 partitions = st.dictionaries(
     st.tuples(st.integers(0, 3), st.sampled_from(["", "m=1", "m=2", "m=3"])),
@@ -147,3 +155,42 @@ def test_nan_slots_are_a_piece_of_their_own_at_the_end_where_nan_sorts(parts, pi
             slots = [next(s for s in plan.slots if s.task == t) for t in tasks]
             if any(s.nan for s in slots):
                 assert (slots[0] if nan_first else slots[-1]).nan
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 15)), min_size=1, max_size=400),
+       st.integers(1, 6), st.integers(1, 3))
+def test_file_edges_move_to_the_start_of_a_first_key_value_only_within_the_slack(rows, files, pieces):
+    """Prefixes of (first key << 4 | second key): a boundary between pieces of one file stays; an edge between
+    files starts a first-key value afterwards exactly when one of the two starts around it (checked one by
+    one, by counting the sample) moves at most EDGE_SLACK of a file's sampled rows and stays strictly between
+    its neighbours, and then it is the one that moves fewer."""
+    shift = 4
+    ordered = sorted((a << shift) | b for a, b in rows)
+    before = quantile_picks(ordered, files * pieces)
+    after = edges_on_values(before, ordered, pieces, shift)
+    assert len(after) == len(before)
+    assert all(x <= y for x, y in itertools.pairwise(after))
+    most = EDGE_SLACK * len(ordered) / files
+
+    def rank(v: int) -> int:
+        return sum(x < v for x in ordered)
+
+    for j, (old, new) in enumerate(zip(before, after, strict=True), start=1):
+        if j % pieces or old & 0xF == 0:
+            assert new == old
+            continue
+        low = after[j - 2] if j >= 2 else None
+        high = before[j] if j < len(before) else None
+        fits = [(abs(rank(c) - rank(old)), c) for c in ((old >> shift) << shift, ((old >> shift) + 1) << shift)
+                if (low is None or c > low) and (high is None or c < high) and abs(rank(c) - rank(old)) <= most]
+        assert new == (min(fits)[1] if fits else old)
+
+
+def test_file_edges_inside_one_day_move_to_its_start():
+    """Three files over 31 days of 100 rows each, the first key a day: each edge moves to the nearer start of a
+    day, and no day spans two files."""
+    shift = 8
+    ordered = sorted((day << shift) | k for day in range(31) for k in range(100))
+    after = edges_on_values(quantile_picks(ordered, 3), ordered, 1, shift)
+    assert [(b >> shift, b & 0xFF) for b in after] == [(10, 0), (21, 0)]
