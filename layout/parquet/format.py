@@ -18,6 +18,11 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
+# The default of the fields parquet.thrift declares `required`: None at run time, as for the optional ones
+# (code may build a struct field by field; the encoder omits None fields), but the decoder raises ThriftError
+# when one is missing, so a decoded struct always has them and their types say so.
+_REQUIRED: Any = None
+
 
 class _SpecEnum(enum.IntEnum):
     """IntEnum whose str() is the spec name (IntEnum's own str() is the number since Python 3.11)."""
@@ -123,10 +128,10 @@ class SizeStatistics(NamedTuple):
 
 
 class BoundingBox(NamedTuple):
-    xmin: float | None = None
-    xmax: float | None = None
-    ymin: float | None = None
-    ymax: float | None = None
+    xmin: float = _REQUIRED
+    xmax: float = _REQUIRED
+    ymin: float = _REQUIRED
+    ymax: float = _REQUIRED
     zmin: float | None = None
     zmax: float | None = None
     mmin: float | None = None
@@ -162,8 +167,8 @@ EMPTY = Empty()
 
 
 class DecimalType(NamedTuple):
-    scale: int | None = None
-    precision: int | None = None
+    scale: int = _REQUIRED
+    precision: int = _REQUIRED
 
 
 class TimeUnit(NamedTuple):  # union
@@ -173,18 +178,18 @@ class TimeUnit(NamedTuple):  # union
 
 
 class TimestampType(NamedTuple):
-    is_adjusted_to_utc: bool | None = None
-    unit: TimeUnit | None = None
+    is_adjusted_to_utc: bool = _REQUIRED
+    unit: TimeUnit = _REQUIRED
 
 
 class TimeType(NamedTuple):
-    is_adjusted_to_utc: bool | None = None
-    unit: TimeUnit | None = None
+    is_adjusted_to_utc: bool = _REQUIRED
+    unit: TimeUnit = _REQUIRED
 
 
 class IntType(NamedTuple):
-    bit_width: int | None = None
-    is_signed: bool | None = None
+    bit_width: int = _REQUIRED
+    is_signed: bool = _REQUIRED
 
 
 class VariantType(NamedTuple):
@@ -225,7 +230,7 @@ class SchemaElement(NamedTuple):
     type: PhysicalType | int | None = None
     type_length: int | None = None
     repetition_type: FieldRepetitionType | int | None = None
-    name: str | None = None
+    name: str = _REQUIRED
     num_children: int | None = None
     converted_type: ConvertedType | int | None = None
     scale: int | None = None
@@ -239,32 +244,32 @@ class SchemaElement(NamedTuple):
 
 
 class KeyValue(NamedTuple):
-    key: str | None = None
+    key: str = _REQUIRED
     value: str | None = None
 
 
 class SortingColumn(NamedTuple):
-    column_idx: int | None = None
-    descending: bool | None = None
-    nulls_first: bool | None = None
+    column_idx: int = _REQUIRED
+    descending: bool = _REQUIRED
+    nulls_first: bool = _REQUIRED
 
 
 class PageEncodingStats(NamedTuple):
-    page_type: PageType | int | None = None
-    encoding: Encoding | int | None = None
-    count: int | None = None
+    page_type: PageType | int = _REQUIRED
+    encoding: Encoding | int = _REQUIRED
+    count: int = _REQUIRED  # type: ignore[assignment]  # parquet.thrift's name: shadows tuple.count
 
 
 class ColumnMetaData(NamedTuple):
-    type: PhysicalType | int | None = None
-    encodings: list[Encoding | int] | None = None
-    path_in_schema: list[str] | None = None
-    codec: CompressionCodec | int | None = None
-    num_values: int | None = None
-    total_uncompressed_size: int | None = None
-    total_compressed_size: int | None = None
+    type: PhysicalType | int = _REQUIRED
+    encodings: list[Encoding | int] = _REQUIRED
+    path_in_schema: list[str] = _REQUIRED
+    codec: CompressionCodec | int = _REQUIRED
+    num_values: int = _REQUIRED
+    total_uncompressed_size: int = _REQUIRED
+    total_compressed_size: int = _REQUIRED
     key_value_metadata: list[KeyValue] | None = None
-    data_page_offset: int | None = None
+    data_page_offset: int = _REQUIRED
     index_page_offset: int | None = None
     dictionary_page_offset: int | None = None
     statistics: Statistics | None = None
@@ -276,7 +281,7 @@ class ColumnMetaData(NamedTuple):
 
 
 class EncryptionWithColumnKey(NamedTuple):
-    path_in_schema: list[str] | None = None
+    path_in_schema: list[str] = _REQUIRED
     key_metadata: bytes | None = None
 
 
@@ -298,9 +303,9 @@ class ColumnChunk(NamedTuple):
 
 
 class RowGroup(NamedTuple):
-    columns: list[ColumnChunk] | None = None
-    total_byte_size: int | None = None
-    num_rows: int | None = None
+    columns: list[ColumnChunk] = _REQUIRED
+    total_byte_size: int = _REQUIRED
+    num_rows: int = _REQUIRED
     sorting_columns: list[SortingColumn] | None = None
     file_offset: int | None = None
     total_compressed_size: int | None = None
@@ -331,10 +336,10 @@ class EncryptionAlgorithm(NamedTuple):  # union
 
 
 class FileMetaData(NamedTuple):
-    version: int | None = None
-    schema: list[SchemaElement] | None = None
-    num_rows: int | None = None
-    row_groups: list[RowGroup] | None = None
+    version: int = _REQUIRED
+    schema: list[SchemaElement] = _REQUIRED
+    num_rows: int = _REQUIRED
+    row_groups: list[RowGroup] = _REQUIRED
     key_value_metadata: list[KeyValue] | None = None
     created_by: str | None = None
     column_orders: list[ColumnOrder] | None = None
@@ -352,15 +357,15 @@ class PageLocation(NamedTuple):
 
 
 class OffsetIndex(NamedTuple):
-    page_locations: list[PageLocation] | None = None
+    page_locations: list[PageLocation] = _REQUIRED
     unencoded_byte_array_data_bytes: list[int] | None = None
 
 
 class ColumnIndex(NamedTuple):
-    null_pages: list[bool] | None = None
-    min_values: list[bytes] | None = None
-    max_values: list[bytes] | None = None
-    boundary_order: BoundaryOrder | int | None = None
+    null_pages: list[bool] = _REQUIRED
+    min_values: list[bytes] = _REQUIRED
+    max_values: list[bytes] = _REQUIRED
+    boundary_order: BoundaryOrder | int = _REQUIRED
     null_counts: list[int] | None = None
     repetition_level_histograms: list[int] | None = None
     definition_level_histograms: list[int] | None = None
@@ -383,10 +388,10 @@ class BloomFilterCompression(NamedTuple):  # union
 
 
 class BloomFilterHeader(NamedTuple):
-    num_bytes: int | None = None
-    algorithm: BloomFilterAlgorithm | None = None
-    hash: BloomFilterHash | None = None
-    compression: BloomFilterCompression | None = None
+    num_bytes: int = _REQUIRED
+    algorithm: BloomFilterAlgorithm = _REQUIRED
+    hash: BloomFilterHash = _REQUIRED
+    compression: BloomFilterCompression = _REQUIRED
 
 
 _L = "list"
