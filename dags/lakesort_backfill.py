@@ -14,17 +14,18 @@ from __future__ import annotations
 import lakesort_common as common
 from airflow.sdk import Param, dag, task
 
+from layout.registered import table_names
+
 # Iceberg's namespace.name (the spec's `table`): checked when the run is triggered, with the registry's tables
 # offered (their names only: parsing validates no spec, and lists no catalog); a table configured by its
 # lakesort.* properties, a namespace default or its own sort order is typed in. Whether it is configured, and
 # how, the first task resolves (`layout.registry.find_spec`).
 _TABLE = r"^[^.\s]+(\.[^.\s]+)+$"
-_TABLES = common.registered_tables()
+_TABLES = table_names(common.tables_dir())
 
 
 @dag(
-    dag_id="lakesort_backfill", schedule=None, start_date=common.START_DATE, catchup=False, max_active_runs=1,
-    tags=common.TAGS, doc_md=__doc__,
+    dag_id="lakesort_backfill", schedule=None, doc_md=__doc__, **common.DAG_ARGS,
     params={
         "table": Param(_TABLES[0] if len(_TABLES) == 1 else None, type="string", pattern=_TABLE, title="Table",
                        description="A configured table, as namespace.name: one of dags/tables/*.yaml, or one "
@@ -46,7 +47,6 @@ def lakesort_backfill():
     @task
     def check_request(params=None):
         from layout.compaction.pipeline.runs import backfill_request
-
         return [backfill_request(params).model_dump(mode="json")]
 
     common.compaction(check_request())

@@ -18,20 +18,12 @@ import lakesort_common as common
 from airflow.sdk import CronTriggerTimetable, dag, task
 
 
-@dag(
-    dag_id="lakesort_nightly",
-    schedule=CronTriggerTimetable(common.SETTINGS.nightly_cron, timezone="UTC"),
-    start_date=common.START_DATE,
-    catchup=False,
-    max_active_runs=1,  # with the per-table lease: never two runs of one table
-    tags=common.TAGS,
-    doc_md=__doc__,
-)
+@dag(dag_id="lakesort_nightly", schedule=CronTriggerTimetable(common.SETTINGS.nightly_cron, timezone="UTC"),
+     doc_md=__doc__, **common.DAG_ARGS)
 def lakesort_nightly():
     @task
     def list_tables():
         from layout.compaction.pipeline.runs import nightly_requests
-
         # Each table's spec is resolved here, once for the DAG run; the later tasks carry it.
         return [request.model_dump(mode="json") for request in nightly_requests()]
 

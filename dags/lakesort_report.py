@@ -11,21 +11,18 @@ import lakesort_common as common
 from airflow.sdk import dag, task
 
 
-@dag(dag_id="lakesort_report", schedule=None, start_date=common.START_DATE, catchup=False, max_active_runs=1,
-     tags=common.TAGS, doc_md=__doc__)
+@dag(dag_id="lakesort_report", schedule=None, doc_md=__doc__, **common.DAG_ARGS)
 def lakesort_report():
     @task
     def list_tables():
         # Every configured table (a spec, lakesort.* properties, a namespace default, its own sort order), as
         # the nightly compacts them; a table with a broken spec stays, and its own task says why.
         from layout.registry import nightly_specs
-
         return list(nightly_specs(common.tables_dir()))
 
     @task(map_index_template="{{ lakesort_table }}")
     def measure(table):
         from layout.compaction.pipeline.runs import measure_current
-
         return measure_current(common.label(table)).model_dump(mode="json")
 
     done = common.report()

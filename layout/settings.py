@@ -27,7 +27,7 @@ from layout.errors import ConfigError
 from layout.models import Frozen
 from layout.sizes import parse_size
 
-__all__ = ["PREFIX", "Settings", "settings", "variables"]
+__all__ = ["PREFIX", "Settings", "default_tables_dir", "settings", "variables"]
 
 PREFIX = "LAKESORT_"
 
@@ -169,3 +169,12 @@ def variables() -> dict[str, str]:
 def settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings from the environment now (or `environ`)."""
     return Settings.from_env(environ)
+
+
+def default_tables_dir(path: Path) -> Path:
+    """`settings().tables_dir`, `path` by default: set as $LAKESORT_TABLES_DIR when that is unset or empty, so
+    that every later `settings()` of this process, and of the processes it starts, reads it too (the DAG
+    files' registry, beside them, for their tasks' `layout` as well)."""
+    if "tables_dir" not in settings().model_fields_set:
+        os.environ[PREFIX + "TABLES_DIR"] = str(path)
+    return settings().tables_dir

@@ -15,6 +15,7 @@ import pytest
 
 from layout.compaction.pipeline import runs
 from layout.compaction.pipeline.submit import describe_job
+from layout.registered import table_names
 from layout.upkeep.lease import LeaseOwner, acquire_lease, read_lease, release_lease
 
 
@@ -28,11 +29,12 @@ def task_context(dag_id: str = "lakesort_nightly", run_id: str = "r1"):
         yield context
 
 
-def test_registered_tables_reads_the_registry(registry):
-    assert common.registered_tables() == ["t.events"]
+def test_the_registry_is_read_at_parse_time(registry):
+    """The backfill offers the registry's tables, their names only (`layout.registered`)."""
     assert common.tables_dir() == registry
+    assert table_names(common.tables_dir()) == ["t.events"]
     (registry / "broken.yaml").write_text("table: [unclosed\n")  # parse time: skipped, never fatal
-    assert common.registered_tables() == ["t.events"]
+    assert table_names(common.tables_dir()) == ["t.events"]
 
 
 def test_tables_dir_defaults_beside_the_dag_files(monkeypatch, tmp_path):
@@ -43,7 +45,7 @@ def test_tables_dir_defaults_beside_the_dag_files(monkeypatch, tmp_path):
     monkeypatch.delenv("LAKESORT_TABLES_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
     assert common.tables_dir() == common.DAGS_DIR / "tables" == settings().tables_dir
-    assert "demo.lineitem" in common.registered_tables()
+    assert "demo.lineitem" in table_names(common.tables_dir())
     assert find_spec("demo.lineitem").table == "demo.lineitem"
 
 

@@ -17,7 +17,10 @@ and to `maintain_table`: no later task looks the table up in the registry again.
 The table lease (`layout.upkeep.lease`) spans the steps: `prepare_table` takes it (unless dry run)
 and every step releases it when it fails or, the last one, when it is done, so a failed task never
 leaves a table locked; whatever still slips through, the DAG run's last task sweeps
-(`lease.sweep_leases`). `lakesort compact` runs the same steps in one process (`driver.compact`).
+(`dag_run.close`). `lakesort compact` runs the same steps in one process (`driver.compact`).
+
+How a task ends on a step's error is decided here too (`verdict`: fail at once, skip, or retry), and a
+commit's OpenLineage datasets (`lineage`); the DAGs only raise Airflow's exceptions and wrap the datasets.
 """
 
 from __future__ import annotations
@@ -32,28 +35,31 @@ from pydantic import model_validator
 
 from layout.compaction.pipeline import steps
 from layout.compaction.pipeline.config import RunConfig, SpecChanged
-from layout.compaction.pipeline.spark_home import check_supported
+from layout.compaction.pipeline.spark_home import SparkUnsupported, check_supported
 from layout.compaction.pipeline.steps import MeasureOutcome, PreparedRun, SparkJob
 from layout.compaction.pipeline.submit import operator_kwargs
 from layout.compaction.plan import PartitionDecision
 from layout.compaction.planning.dates import DateRange, date_range, partitions_for_dates
 from layout.errors import LakesortError
+from layout.lineage import Counts, datasets
 from layout.maintenance import MaintenanceResult
 from layout.metrics.measure import measure as measure_snapshot
 from layout.metrics.runs import RunOutcome, Trigger
 from layout.models import Frozen
 from layout.registry import find_resolution, find_spec, nightly_resolutions
-from layout.upkeep.lease import LeaseOwner, acquire_lease, release_lease
+from layout.upkeep.lease import LeaseOwner, TableBusy, acquire_lease, release_lease
 from layout.upkeep.maintain import maintain_table as _maintain
 
 __all__ = ["CommittedRun", "MeasuredRun", "PlanView", "PlannedTable", "SparkJobsFailed", "SpecChanged",
            "TableMeasurement", "TableRequest", "VerifiedRun", "asset_uri", "backfill_request", "commit_table",
-           "maintain_table", "measure_current", "measure_table", "nightly_requests", "prepare_table", "spark_jobs",
-           "to_compact", "verify_table"]
+           "lineage", "maintain_table", "measure_current", "measure_table", "nightly_requests",
+           "prepare_table", "spark_jobs", "to_compact", "verdict", "verify_table"]
 
 log = logging.getLogger(__name__)
 
 Status = Literal["planned", "dry-run", "nothing-to-do"]
+Step = Literal["prepare", "verify", "commit", "maintain"]  # the DAG tasks whose errors `verdict` judges
+Verdict = Literal["fail", "skip"]
 
 
 class SparkJobsFailed(LakesortError):
@@ -174,6 +180,15 @@ class CommittedRun(Frozen):
         return self.model_dump(mode="json", include={"table", "run_id", "trigger", "snapshot_id", "partitions",
                                                      "files_removed", "files_added", "rows"})
 
+    def lineage(self) -> tuple[list[Any], list[Any]]:
+        """The table as OpenLineage's input and output datasets (`layout.lineage.datasets`, needs the
+        `lineage` extra): read, the rows as planned (a payload without them: the rows written), bytes and
+        files removed; written, the rows, bytes and files added."""
+        read = Counts(rows=self.rows if self.rows_read is None else self.rows_read,
+                      bytes=self.bytes_removed or None, files=self.files_removed)
+        written = Counts(rows=self.rows, bytes=self.bytes_added or None, files=self.files_added)
+        return datasets(table=self.table, catalog=self.catalog, read=read, written=written)
+
 
 class MeasuredRun(Frozen):
     table: str
@@ -188,6 +203,34 @@ class TableMeasurement(Frozen):
     snapshot_id: int | None
     probes: int
     bytes_selected: int  # by the owners' probes
+
+
+def lineage(payload: Mapping[str, Any] | None) -> tuple[list[Any], list[Any]]:
+    """The DAGs' commit task's lineage: the input and output datasets of its result, a `CommittedRun` payload;
+    none without one (the commit failed)."""
+    return CommittedRun.model_validate(payload).lineage() if payload else ([], [])
+
+
+# The errors of a step that a retry of its DAG task cannot help: the task fails at once, without retries.
+_FINAL: dict[str, tuple[type[BaseException], ...]] = {
+    "prepare": (SparkUnsupported,),  # a Spark the job does not run on
+    "verify": (SparkJobsFailed, SpecChanged),  # the run was abandoned; the spec was edited during the run
+    "commit": (SpecChanged,),
+}
+
+
+def verdict(step: Step, exc: BaseException, *, trigger: Trigger | None = None) -> tuple[Verdict, str] | None:
+    """How the DAG task of `step` ends on `exc`: ("fail", why) at once, without retries, when a retry cannot
+    help (`_FINAL`); ("skip", why) when another run holds the table (`lease.TableBusy`) for the nightly's
+    `prepare` (`trigger`) and for `maintain` (tomorrow night catches up), but ("fail", why) for another
+    trigger's `prepare` (trigger it again later); None: the error as it is (the task's retries)."""
+    if isinstance(exc, _FINAL.get(step, ())):
+        return "fail", str(exc)
+    if isinstance(exc, TableBusy) and step in ("prepare", "maintain"):
+        if step == "maintain" or trigger == "nightly":  # the other run carries on
+            return "skip", f"{exc}: skipped"
+        return "fail", f"{exc}: trigger again when it has finished"
+    return None
 
 
 def asset_uri(table: str, *, catalog: str | None) -> str:
