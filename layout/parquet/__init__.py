@@ -13,6 +13,7 @@ sit above it.
 """
 
 from layout.parquet.bloom import BloomFilter
+from layout.parquet.decode import decode_column_index, decode_file_metadata, decode_offset_index
 from layout.parquet.format import (
     BoundaryOrder,
     ColumnIndex,
@@ -22,16 +23,9 @@ from layout.parquet.format import (
     PageLocation,
     PhysicalType,
 )
-from layout.parquet.reader import (
-    Column,
-    ParquetFile,
-    TypedColumnIndex,
-    TypedStatistics,
-    WriterVersion,
-    decode_column_index,
-    decode_file_metadata,
-    decode_offset_index,
-)
+from layout.parquet.reader import ParquetFile
+from layout.parquet.schema import Column
+from layout.parquet.statistics import TypedColumnIndex, TypedStatistics, WriterVersion
 from layout.parquet.types import ColumnType, SortOrder
 
 __all__ = [

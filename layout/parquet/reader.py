@@ -10,205 +10,33 @@ plan then costs two GETs per file for its metadata rather than one per chunk."""
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
-import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import Any
 
 from layout.errors import ParquetError, UsageError
 from layout.parquet import format as fmt
 from layout.parquet.bloom import BloomFilter, check_header
-from layout.parquet.format import BoundaryOrder, FieldRepetitionType, PhysicalType
-from layout.parquet.ranges import DEFAULT_GAP, coalesce, read_ranges
+from layout.parquet.decode import decode_file_metadata
+from layout.parquet.ranges import DEFAULT_GAP, coalesce
+from layout.parquet.schema import Column, build_columns
+from layout.parquet.sources import FsSource, LocalSource, checked, read_many, read_one
+from layout.parquet.statistics import (
+    TypedColumnIndex,
+    TypedStatistics,
+    WriterVersion,
+    chunk_statistics,
+    typed_column_index,
+    usable,
+    usable_key,
+)
 from layout.parquet.thrift import ThriftError, decode_struct
-from layout.parquet.types import ColumnType, SortOrder
 
 FOOTER_READ_SIZE = 64 * 1024
 MAGIC = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 _MAX_UNSIZED_READ = 16 * 1024 * 1024  # page index / bloom filter without a recorded length
-
-
-def decode_file_metadata(data: bytes, path: str = "<bytes>") -> fmt.FileMetaData:
-    """Decode a serialized FileMetaData (the footer without length and magic)."""
-    return _decode(fmt.FileMetaData, data, path, "footer (FileMetaData)")
-
-
-def decode_column_index(data: bytes, path: str = "<bytes>") -> fmt.ColumnIndex:
-    return _decode(fmt.ColumnIndex, data, path, "column index")
-
-
-def decode_offset_index(data: bytes, path: str = "<bytes>") -> fmt.OffsetIndex:
-    return _decode(fmt.OffsetIndex, data, path, "offset index")
-
-
-def _decode(cls: type, data: bytes, path: str, what: str) -> Any:
-    try:
-        return decode_struct(cls, data)[0]
-    except ThriftError as e:
-        raise ParquetError(path, f"corrupt {what}: {e}") from None
-
-
-class Column(NamedTuple):
-    index: int
-    path: tuple[str, ...]
-    name: str  # dotted path
-    type: ColumnType
-    max_definition_level: int
-    max_repetition_level: int
-
-
-class TypedStatistics(NamedTuple):
-    """Row-group statistics of a chunk; min/max None when absent or unusable (unknown order, NaN, ...)."""
-
-    min: Any
-    max: Any
-    null_count: int | None
-    distinct_count: int | None
-    min_exact: bool
-    max_exact: bool
-    nan_count: int | None = None
-
-
-class TypedColumnIndex(NamedTuple):
-    """A ColumnIndex with typed bounds. min_values[i] / max_values[i] are None for null pages, and also
-    when the bound is unusable (a NaN bound, bytes of the wrong size, or a column whose sort order is
-    UNKNOWN): None always means "no usable bound"; check null_pages for whether the page is all-null."""
-
-    boundary_order: BoundaryOrder
-    null_pages: list[bool]
-    min_values: list[Any]
-    max_values: list[Any]
-    null_counts: list[int] | None
-    raw: fmt.ColumnIndex
-
-
-# --- writer versions (which statistics to trust), as Arrow C++ decides ---------------------------------
-
-_VERSION_RE = re.compile(r"^\s*(.*?)\s+version\s+(\d+)(?:\.(\d+))?(?:\.(\d+))?", re.IGNORECASE)
-
-
-class WriterVersion(NamedTuple):
-    application: str
-    version: tuple[int, int, int]
-
-    @classmethod
-    def parse(cls, created_by: str | None) -> WriterVersion:
-        if not created_by:
-            return cls("unknown", (0, 0, 0))
-        m = _VERSION_RE.match(created_by)
-        if not m:
-            return cls(created_by.strip().lower(), (0, 0, 0))
-        return cls(m.group(1).lower(), tuple(int(g or 0) for g in m.group(2, 3, 4)))  # type: ignore[arg-type]
-
-    def older_than(self, application: str, version: tuple[int, int, int]) -> bool:
-        return self.application == application and self.version < version
-
-    def has_correct_statistics(self, physical: PhysicalType, raw_min: bytes | None, raw_max: bytes | None,
-                               sort_order: SortOrder) -> bool:
-        """Arrow C++'s ApplicationVersion::HasCorrectStatistics."""
-        if self.older_than("parquet-cpp", (1, 3, 0)) or self.older_than("parquet-mr", (1, 10, 0)):
-            same = raw_min is not None and raw_max is not None and raw_min == raw_max
-            if sort_order != SortOrder.SIGNED and not same:
-                return False
-            if physical not in (PhysicalType.FIXED_LEN_BYTE_ARRAY, PhysicalType.BYTE_ARRAY):
-                return True
-        if self.application == "unknown":
-            return True
-        if sort_order == SortOrder.UNKNOWN:
-            return False
-        return not self.older_than("parquet-mr", (1, 8, 0))  # PARQUET-251
-
-
-# --- byte sources --------------------------------------------------------------------------------------
-
-
-class _LocalSource:
-    __slots__ = ("path",)
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    @contextlib.contextmanager
-    def reader(self) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
-        """`(read(offset, length), size)`. A local read opens the file for itself: an open() costs
-        microseconds here, and no descriptor outlives a read."""
-        yield self.read_at, os.stat(self.path).st_size
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        try:
-            out = os.pread(fd, length, offset)
-            while len(out) < length:  # pread may return short reads on some filesystems
-                more = os.pread(fd, length - len(out), offset + len(out))
-                if not more:
-                    break
-                out += more
-            return out
-        finally:
-            os.close(fd)
-
-
-class _FsSource:
-    """A file of a pyarrow filesystem. Each batch of reads opens it once: pyarrow's S3 and GCS files cost
-    a HEAD request on opening (pyarrow's Python API takes no FileInfo that would carry the size) and
-    none per read, so the size comes from that open too, never from a `get_file_info` of its own."""
-
-    __slots__ = ("fs", "path")
-
-    def __init__(self, path: str, fs: Any) -> None:
-        self.path, self.fs = path, fs
-
-    @contextlib.contextmanager
-    def reader(self) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
-        with self.fs.open_input_file(self.path) as f:
-            def read(offset: int, length: int) -> bytes:
-                data = f.read_at(length, offset)  # pyarrow's order: (nbytes, offset); bytes or a Buffer
-                return data if isinstance(data, bytes) else data.to_pybytes()
-
-            yield read, f.size()
-
-
-def _column_names(schema: list[fmt.SchemaElement], path: str) -> list[tuple[tuple[str, ...], int, int, int]]:
-    """(path, max def level, max rep level, schema index) of every leaf, in schema order (iterative)."""
-    if not schema:
-        raise ParquetError(path, "corrupt footer: the schema is empty")
-    leaves = []
-    root_children = schema[0].num_children or 0
-    if root_children < 0:
-        raise ParquetError(path, f"corrupt schema: root has {root_children} children")
-    # stack of [remaining children, path, def level, rep level]
-    stack: list[list[Any]] = [[root_children, (), 0, 0]]
-    i = 1
-    while stack:
-        top = stack[-1]
-        if top[0] == 0:
-            stack.pop()
-            continue
-        top[0] -= 1
-        if i >= len(schema):
-            raise ParquetError(path, f"corrupt schema: the schema tree declares more than {len(schema)} elements")
-        el = schema[i]
-        rep = el.repetition_type
-        d = top[2] + (rep != FieldRepetitionType.REQUIRED and rep is not None)
-        r = top[3] + (rep == FieldRepetitionType.REPEATED)
-        node_path = top[1] + (el.name or "",)
-        nc = el.num_children
-        if nc is not None and nc < 0:
-            raise ParquetError(path, f"corrupt schema: element {el.name!r} has {nc} children")
-        if nc or (nc == 0 and el.type is None):
-            if len(stack) > 1000:
-                raise ParquetError(path, "corrupt schema: nested more than 1000 levels deep")
-            stack.append([nc, node_path, d, r])
-        else:
-            leaves.append((node_path, d, r, i))
-        i += 1
-    if i != len(schema):
-        raise ParquetError(path, f"corrupt schema: {len(schema) - i} schema elements are not in the tree")
-    return leaves
 
 
 class ParquetFile:
@@ -228,7 +56,7 @@ class ParquetFile:
         # Bytes read ahead by `prefetch`, not decoded yet: (what, rg, col) -> bytes, taken on first use.
         self._fetched: dict[tuple[str, int, int], bytes] = {}
         self.writer_version = WriterVersion.parse(metadata.created_by)
-        self.columns = self._build_columns()
+        self.columns = build_columns(metadata, path)
         self._by_name = {}
         for c in self.columns:
             self._by_name.setdefault(c.name, c)
@@ -256,12 +84,12 @@ class ParquetFile:
         p = os.fspath(path)
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise UsageError(f"{p}: the file size must be a non-negative integer of bytes, got {size!r}")
-        source = _LocalSource(p) if filesystem is None else _FsSource(p, filesystem)
+        source = LocalSource(p) if filesystem is None else FsSource(p, filesystem)
         try:
             with source.reader() as (read, actual):
                 size = actual if size is None else size
                 tail_len = min(size, FOOTER_READ_SIZE)
-                tail = cls._checked(read, p, size - tail_len, tail_len) if size >= 12 else b""
+                tail = checked(read, p, size - tail_len, tail_len) if size >= 12 else b""
         except FileNotFoundError:
             raise ParquetError(p, "file not found") from None
         except OSError as e:
@@ -286,7 +114,7 @@ class ParquetFile:
             footer = tail[tail_len - 8 - footer_len:tail_len - 8]
         else:  # a footer longer than the speculative read: one more read for the rest
             start = size - 8 - footer_len
-            head = cls._read(source, p, start, footer_len + 8 - tail_len)
+            head = read_one(source, p, start, footer_len + 8 - tail_len)
             footer = head + tail[:-8]
         metadata = decode_file_metadata(footer, p)
         # A plaintext footer with encryption_algorithm set: metadata readable, encrypted chunks refused.
@@ -294,59 +122,14 @@ class ParquetFile:
         pf.bytes_read = footer_len + 8
         return pf
 
-    @staticmethod
-    def _checked(read: Callable[[int, int], bytes], path: str, offset: int, length: int) -> bytes:
-        data = read(offset, length)
-        if len(data) != length:
-            raise ParquetError(path, f"truncated file: wanted {length} bytes at offset {offset}, got {len(data)}")
-        return data
-
-    @classmethod
-    def _read(cls, source: Any, path: str, offset: int, length: int) -> bytes:
-        return cls._read_ranges(source, path, [(offset, length)])[0]
-
-    @classmethod
-    def _read_ranges(cls, source: Any, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """Each range's bytes, in one opening of the file and as few reads as `DEFAULT_GAP` allows."""
-        try:
-            with source.reader() as (read, _):
-                return read_ranges(lambda o, n: cls._checked(read, path, o, n), ranges, DEFAULT_GAP)
-        except FileNotFoundError:
-            raise ParquetError(path, "file not found") from None
-        except OSError as e:
-            where = f"{ranges[0][1]} bytes at offset {ranges[0][0]}" if len(ranges) == 1 else f"{len(ranges)} ranges"
-            raise ParquetError(path, f"cannot read {where}: {e}") from None
-
     def read_at(self, offset: int, length: int) -> bytes:
         """Read exactly `length` bytes at `offset` (bounds-checked against the file size)."""
         if offset < 0 or length < 0 or offset + length > self.size:
             raise ParquetError(self.path, f"read of {length} bytes at offset {offset} is outside the file "
                                           f"({self.size} bytes)")
-        return self._read(self._source, self.path, offset, length)
+        return read_one(self._source, self.path, offset, length)
 
     # --- schema --------------------------------------------------------------------------------------
-
-    def _build_columns(self) -> tuple[Column, ...]:
-        md = self.metadata
-        leaves = _column_names(md.schema or [], self.path)
-        orders = md.column_orders
-        if orders is not None and len(orders) != len(leaves):
-            orders = None  # a mismatched list cannot be attributed: treat as absent (Arrow does the same)
-        out = []
-        for j, (path, d, r, si) in enumerate(leaves):
-            el = md.schema[si]
-            name = ".".join(path)
-            if el.type is None:
-                raise ParquetError(self.path, f"corrupt schema: leaf column {name!r} has no physical type")
-            if not isinstance(el.type, PhysicalType):
-                raise ParquetError(self.path, f"corrupt schema: invalid physical type {el.type} for column "
-                                              f"{name!r}")
-            if el.type == PhysicalType.FIXED_LEN_BYTE_ARRAY and (el.type_length is None or el.type_length < 0):
-                raise ParquetError(self.path, f"corrupt schema: FIXED_LEN_BYTE_ARRAY column {name!r} has no "
-                                              f"valid type_length")
-            ct = ColumnType.from_schema(el, orders[j] if orders is not None else None, name)
-            out.append(Column(j, path, name, ct, d, r))
-        return tuple(out)
 
     @property
     def num_rows(self) -> int:
@@ -393,45 +176,15 @@ class ParquetFile:
 
     def statistics(self, rg: int, col: int | str) -> TypedStatistics | None:
         """The chunk's footer statistics as typed values; min/max None where not usable as bounds."""
-        return self._statistics(rg, col, _usable)
+        return self._statistics(rg, col, usable)
 
     def statistics_keys(self, rg: int, col: int | str) -> TypedStatistics | None:
         """Like `statistics`, but min/max are order keys (`ColumnType.order_key`), as pruning compares them."""
-        return self._statistics(rg, col, _usable_key)
+        return self._statistics(rg, col, usable_key)
 
     def _statistics(self, rg: int, col: int | str, convert: Any) -> TypedStatistics | None:
-        trusted = self._trusted_statistics(rg, col)
-        if trusted is None:
-            return None
-        ct, s, raw_min, raw_max = trusted
-        lo = hi = None
-        if raw_min is not None and raw_max is not None:
-            lo, hi = convert(ct, raw_min), convert(ct, raw_max)
-        return TypedStatistics(lo, hi, s.null_count, s.distinct_count, *_exactness(ct, s, lo, hi), s.nan_count)
-
-    def _trusted_statistics(self, rg: int, col: int | str) -> tuple[ColumnType, Any, Any, Any] | None:
-        """(type, Statistics, raw min, raw max) with min/max None unless they are sound bounds."""
         column, cc = self._chunk(rg, col)
-        md = cc.meta_data
-        if md is None or md.statistics is None:
-            return None
-        s = md.statistics
-        ct = column.type
-        order = ct.sort_order
-        if ct.column_order is not None:
-            raw_min, raw_max = s.min_value, s.max_value
-            if (raw_min is None or raw_max is None) and order == SortOrder.SIGNED and ct.kind != "decimal" \
-                    and ct.physical_type not in (PhysicalType.BYTE_ARRAY, PhysicalType.FIXED_LEN_BYTE_ARRAY):
-                raw_min, raw_max = s.min, s.max  # deprecated fields are signed-order: sound for signed types
-            ok = order != SortOrder.UNKNOWN
-        else:
-            # No column_orders: only the deprecated signed-order min/max exist. They are bounds only for
-            # SIGNED types (strings/binary/unsigned ints were compared signed by old writers), and only
-            # from writers Arrow C++ trusts (PARQUET-251 and friends).
-            raw_min, raw_max = s.min, s.max
-            ok = order == SortOrder.SIGNED and self.writer_version.has_correct_statistics(
-                ct.physical_type, raw_min, raw_max, order)
-        return (ct, s, raw_min, raw_max) if ok else (ct, s, None, None)
+        return chunk_statistics(column.type, cc.meta_data, self.writer_version, convert)
 
     # --- page index ----------------------------------------------------------------------------------
 
@@ -456,7 +209,7 @@ class ParquetFile:
         if length is None:
             length = min(self.size - offset, _MAX_UNSIZED_READ)
         self.bytes_read += length
-        return self._read(self._source, self.path, offset, length)
+        return read_one(self._source, self.path, offset, length)
 
     def _check_region(self, column: Column, rg: int, what: str, offset: int, length: int | None) -> None:
         end = self.size
@@ -503,7 +256,7 @@ class ParquetFile:
             return 0
         wanted = list({w[0]: w for w in wanted}.values())  # a chunk named twice is read once
         ranges = [(offset, length) for _, offset, length in wanted]
-        data = self._read_ranges(self._source, self.path, ranges)
+        data = read_many(self._source, self.path, ranges)
         with self._lock:
             for (where, _, length), d in zip(wanted, data, strict=True):
                 self._fetched.setdefault(where, d)
@@ -548,7 +301,7 @@ class ParquetFile:
         except KeyError:
             pass
         raw = self.raw_column_index(rg, col)
-        result = None if raw is None else self._typed_column_index(raw, column)
+        result = None if raw is None else typed_column_index(raw, column.type)
         with self._lock:
             self._column_index[key] = result
         return result
@@ -567,20 +320,6 @@ class ParquetFile:
             raise ParquetError(self.path, f"corrupt column index of column {column.name!r} in row group {rg}: "
                                           f"lists of different lengths ({n} null_pages, {len(raw.min_values)} "
                                           f"min_values, {len(raw.max_values)} max_values)")
-
-    def _typed_column_index(self, raw: fmt.ColumnIndex, column: Column) -> TypedColumnIndex:
-        n = len(raw.null_pages)
-        ct = column.type
-        if ct.sort_order == SortOrder.UNKNOWN:
-            mins: list[Any] = [None] * n
-            maxs: list[Any] = [None] * n
-        else:
-            mins = [None if null else _usable(ct, v) for null, v in zip(raw.null_pages, raw.min_values)]
-            maxs = [None if null else _usable(ct, v) for null, v in zip(raw.null_pages, raw.max_values)]
-        bo = raw.boundary_order
-        if not isinstance(bo, BoundaryOrder):
-            bo = BoundaryOrder.UNORDERED  # an order newer than this reader: no ordering assumed (sound)
-        return TypedColumnIndex(bo, raw.null_pages, mins, maxs, raw.null_counts, raw)
 
     # --- bloom filter --------------------------------------------------------------------------------
 
@@ -618,7 +357,7 @@ class ParquetFile:
             if offset + need > self.size:
                 raise ParquetError(self.path, f"corrupt {where}: its {header.num_bytes} bytes run past the end "
                                               f"of the file")
-            bitset = self._read(self._source, self.path, offset + pos, header.num_bytes)
+            bitset = read_one(self._source, self.path, offset + pos, header.num_bytes)
         else:
             if need > len(data):
                 raise ParquetError(self.path, f"corrupt {where}: header says {header.num_bytes} bytes, the "
@@ -639,33 +378,3 @@ def _location(what: str, cc: fmt.ColumnChunk) -> tuple[int | None, int | None]:
         return cc.offset_index_offset, cc.offset_index_length
     md = cc.meta_data
     return (None, None) if md is None else (md.bloom_filter_offset, md.bloom_filter_length)
-
-
-def _exactness(ct: ColumnType, s: Any, lo: Any, hi: Any) -> tuple[bool, bool]:
-    """Whether min/max are the true extremes: the writer says so, else only fixed-width values are."""
-    fixed = ct.physical_type != PhysicalType.BYTE_ARRAY
-    min_exact = lo is not None and (bool(s.is_min_value_exact) if s.is_min_value_exact is not None else fixed)
-    max_exact = hi is not None and (bool(s.is_max_value_exact) if s.is_max_value_exact is not None else fixed)
-    return min_exact, max_exact
-
-
-def _usable_key(ct: ColumnType, raw: bytes) -> Any:
-    """Order key of a bound, or None when it cannot serve as one (wrong size, NaN)."""
-    try:
-        v = ct.order_key(raw)
-    except (ValueError, ArithmeticError):
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
-def _usable(ct: ColumnType, raw: bytes) -> Any:
-    """Typed bound, or None when it cannot serve as a bound (wrong size, NaN)."""
-    try:
-        v = ct.decode(raw)
-    except (ValueError, ArithmeticError):
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v

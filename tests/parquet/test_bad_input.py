@@ -246,16 +246,16 @@ def test_huge_list_size_is_rejected_without_allocating(tmp_path: Path, good_file
 
 
 def test_open_reads_footer_only_and_page_index_lazily(good_file: Path, monkeypatch) -> None:
-    from layout.parquet import reader
+    from layout.parquet import sources
 
     calls: list[tuple[int, int]] = []
-    original = reader._LocalSource.read_at
+    original = sources.LocalSource.read_at
 
     def spy(self, offset: int, length: int) -> bytes:
         calls.append((offset, length))
         return original(self, offset, length)
 
-    monkeypatch.setattr(reader._LocalSource, "read_at", spy)
+    monkeypatch.setattr(sources.LocalSource, "read_at", spy)
     pf = ParquetFile.open(good_file)
     assert len(calls) == 1  # small footer: one speculative tail read
     calls.clear()
@@ -266,14 +266,14 @@ def test_open_reads_footer_only_and_page_index_lazily(good_file: Path, monkeypat
 
 
 def test_long_footer_takes_two_reads(tmp_path: Path, monkeypatch) -> None:
-    from layout.parquet import reader
+    from layout.parquet import sources
 
     path = tmp_path / "wide.parquet"
     pq.write_table(pa.table({f"column_with_a_long_name_{i:04d}": [i] for i in range(1500)}), path)
     calls: list[int] = []
-    original = reader._LocalSource.read_at
+    original = sources.LocalSource.read_at
     monkeypatch.setattr(
-        reader._LocalSource, "read_at", lambda self, o, n: calls.append(n) or original(self, o, n)
+        sources.LocalSource, "read_at", lambda self, o, n: calls.append(n) or original(self, o, n)
     )
     pf = ParquetFile.open(path)
     assert len(calls) == 2 and len(pf.columns) == 1500
