@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -64,7 +64,7 @@ def page_cuts(pf: ParquetFile, rg: int, columns: Sequence[int], start: int, stop
         first = bisect.bisect_right(firsts, start) - 1
         last = bisect.bisect_left(firsts, stop) - 1  # the last page starting before `stop`
         end = firsts[last + 1] if last + 1 < len(firsts) else group.num_rows
-        meta = group.columns[col].meta_data
+        meta = fmt.chunk_metadata(group.columns[col])
         data_start = locations[0].offset
         # A chunk's dictionary page comes first; writers name it by dictionary_page_offset, or (some older
         # ones) leave that unset with data_page_offset at the dictionary page.
@@ -76,8 +76,8 @@ def page_cuts(pf: ParquetFile, rg: int, columns: Sequence[int], start: int, stop
     return cuts
 
 
-def read_rows(pf: ParquetFile, read, rg: int, columns: Sequence[int], start: int, stop: int,
-              gap: int = DEFAULT_GAP) -> pa.Table:
+def read_rows(pf: ParquetFile, read: Callable[[int, int], bytes], rg: int, columns: Sequence[int], start: int,
+              stop: int, gap: int = DEFAULT_GAP) -> pa.Table:
     """Rows [start, stop) of row group `rg`, the `columns` (leaf indexes) only, read page by page: `read(offset,
     length) -> bytes` reads the file (the ranges coalesced as `layout.parquet.ranges` does)."""
     cuts = page_cuts(pf, rg, columns, start, stop)
@@ -98,7 +98,7 @@ def read_rows(pf: ParquetFile, read, rg: int, columns: Sequence[int], start: int
 
 def _one_column_file(pf: ParquetFile, rg: int, cut: PageCut, dictionary: bytes, pages: bytes) -> bytes:
     """A Parquet file of one column and one row group holding `dictionary` and `pages` (`cut`'s bytes)."""
-    meta = pf.row_groups[rg].columns[cut.column].meta_data
+    meta = fmt.chunk_metadata(pf.row_groups[rg].columns[cut.column])
     body = dictionary + pages
     start = len(MAGIC)
     chunk_meta = meta._replace(

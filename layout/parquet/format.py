@@ -302,6 +302,13 @@ class ColumnChunk(NamedTuple):
     encrypted_column_metadata: bytes | None = None
 
 
+def chunk_metadata(chunk: ColumnChunk) -> ColumnMetaData:
+    """`chunk.meta_data`, which only a column chunk with encrypted metadata lacks (none of the files lakesort
+    writes or reads the pages of)."""
+    assert chunk.meta_data is not None, "a column chunk with encrypted metadata"
+    return chunk.meta_data
+
+
 class RowGroup(NamedTuple):
     columns: list[ColumnChunk] = _REQUIRED
     total_byte_size: int = _REQUIRED

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import BinaryIO, NamedTuple, Protocol
+from typing import BinaryIO, NamedTuple, Protocol, overload
 
 from layout.parquet import format as fmt
 from layout.parquet import thrift
@@ -102,16 +102,16 @@ def stitch(pieces: Sequence[tuple[str, RandomAccess]], out: BinaryIO,
         for r, rg in enumerate(p.meta.row_groups):
             for c, cc in enumerate(rg.columns):
                 if cc.offset_index_offset is not None and cc.offset_index_length:
-                    data = _shifted_offset_index(p, cc, shifts[i])
+                    data = _shifted_offset_index(p, cc.offset_index_offset, cc.offset_index_length, shifts[i])
                     offset_index[i, r, c] = (append(data), len(data))
     for i, p in enumerate(opened):
         for r, rg in enumerate(p.meta.row_groups):
             for c, cc in enumerate(rg.columns):
                 md = cc.meta_data
                 if md is not None and md.bloom_filter_offset is not None:
-                    data = _bloom_bytes(p, md)
+                    data = _bloom_bytes(p, md.bloom_filter_offset, md.bloom_filter_length)
                     bloom[i, r, c] = (append(data), len(data))
-    row_groups = []
+    row_groups: list[fmt.RowGroup] = []
     for i, p in enumerate(opened):
         shift = shifts[i]
         for r, rg in enumerate(p.meta.row_groups):
@@ -141,6 +141,10 @@ def stitch(pieces: Sequence[tuple[str, RandomAccess]], out: BinaryIO,
     return Stitched(rows=meta.num_rows, row_groups=len(row_groups), size=position)
 
 
+@overload
+def _plus(offset: int, shift: int) -> int: ...
+@overload
+def _plus(offset: int | None, shift: int) -> int | None: ...
 def _plus(offset: int | None, shift: int) -> int | None:
     # Zero means "not set" to some writers (a dictionary page can never start at byte 0).
     return offset + shift if offset else offset
@@ -190,8 +194,8 @@ def _open(name: str, source: RandomAccess) -> _Piece:
     return _Piece(name, source, meta, data_end)
 
 
-def _shifted_offset_index(p: _Piece, cc: fmt.ColumnChunk, shift: int) -> bytes:
-    raw = _read(p, cc.offset_index_offset, cc.offset_index_length)
+def _shifted_offset_index(p: _Piece, offset: int, length: int, shift: int) -> bytes:
+    raw = _read(p, offset, length)
     try:
         index, _ = thrift.decode_struct(fmt.OffsetIndex, raw)
     except thrift.ThriftError as exc:
@@ -202,14 +206,14 @@ def _shifted_offset_index(p: _Piece, cc: fmt.ColumnChunk, shift: int) -> bytes:
     return thrift.encode_struct(index._replace(page_locations=pages))
 
 
-def _bloom_bytes(p: _Piece, md: fmt.ColumnMetaData) -> bytes:
-    """A bloom filter's header and bitset; its length from the metadata, or from its header when the writer
-    did not record one."""
-    if md.bloom_filter_length:
-        return _read(p, md.bloom_filter_offset, md.bloom_filter_length)
-    probe = p.source.read_at(_BLOOM_HEADER_PROBE, md.bloom_filter_offset)
+def _bloom_bytes(p: _Piece, offset: int, length: int | None) -> bytes:
+    """A bloom filter's header and bitset (at `offset`); its `length` from the metadata, or from its header
+    when the writer did not record one."""
+    if length:
+        return _read(p, offset, length)
+    probe = p.source.read_at(_BLOOM_HEADER_PROBE, offset)
     try:
         header, used = thrift.decode_struct(fmt.BloomFilterHeader, probe)
     except thrift.ThriftError as exc:
         raise StitchError(f"{p.name}: cannot decode a bloom filter header: {exc}") from exc
-    return _read(p, md.bloom_filter_offset, used + (header.num_bytes or 0))
+    return _read(p, offset, used + (header.num_bytes or 0))

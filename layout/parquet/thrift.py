@@ -19,7 +19,8 @@ from __future__ import annotations
 import enum
 import functools
 import struct
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy
 
@@ -394,7 +395,8 @@ def _skip_list_body(b: bytes, p: int, n: int, et: int, d: int) -> int:
 def _gen_struct(cls: type) -> str:
     name = cls.__name__
     fields = fmt.THRIFT_FIELDS[cls]
-    assert tuple(f[1] for f in fields) == cls._fields, name  # table and class must agree
+    # table and class must agree (every THRIFT_FIELDS key is a NamedTuple)
+    assert tuple(f[1] for f in fields) == cls._fields, name  # type: ignore[attr-defined]
     lines = [f"def _r_{name}(b, p, d):",
              f"    if d > {MAX_DEPTH}: raise ThriftError('Thrift structures nested deeper than {MAX_DEPTH} levels')",
              "    d += 1",
@@ -427,10 +429,12 @@ def _build() -> dict[str, Any]:
 
 _NS = _build()
 GENERATED_SOURCE: str = _NS["__source__"]
-_READERS = {cls: _NS[f"_r_{cls.__name__}"] for cls in fmt.THRIFT_FIELDS}
+_READERS: dict[type, Callable[[bytes, int, int], tuple[Any, int]]] = {
+    cls: _NS[f"_r_{cls.__name__}"] for cls in fmt.THRIFT_FIELDS}
+_S = TypeVar("_S")
 
 
-def decode_struct(cls: type, data: bytes, pos: int = 0) -> tuple[Any, int]:
+def decode_struct(cls: type[_S], data: bytes, pos: int = 0) -> tuple[_S, int]:
     """Decode one `cls` struct from `data` at `pos`; return (object, end position). Raises ThriftError."""
     if not isinstance(data, bytes):
         data = bytes(data)

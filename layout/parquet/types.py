@@ -56,6 +56,7 @@ class DatetimeNs(dt.datetime):
     """A datetime with `nanosecond` (0-999) beyond `microsecond`; built by `from_ns`."""
 
     __slots__ = ("nanosecond",)
+    nanosecond: int
 
     def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
         base = super().isoformat(sep, "microseconds")
@@ -69,6 +70,7 @@ class TimeNs(dt.time):
     """A time with `nanosecond` (0-999) beyond `microsecond`."""
 
     __slots__ = ("nanosecond",)
+    nanosecond: int
 
     def isoformat(self, timespec: str = "auto") -> str:
         base = super().isoformat("microseconds")
@@ -135,9 +137,11 @@ def _unit_of(tu: Any) -> str | None:
 
 
 _STRINGY = {ConvertedType.UTF8, ConvertedType.ENUM, ConvertedType.JSON}
-_SIGNED_CT = {ConvertedType.INT_8: 8, ConvertedType.INT_16: 16, ConvertedType.INT_32: 32, ConvertedType.INT_64: 64}
-_UNSIGNED_CT = {ConvertedType.UINT_8: 8, ConvertedType.UINT_16: 16, ConvertedType.UINT_32: 32,
-                ConvertedType.UINT_64: 64}
+# Keyed by int: a converted type newer than this spec stays a plain int (IntEnum members hash as their ints).
+_SIGNED_CT: dict[int, int] = {ConvertedType.INT_8: 8, ConvertedType.INT_16: 16, ConvertedType.INT_32: 32,
+                              ConvertedType.INT_64: 64}
+_UNSIGNED_CT: dict[int, int] = {ConvertedType.UINT_8: 8, ConvertedType.UINT_16: 16, ConvertedType.UINT_32: 32,
+                                ConvertedType.UINT_64: 64}
 _UNDEFINED_CT = {ConvertedType.MAP, ConvertedType.MAP_KEY_VALUE, ConvertedType.LIST, ConvertedType.INTERVAL}
 
 
@@ -193,11 +197,12 @@ def _classify(el: SchemaElement) -> tuple[str, dict[str, Any]]:
             return "int", {"signed": False, "bits": _UNSIGNED_CT[ct]}
         if ct in _UNDEFINED_CT or not isinstance(ct, ConvertedType):
             return "undefined", {}
+    # `pt` is a leaf's type, which the schema's reader checked is a PhysicalType.
     return {
         PhysicalType.BOOLEAN: "bool", PhysicalType.INT32: "int", PhysicalType.INT64: "int",
         PhysicalType.INT96: "int96", PhysicalType.FLOAT: "float", PhysicalType.DOUBLE: "double",
         PhysicalType.BYTE_ARRAY: "binary", PhysicalType.FIXED_LEN_BYTE_ARRAY: "binary",
-    }[pt], {"signed": True, "bits": 32 if pt == PhysicalType.INT32 else 64}
+    }[pt], {"signed": True, "bits": 32 if pt == PhysicalType.INT32 else 64}  # type: ignore[index]
 
 
 _FLOAT_KINDS = {"float", "double", "float16"}
@@ -231,7 +236,9 @@ class ColumnType:
                     name: str | None = None) -> ColumnType:
         kind, info = _classify(element)
         ct = cls(
-            physical_type=PhysicalType(element.type), type_length=element.type_length,
+            # A leaf's type, which the schema's reader checked (a group's None raises ValueError here).
+            physical_type=PhysicalType(element.type),  # type: ignore[arg-type]
+            type_length=element.type_length,
             converted_type=element.converted_type, logical_type=element.logical_type,
             scale=info.get("scale", element.scale), precision=info.get("precision", element.precision),
             column_order=column_order, name=name if name is not None else (element.name or ""),
@@ -303,7 +310,8 @@ class ColumnType:
             def fl(raw: bytes) -> float:
                 if len(raw) != size:
                     raise ValueError(f"expected {size} bytes for {self.logical_name}, got {len(raw)}")
-                return struct.unpack(fmt_, raw)[0]
+                value: float = struct.unpack(fmt_, raw)[0]
+                return value
             return fl, fl
         if k == "int96":
             def ns96(raw: bytes) -> int:
@@ -336,10 +344,13 @@ class ColumnType:
                     except OverflowError:
                         return v
                 return date, num
+            unit = self.unit
             if k == "time":
-                return (lambda raw: _time_from_units(num(raw), self.unit)), num
+                assert unit is not None  # _classify gives kinds time and timestamp a unit
+                return (lambda raw: _time_from_units(num(raw), unit)), num
             if k == "timestamp":
-                return (lambda raw: _datetime_from_units(num(raw), self.unit, self.utc)), num
+                assert unit is not None
+                return (lambda raw: _datetime_from_units(num(raw), unit, self.utc)), num
             return num, num
         # BYTE_ARRAY / FIXED_LEN_BYTE_ARRAY
         flba = pt == PhysicalType.FIXED_LEN_BYTE_ARRAY
@@ -433,8 +444,10 @@ class ColumnType:
         if k == "date" and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
             return (value - _EPOCH_DATE).days
         if k == "time" and isinstance(value, dt.time):
+            assert self.unit is not None  # _classify gives kinds time and timestamp a unit
             return _units_from_time(value, self.unit)
         if k == "timestamp" and isinstance(value, dt.datetime):
+            assert self.unit is not None
             return _units_from_datetime(value, self.unit)
         if isinstance(value, int) and not isinstance(value, bool):
             return value  # raw units / plain integers
@@ -454,7 +467,7 @@ class ColumnType:
     def _decimal_bytes(self, value: Any) -> bytes:
         if isinstance(value, bool) or not isinstance(value, (Decimal, int, str)):
             raise self._unfit(value)
-        f = Fraction(Decimal(value)) * 10 ** (self.scale or 0)
+        f: Fraction = Fraction(Decimal(value)) * 10 ** (self.scale or 0)
         if f.denominator != 1:
             raise self._unfit(value, f"more than {self.scale} decimal places")
         u = f.numerator

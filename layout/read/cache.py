@@ -155,7 +155,7 @@ class _File:
         self.items: dict[Hashable, tuple[Any, int]] = {}
 
 
-class _Store(TTLCache):
+class _Store(TTLCache[_Ident, tuple[Any, int]]):
     """The items, `(fs_id, path, item) -> (value, size)`, and the files they belong to (`files`).
 
     cachetools keeps the LRU order, the expiry and the byte bound. What it drops on its own is counted in
@@ -223,6 +223,7 @@ class MetadataCache:
         self._max_entry = min(self._config.max_entry_bytes, self._config.max_total_bytes)
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._load_seconds = 0.0  # beside the counts: a Counter holds ints
         self._store = _Store(self._config, clock, self._counts)
         self._inflight: dict[tuple[str, FileKey, Hashable], _Flight] = {}
         # Bumped by invalidate/clear, so a load that started before one is returned but not stored.
@@ -264,7 +265,8 @@ class MetadataCache:
             with self._lock:
                 entry = self._lookup_locked(fs_id, key, item)
                 if entry is not None:
-                    return entry[0]
+                    cached: V = entry[0]
+                    return cached
                 flight = self._inflight.get(flight_key)
                 if flight is None:
                     flight = self._inflight[flight_key] = _Flight()
@@ -273,7 +275,8 @@ class MetadataCache:
                 self._counts["coalesced"] += 1
             flight.done.wait()
             if flight.ok:
-                return flight.value
+                shared: V = flight.value
+                return shared
             # The leader's load failed: look again, and load ourselves if still missing.
         try:
             value, size = self._run_load(load)
@@ -310,10 +313,10 @@ class MetadataCache:
             counts = self._counts
             return CacheStats(
                 hits=counts["hits"], misses=counts["misses"], loads=counts["loads"],
-                coalesced=counts["coalesced"], load_seconds=float(counts["load_seconds"]),
+                coalesced=counts["coalesced"], load_seconds=self._load_seconds,
                 evictions=counts["evictions"], expirations=counts["expirations"],
                 invalidations=counts["invalidations"], rejected=counts["rejected"],
-                bytes=self._store.currsize, entries=len(self._store),
+                bytes=int(self._store.currsize), entries=len(self._store),
             )
 
     # -- internals; every *_locked method runs with self._lock held ---------------------------------
@@ -326,7 +329,7 @@ class MetadataCache:
             elapsed = time.perf_counter() - started
             with self._lock:
                 self._counts["loads"] += 1
-                self._counts["load_seconds"] += elapsed
+                self._load_seconds += elapsed
         _check_size(size)
         return value, size
 
@@ -408,7 +411,7 @@ def file_key(filesystem: FileSystem, path: str) -> FileKey:
 
 def filesystem_id(filesystem: FileSystem) -> str:
     """A string naming the namespace `filesystem`'s paths live in: `local`, `s3:<region>@<endpoint>`, ..."""
-    name = filesystem.type_name
+    name: str = filesystem.type_name
     if name == "local":
         return "local"
     if name == "subtree":

@@ -79,7 +79,8 @@ class _Desc:
         self.value = value
 
     def __lt__(self, other: _Desc) -> bool:
-        return other.value < self.value
+        less: bool = other.value < self.value
+        return less
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Desc) and other.value == self.value

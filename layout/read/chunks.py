@@ -14,12 +14,13 @@ import functools
 from array import array
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from layout.errors import UsageError
 from layout.parquet import ColumnType, ParquetFile, PhysicalType
+from layout.parquet.format import chunk_metadata
 from layout.read.pages import (
     LazyKeys,
     PageBounds,
@@ -30,6 +31,8 @@ from layout.read.pages import (
 from layout.read.selection import RowSelection
 
 __all__ = ["ChunkPages", "ChunkStructures", "chunk_pages", "chunk_search_index", "is_float"]
+
+_T = TypeVar("_T")
 
 
 def is_float(ct: ColumnType) -> bool:
@@ -103,10 +106,10 @@ class ChunkPages:
             RowSelection.from_pages(list(first_rows), num_rows, ())  # raises, naming what is wrong
         ends = np.append(starts[1:], num_rows)
         filled = ends > starts  # pages that hold rows
-        filled_before = np.concatenate(([0], np.cumsum(filled)))
-        bytes_before = np.concatenate(([0], np.cumsum(np.asarray(sizes, dtype=np.int64) * filled)))
+        filled_counts = np.concatenate(([0], np.cumsum(filled)))
+        byte_counts = np.concatenate(([0], np.cumsum(np.asarray(sizes, dtype=np.int64) * filled)))
         # Kept as arrays of Python ints: bisect and indexing then hand out plain ints, not numpy scalars.
-        first, filled_before, bytes_before = (_int_array(a) for a in (starts, filled_before, bytes_before))
+        first, filled_before, bytes_before = (_int_array(a) for a in (starts, filled_counts, byte_counts))
         nbytes = sum(map(values_size, (first, filled_before, bytes_before)))
         return cls(num_rows, first, filled_before, bytes_before, dictionary_bytes, nbytes)
 
@@ -160,7 +163,7 @@ class ChunkPages:
         return pages, nbytes + self.dictionary_bytes
 
 
-def _int_array(values: np.ndarray) -> array:
+def _int_array(values: np.ndarray) -> array[int]:
     out = array("q")
     out.frombytes(values.astype("=i8", copy=False).tobytes())
     return out
@@ -173,7 +176,7 @@ def chunk_pages(pf: ParquetFile, rg: int, col: int) -> ChunkPages | None:
     oi = pf.offset_index(rg, column.index)
     if oi is None or not oi.page_locations or column.max_repetition_level > 0:
         return None
-    md = pf.row_groups[rg].columns[column.index].meta_data
+    md = chunk_metadata(pf.row_groups[rg].columns[column.index])
     locations = oi.page_locations
     dictionary = 0
     if md.dictionary_page_offset is not None and md.dictionary_page_offset < locations[0].offset:
@@ -197,12 +200,14 @@ class ChunkStructures:
     def pages(self, rg: int, col: int) -> ChunkPages | None:
         return self._get(("chunk_pages", rg, col), lambda: chunk_pages(self.pf, rg, col))
 
-    def _get(self, item: Hashable, build: Callable[[], Any]) -> Any:
+    def _get(self, item: Hashable, build: Callable[[], _T]) -> _T:
         try:
-            return self._memo[item]
+            memo: _T = self._memo[item]
+            return memo
         except KeyError:
             pass
-        value = self._memo[item] = self._load(item, build)
+        value: _T = self._load(item, build)
+        self._memo[item] = value
         return value
 
     def _load(self, item: Hashable, build: Callable[[], Any]) -> Any:

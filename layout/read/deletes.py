@@ -115,6 +115,7 @@ class DeleteIndex:
         self._path: dict[str, _BySequence] = {}
         for d in self.deletes:
             if d.file_scoped:
+                assert d.path_lo is not None  # file-scoped: its one path
                 bucket = self._path.setdefault(d.path_lo, _BySequence())
             elif d.is_global:
                 bucket = self._global

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,7 +169,11 @@ def _render_chunk(chunk: ChunkLayout) -> Iterator[str]:
         return
     yield f"    boundary order: {chunk.boundary_order}  {bloom}"
     ci, oi = chunk.column_index, chunk.offset_index
-    n = len(oi.page_locations) if oi else len(ci.null_pages)
+    if oi:
+        n = len(oi.page_locations)
+    else:
+        assert ci is not None  # both absent: returned above
+        n = len(ci.null_pages)
     rows = [("page", "null count", "min", "max", "offset", "compressed size", "first row index")]
     for i in range(n):
         loc = oi.page_locations[i] if oi and i < len(oi.page_locations) else None
@@ -229,7 +234,7 @@ def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
     yield from _table(rows)
 
 
-def _table(rows: list[tuple[str, ...]], right: set[int] = frozenset()) -> Iterator[str]:
+def _table(rows: Sequence[tuple[str, ...]], right: AbstractSet[int] = frozenset()) -> Iterator[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]

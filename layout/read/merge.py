@@ -157,13 +157,15 @@ class MergeResult:
             self._check_schema(i, batch)
             if batch.num_rows == 0:
                 continue
-            keys = self._spec.normalize(batch, i, self._offset[i])
+            spec = self._spec
+            assert spec is not None  # set by the first batch's _check_schema
+            keys = spec.normalize(batch, i, self._offset[i])
             get = keys.item if type(keys) is np.ndarray else keys.__getitem__
             n = batch.num_rows
             first, last = get(0), self._last[i]
             if last is not None and first < last:
                 raise InputError(
-                    f"stream {i} is not sorted by {self._key} ({self._spec.order}): row {self._offset[i]} "
+                    f"stream {i} is not sorted by {self._key} ({spec.order}): row {self._offset[i]} "
                     f"has key {display(batch, self._key, 0)!r} after row {self._offset[i] - 1}'s key "
                     f"{self._last_display[i]!r}"
                 )
@@ -307,7 +309,8 @@ class MergeResult:
             if last < frontier:  # ties: the earlier stream stays first
                 f, frontier = i, last
         comps = len(active) - 1
-        batches, arrays = [], []
+        batches: list[pa.RecordBatch] = []
+        arrays: list[Any] = []  # each batch's int64 keys, or None where the keys are not int64
         for i in active:
             p = pos[i]
             if i == f:
@@ -334,6 +337,7 @@ class MergeResult:
             rows = pa.concat_batches(batches).take(order)
         else:
             rows = pa.concat_batches(batches)
+            assert self._spec is not None  # set by the first batch
             sort_keys = [(c, self._spec.direction, "at_end") for c in self._key]
             rows = rows.take(pc.sort_indices(rows.select(self._key), sort_keys=sort_keys))
         if rows.schema != self._schema:
@@ -372,7 +376,7 @@ class MergeResult:
     def _group_starts(self, chunk: pa.RecordBatch) -> np.ndarray:
         """Row numbers where a new key starts (row 0 always does)."""
         n = chunk.num_rows
-        same = None
+        same: Any = None
         for name in self._key:
             arr = chunk.column(name)
             a, b = arr.slice(0, n - 1), arr.slice(1)

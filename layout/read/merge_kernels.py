@@ -99,7 +99,7 @@ class _Desc:
 
 def is_int_like(t: pa.DataType) -> bool:
     # uint64 does not fit int64; it takes the generic path (Python ints from to_pylist).
-    return (
+    return bool(
         (pa.types.is_integer(t) and t != pa.uint64())
         or pa.types.is_boolean(t)
         or pa.types.is_temporal(t)  # date, time, timestamp, duration
@@ -131,7 +131,8 @@ def int_numpy(arr: pa.Array) -> np.ndarray:
         arr = arr.view(pa.int32() if t.bit_width == 32 else pa.int64())
     if arr.null_count:
         arr = arr.fill_null(0)
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    values: np.ndarray = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return values
 
 
 def display(batch: pa.RecordBatch, columns: Sequence[str], row: int) -> Any:
@@ -155,7 +156,7 @@ class LazyKeys:
         self._desc = spec.descending
         self._valid = len(arr) - arr.null_count
         self._budget = max(64, len(arr) >> 4)
-        self._values: list | None = None
+        self._values: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self._arr)
@@ -257,17 +258,17 @@ class KeySpec:
         first = pc.index(bad, True).as_py()
         return None if first < 0 else first + 1
 
-    def column_values(self, arr: pa.Array) -> list:
+    def column_values(self, arr: pa.Array) -> list[Any]:
         """One column's normalized keys as a list of Python values."""
         if is_int_like(arr.type):
-            values = int_numpy(arr)
-            keys = (~values if self.descending else values).tolist()
+            ints = int_numpy(arr)
+            keys: list[Any] = (~ints if self.descending else ints).tolist()
             if arr.null_count:
                 mask = arr.is_null().to_numpy(zero_copy_only=False)
                 for i in np.flatnonzero(mask).tolist():
                     keys[i] = INT_NULL
             return keys
-        values = arr.to_pylist()
+        values: list[Any] = arr.to_pylist()
         if self.descending:
             return [NULL if v is None else _Desc(v) for v in values]
         if arr.null_count:

@@ -79,7 +79,7 @@ class PageBounds:
                        maxs=maxs.view() if isinstance(maxs, LazyKeys) else maxs)
 
 
-class LazyKeys(Sequence):
+class LazyKeys(Sequence[Any]):
     """Order keys of column-index bounds, decoded on access by `decode` (None for null pages); a binary
     search touches only log n of them. Decoded keys are memoized per object: share the raw bounds across
     searches through `view()`, which starts an empty memo over the same raw values in O(1)."""
@@ -183,7 +183,7 @@ class AscendingSearch(PageSearch):
         end = self._first(lambda i: interval.above_hi(b.mins[pages[i]]), lo=start)
         return pages[start:end]
 
-    def _first(self, pred, lo: int = 0) -> int:
+    def _first(self, pred: Callable[[int], bool], lo: int = 0) -> int:
         """Smallest index in [lo, len) where the monotone predicate holds (len when none)."""
         hi = len(self._pages)
         while lo < hi:

@@ -36,9 +36,9 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from layout.catalog import load_table
 from layout.errors import UsageError
@@ -48,6 +48,7 @@ from layout.expr.predicate import columns as expr_columns
 from layout.expr.sql import parse_where
 from layout.io import list_parquet_files, resolve, table_identifier
 from layout.parquet import ColumnType, ParquetFile
+from layout.parquet.format import chunk_metadata
 from layout.read.cache import FileKey, MetadataCache, default_cache, file_key, filesystem_id
 from layout.read.chunks import ChunkPages, ChunkStructures, chunk_pages
 from layout.read.iceberg import (
@@ -89,7 +90,7 @@ def plan(
     where: str | Expr | None = None,
     columns: Sequence[str] | None = None,
     *,
-    cache: MetadataCache | None | bool = None,
+    cache: MetadataCache | Literal[False] | None = None,
     snapshot_id: int | None = None,
     exact_totals: bool = False,
 ) -> Plan:
@@ -195,10 +196,11 @@ class _Scope:
         rest = self.unkept
         if rest is None or rest.files == 0:  # every file was opened: all counts from footers
             return PlanCounts(**tally)
-        return PlanCounts(**{
-            **tally, "files_total": tally["files_total"] + rest.files, "rows_total": tally["rows_total"] + rest.rows,
-            "bytes_total": tally["bytes_total"] + rest.bytes, "row_groups_total": None, "pages_total": None,
-        })
+        return replace(
+            PlanCounts(**tally), files_total=tally["files_total"] + rest.files,
+            rows_total=tally["rows_total"] + rest.rows, bytes_total=tally["bytes_total"] + rest.bytes,
+            row_groups_total=None, pages_total=None,
+        )
 
 
 def _scope(source: str, expr: Expr, cache: MetadataCache | None, snapshot_id: int | None,
@@ -237,11 +239,12 @@ def _scope(source: str, expr: Expr, cache: MetadataCache | None, snapshot_id: in
                  source, expr, first.pf.path)
         scan = snapshot_scan(table, bound, cache, snapshot)
     kept = set(scan.kept)
+    chosen: list[tuple[_Entry, bool | None]]
     if exact_totals:
-        entries = [(_iceberg_entry(scan.files, i), i in kept) for i in range(len(scan.files))]
+        chosen = [(_iceberg_entry(scan.files, i), i in kept) for i in range(len(scan.files))]
     else:
-        entries = [(_iceberg_entry(scan.files, i), True) for i in scan.kept]
-    return _Scope(entries, first, bound, scan, table)
+        chosen = [(_iceberg_entry(scan.files, i), True) for i in scan.kept]
+    return _Scope(chosen, first, bound, scan, table)
 
 
 def _iceberg_entry(files: Sequence[IcebergFile], index: int) -> _Entry:
@@ -296,7 +299,8 @@ class _FileFacts:
         except KeyError:
             pass
         groups = self.pf.row_groups
-        return sum(groups[rg].columns[c].meta_data.total_compressed_size for rg in range(len(groups)) for c in cols)
+        return sum(chunk_metadata(groups[rg].columns[c]).total_compressed_size
+                   for rg in range(len(groups)) for c in cols)
 
     def file_stats(self, present: tuple[tuple[str, int], ...]) -> dict[str, ColumnStats | None]:
         """Each predicate column's bounds over the whole file (its row groups' merged)."""
@@ -331,7 +335,7 @@ class _FileFacts:
             pass
         oi = self.pf.offset_index(rg, col)
         pages = len(oi.page_locations) if oi is not None and oi.page_locations else 1
-        value = (pages, self.pf.row_groups[rg].columns[col].meta_data.total_compressed_size)
+        value = (pages, chunk_metadata(self.pf.row_groups[rg].columns[col]).total_compressed_size)
         self._totals[rg, col] = value
         return value
 
@@ -471,10 +475,11 @@ def _read_ahead(facts: _FileFacts, cols: tuple[int, ...], present: tuple[tuple[s
 
 
 def _merge(stats: list[ColumnStats | None]) -> ColumnStats | None:
-    if not stats or any(s is None for s in stats):
+    present = [s for s in stats if s is not None]
+    if not stats or len(present) < len(stats):
         return None
-    out = stats[0]
-    for s in stats[1:]:
+    out = present[0]
+    for s in present[1:]:
         out = out.merge(s)
     return out
 
@@ -487,7 +492,7 @@ def selected_pages(pf: ParquetFile, rg: int, col: int, selection: RowSelection) 
 def _fetched(pages: ChunkPages | None, pf: ParquetFile, rg: int, col: int,
              selection: RowSelection) -> tuple[int, int]:
     if pages is None:  # no offset index, or a repeated column: the whole chunk as one page
-        return 1, pf.row_groups[rg].columns[col].meta_data.total_compressed_size
+        return 1, chunk_metadata(pf.row_groups[rg].columns[col]).total_compressed_size
     return pages.fetched(selection)
 
 
@@ -496,7 +501,7 @@ def needed_columns(plan: Plan, pf: ParquetFile) -> list[str]:
     return [n for n in _needed(expr_columns(plan.predicate), plan.columns, pf) if pf.has_column(n)]
 
 
-def _needed(predicate_columns, projected: Sequence[str] | None, pf: ParquetFile) -> list[str]:
+def _needed(predicate_columns: Iterable[str], projected: Sequence[str] | None, pf: ParquetFile) -> list[str]:
     return sorted(set(predicate_columns) | set(projected if projected is not None else (c.name for c in pf.columns)))
 
 

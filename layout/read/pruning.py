@@ -198,8 +198,10 @@ class StatsEvaluator(PredicateVisitor[Truth]):
         result = self._interval(column, None if key is None else Interval.point(key))
         s = self.stats.get(column)
         # min == max proves every value equal only when neither bound was truncated.
-        if result is Truth.ALL and not s.exact_constant:
-            return Truth.SOME
+        if result is Truth.ALL:
+            assert s is not None  # ALL comes from the column's stats
+            if not s.exact_constant:
+                return Truth.SOME
         return result
 
     def visit_not_eq(self, column: str, literal: Any) -> Truth:
@@ -321,7 +323,7 @@ class BloomEvaluator(StatsEvaluator):
         super().__init__({})
         self.filters = filters
 
-    def _some(self, *_: Any) -> Truth:
+    def _some(self, *_: Any, **__: Any) -> Truth:
         return Truth.SOME
 
     visit_not_eq = visit_lt = visit_lt_eq = visit_gt = visit_gt_eq = visit_not_in = _some
@@ -386,7 +388,7 @@ class PageSelector(PredicateVisitor[RowSelection]):
             col = self.pf.column(column).index
             index = self.chunks.search_index(self.rg, col)
             pages = self.chunks.pages(self.rg, col) if index is not None else None
-            self._searches[column] = None if pages is None else (index.search(), pages)
+            self._searches[column] = None if index is None or pages is None else (index.search(), pages)
         return self._searches[column]
 
     def _pages(self, column: str, choose: Callable[[PageSearch, ColumnType], Sequence[int] | None]) -> RowSelection:

@@ -9,7 +9,7 @@ row order. I/O is per column chunk: pyarrow cannot decode a subset of a chunk's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,7 @@ from layout.expr.bind import to_arrow_filter
 from layout.expr.predicate import columns as expr_columns
 from layout.io import data_files
 from layout.read.chains import sorted_chains
-from layout.read.merge import merge_sorted
+from layout.read.merge import MergeFunction, MergeResult, merge_sorted
 from layout.read.plan_values import FilePlan, Plan, RowGroupPlan
 from layout.read.selection import RowSelection
 
@@ -47,7 +47,9 @@ def read_batches(plan: Plan) -> Iterator[pa.RecordBatch]:
             yield from table.to_batches()
 
 
-def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False, batch_size=65_536):
+def read_sorted(plan: Plan, key: str | Sequence[str], *, merge: MergeFunction | None = None,
+                sequence: str | None = None, descending: bool = False,
+                batch_size: int = 65_536) -> MergeResult:
     """The matching rows in key order, through the loser-tree merge: one stream per chain of files that
     follow each other in the first key (`layout.read.chains`: a sorted run's files are one stream, so a
     partition of a few runs merges a few streams), each file read when the merge reaches it."""
@@ -62,7 +64,7 @@ def read_sorted(plan: Plan, key, *, merge=None, sequence=None, descending=False,
                              f"columns={[*plan.columns, *missing]}")
     fmt = _format()
 
-    def stream(chain):
+    def stream(chain: list[FilePlan]) -> Iterator[pa.RecordBatch]:
         for file in chain:
             table = _read_file(plan, file, fmt)
             if table is not None:
@@ -145,7 +147,8 @@ def _read_file(plan: Plan, file: FilePlan, fmt: ds.ParquetFileFormat) -> pa.Tabl
         return None
     rest = [c for c in projected if c not in filter_columns]
     if not rest:
-        return first.take(pa.array(positions)).select(projected)
+        # `first` is None here only for an empty projection without a predicate (AttributeError: reported).
+        return first.take(pa.array(positions)).select(projected)  # type: ignore[union-attr]
     # Late materialization: the other columns only for row groups that still have rows.
     starts = np.cumsum([0] + [rg.num_rows for rg in file.row_groups])
     owner = np.searchsorted(starts, positions, side="right") - 1

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +201,7 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
                     batch = batch.append_column(_POSITION, pa.array(range(position, position + batch.num_rows),
                                                                     pa.int64()))
                     position += batch.num_rows
+                parts: Iterable[tuple[str, pa.RecordBatch]]
                 if row["spec_id"] == current_spec_id:
                     parts = [(row["partition"], batch)]
                 else:  # written under an older spec: the current spec's values, row by row

@@ -38,7 +38,7 @@ import pyarrow as pa
 from layout.compaction.plan import SortKeyModel
 from layout.io import resolve
 from layout.parquet import ParquetFile, PhysicalType
-from layout.parquet.format import BoundaryOrder
+from layout.parquet.format import BoundaryOrder, chunk_metadata
 
 __all__ = ["KeyPages", "Slice", "SliceRead", "bytes_read", "key_pages", "mergeable_keys", "plan_slices"]
 
@@ -93,8 +93,8 @@ def mergeable_keys(keys: Sequence[SortKeyModel], arrow_types: Sequence[pa.DataTy
 
 
 def _int_like(t: pa.DataType) -> bool:
-    return (pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
-            or pa.types.is_time(t) or pa.types.is_boolean(t))
+    return bool(pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
+                or pa.types.is_time(t) or pa.types.is_boolean(t))
 
 
 def key_pages(path: str, size: int | None, keys: Sequence[str]) -> KeyPages:
@@ -103,7 +103,8 @@ def key_pages(path: str, size: int | None, keys: Sequence[str]) -> KeyPages:
     pf = ParquetFile.open(inner, filesystem, size=size)
     first = keys[0]
     group_rows = tuple(rg.num_rows for rg in pf.row_groups)
-    group_bytes = tuple(sum(c.meta_data.total_compressed_size for c in rg.columns) for rg in pf.row_groups)
+    group_bytes = tuple(sum(chunk_metadata(c).total_compressed_size for c in rg.columns)
+                        for rg in pf.row_groups)
 
     def refused(why: str) -> KeyPages:
         return KeyPages(path=path, rows=pf.num_rows, group_rows=group_rows, group_bytes=group_bytes, unsorted=why)
@@ -128,7 +129,9 @@ def key_pages(path: str, size: int | None, keys: Sequence[str]) -> KeyPages:
             return refused(f"row group {rg} of {first} has no column index or offset index")
         count = len(index.null_pages)
         if count - sum(index.null_pages) > 1 and index.boundary_order != BoundaryOrder.ASCENDING:
-            return refused(f"row group {rg} of {first} is {index.boundary_order.name}, not ASCENDING")
+            # An order newer than this spec is a plain int, without a name: AttributeError (left as it was).
+            order = index.boundary_order.name  # type: ignore[attr-defined]
+            return refused(f"row group {rg} of {first} is {order}, not ASCENDING")
         starts = [loc.first_row_index for loc in offsets.page_locations] + [rows]
         counts = index.null_counts
         stats = pf.statistics(rg, first)

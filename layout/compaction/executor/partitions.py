@@ -20,13 +20,14 @@ import hashlib
 import json
 import operator
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.conversions import from_bytes, to_bytes
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType
 
 if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionSpec
@@ -47,7 +48,8 @@ def encode(values: Sequence[Any] | Record, spec: PartitionSpec, schema: Schema) 
     out = []
     for i, field in enumerate(fields):
         value = values[i]
-        out.append(None if value is None else to_bytes(field.field_type, value).hex())
+        # A partition field's type (a transform's result) is a primitive type.
+        out.append(None if value is None else to_bytes(cast(PrimitiveType, field.field_type), value).hex())
     return json.dumps(out, separators=(",", ":"))
 
 
@@ -58,7 +60,9 @@ def decode(key: str, spec: PartitionSpec, schema: Schema) -> Record:
     fields = spec.partition_type(schema).fields
     if len(raw) != len(fields):
         raise ValueError(f"partition key {key} has {len(raw)} value(s); the spec {spec.spec_id} has {len(fields)} field(s)")
-    return Record(*[None if v is None else from_bytes(f.field_type, bytes.fromhex(v)) for f, v in zip(fields, raw, strict=True)])
+    types = [cast(PrimitiveType, f.field_type) for f in fields]  # primitive, as in `encode`
+    return Record(*[None if v is None else from_bytes(t, bytes.fromhex(v))
+                    for t, v in zip(types, raw, strict=True)])
 
 
 def key_dir(key: str) -> str:

@@ -128,7 +128,8 @@ def plan_slots(parts: Mapping[tuple[int, str], tuple[int, float]], *, piece_byte
     budget = min(pack_bytes, total / (2 * max(1, parallelism))) if pack else 0
     # Packed in the order file 0 of every partition, then file 1...: neighbours are of different partitions.
     placed: dict[int, tuple[int, int]] = {}  # index in `laid` -> (task, position)
-    task, used, held = -1, 0.0, set()
+    task, used = -1, 0.0
+    held: set[tuple[int, str]] = set()
     for i in sorted(range(len(laid)), key=lambda i: (laid[i][2], laid[i][3], i)):
         gid, part, _, _, size, _ = laid[i]
         if task < 0 or not pack or (gid, part) in held or used + size > budget:

@@ -11,7 +11,7 @@ output file, first stitching it from its pieces when several tasks wrote it (`la
 
 from __future__ import annotations
 
-from pyarrow.fs import FileType, LocalFileSystem
+from pyarrow.fs import FileSystem, FileType, LocalFileSystem
 from pyiceberg import types as it
 from pyiceberg.schema import Schema
 
@@ -79,7 +79,7 @@ def finish_staged_file(pieces: list[str], ids: dict[tuple[str, ...], int]) -> in
     return int(bool(ids))
 
 
-def _drop_checksum(filesystem, path: str) -> None:
+def _drop_checksum(filesystem: FileSystem, path: str) -> None:
     """The checksum Hadoop's local file system keeps beside a file (`.<name>.crc`) no longer describes it."""
     if isinstance(filesystem, LocalFileSystem):
         directory, name = path.rsplit("/", 1)

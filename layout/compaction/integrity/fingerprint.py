@@ -274,7 +274,8 @@ def _long_lane(values: np.ndarray) -> np.ndarray:
 
 
 def _filled(arr: pa.Array, fill: Any) -> np.ndarray:
-    return (arr.fill_null(fill) if arr.null_count else arr).to_numpy(zero_copy_only=False)
+    values: np.ndarray = (arr.fill_null(fill) if arr.null_count else arr).to_numpy(zero_copy_only=False)
+    return values
 
 
 def _decimal_words(arr: pa.Array, words: int) -> np.ndarray:
@@ -289,7 +290,9 @@ def _decimal_unscaled_ints(arr: pa.Array) -> list[int]:
     t = arr.type
     if isinstance(t, (pa.Decimal32Type, pa.Decimal64Type)):
         dtype = "<i4" if isinstance(t, pa.Decimal32Type) else "<i8"
-        return np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + len(arr))[arr.offset :].tolist()
+        unscaled: list[int] = np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + len(arr))[
+            arr.offset :].tolist()
+        return unscaled
     words = 2 if isinstance(t, pa.Decimal128Type) else 4
     w = _decimal_words(arr, words)
     # Values of precision <= 38 fit in 128 bits: the low word and the (signed) second word.

@@ -327,7 +327,7 @@ def nan_tainted(metadata: Any, mapping: Mapping[str, int]) -> set[int]:
     return found
 
 
-def footer_statistics(metadata: Any, schema: Schema, properties: Mapping[str, str]) -> dict[str, Any]:
+def footer_statistics(metadata: Any, schema: Schema, properties: dict[str, str]) -> dict[str, Any]:
     """A Parquet footer as the Iceberg statistics of a DataFile, serialized: pyiceberg's own computation,
     without the bounds of columns whose footer holds NaN bounds (`nan_tainted`). The commit builds its
     DataFiles with this, and the proof compares the same figures."""

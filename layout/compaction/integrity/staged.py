@@ -29,6 +29,8 @@ from layout.manifest import StagedFile, StagedManifest
 from layout.settings import Recheck, settings
 
 if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile, ManifestEntry, ManifestFile
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
@@ -157,7 +159,7 @@ def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> N
                  "; ".join(f"{line} (in {n} group(s))" for line, n in sorted(unproven.items())))
 
 
-def live_inputs(table: Table, inputs: set[str]) -> dict:
+def live_inputs(table: Table, inputs: set[str]) -> dict[str, DataFile]:
     """The live DataFiles of the current snapshot among `inputs`, from the manifests (no scan planning)."""
     return ManifestScans(inputs, set()).live(table)
 
@@ -168,16 +170,16 @@ class ManifestScans:
 
     def __init__(self, inputs: set[str], planned_manifests: set[str]) -> None:
         self._inputs = inputs  # data file paths, as the manifests record them
-        self._seen: dict[str, tuple[list, list]] = {}
+        self._seen: dict[str, tuple[list[ManifestEntry], list[ManifestEntry]]] = {}
         self._planned = planned_manifests  # the manifests of the snapshot planned against
-        self._delete_entries: dict[str, list] = {}  # delete manifest -> its live entries
+        self._delete_entries: dict[str, list[ManifestEntry]] = {}  # delete manifest -> its live entries
         # Delete files the commit removes with the inputs (`delete_files.DeleteState.dangling`), set per attempt.
         self.removed: set[str] = set()
 
-    def is_new(self, manifest) -> bool:
+    def is_new(self, manifest: ManifestFile) -> bool:
         return manifest.manifest_path not in self._planned
 
-    def scan(self, manifest, io) -> tuple[list, list]:
+    def scan(self, manifest: ManifestFile, io: FileIO) -> tuple[list[ManifestEntry], list[ManifestEntry]]:
         """(entries of inputs, other live entries) of a data manifest; of a delete manifest, (entries of the
         delete files removed, other live entries), or ([], []) when it holds none of them."""
 
@@ -188,18 +190,19 @@ class ManifestScans:
             if key not in self._delete_entries:
                 self._delete_entries[key] = manifest.fetch_manifest_entry(io, discard_deleted=True)
             entries = self._delete_entries[key]
-            found = [e for e in entries if e.data_file.file_path in self.removed]
-            return found, [e for e in entries if e.data_file.file_path not in self.removed] if found else []
+            removed = [e for e in entries if e.data_file.file_path in self.removed]
+            others = [e for e in entries if e.data_file.file_path not in self.removed] if removed else []
+            return removed, others
         if key not in self._seen:
-            found: list = []
-            kept: list = []
+            found: list[ManifestEntry] = []
+            kept: list[ManifestEntry] = []
             if manifest.content == ManifestContent.DATA:
                 for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
                     (found if entry.data_file.file_path in self._inputs else kept).append(entry)
             self._seen[key] = (found, kept if found else [])
         return self._seen[key]
 
-    def live(self, table: Table) -> dict:
+    def live(self, table: Table) -> dict[str, DataFile]:
         """The inputs live in the table's current snapshot: path -> DataFile."""
         snapshot = table.current_snapshot()
         manifests = snapshot.manifests(table.io) if snapshot is not None else []

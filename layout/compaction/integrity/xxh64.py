@@ -32,7 +32,8 @@ def _fmix(h: np.ndarray) -> np.ndarray:
     h = h * _P2
     h = h ^ (h >> _U64(29))
     h = h * _P3
-    return h ^ (h >> _U64(32))
+    h = h ^ (h >> _U64(32))
+    return h
 
 
 def hash_int(values: np.ndarray, seeds: np.ndarray) -> np.ndarray:
@@ -90,7 +91,7 @@ def hash_binary(arr: pa.Array, seeds: np.ndarray) -> np.ndarray:
         rows = order[first:first + count]
         begin = int(starts[first])
         if size > _VECTOR_MAX:
-            view = memoryview(data)
+            view = memoryview(data)  # type: ignore[arg-type]  # numpy stubs: __buffer__ from 3.12
             out[rows] = hash_bytes([view[begin + i * size:begin + (i + 1) * size] for i in range(count)], seeds[rows])
         else:
             block = data[begin:begin + count * size].reshape(count, size)
@@ -103,7 +104,7 @@ def _words(block: np.ndarray, at: int, width: int) -> np.ndarray:
     return np.ascontiguousarray(block[:, at:at + width]).view(f"<u{width}")[:, 0].astype(_U64)
 
 
-def _round(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
+def _round(acc: np.ndarray | np.uint64, lane: np.ndarray) -> np.ndarray:
     return _rotl(acc + lane * _P2, 31) * _P1
 
 
