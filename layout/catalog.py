@@ -53,7 +53,8 @@ def load_catalog(name: str | None = None) -> Catalog:
 
     config = Config()
     name = name or config.get_default_catalog_name()
-    if config.get_catalog_config(name) is None:
+    catalog_config = config.get_catalog_config(name)
+    if catalog_config is None:
         known = ", ".join(config.get_known_catalogs()) or "none"
         raise ConfigError(
             f"no Iceberg catalog named {name!r} is configured (known: {known}); run `make demo` for the "
@@ -64,8 +65,9 @@ def load_catalog(name: str | None = None) -> Catalog:
     # catalogs cost about 0.2 s to import (one run).
     from pyiceberg.catalog import load_catalog as _load
 
-    # pyiceberg's own lookup uses the configuration it read once at import: pass the current one.
-    return _load(name, **config.get_catalog_config(name))
+    # pyiceberg's own lookup uses the configuration it read once at import: pass the current one (its values
+    # as pyiceberg reads them, nested ones too, though load_catalog's signature says str).
+    return _load(name, **catalog_config)  # type: ignore[arg-type]
 
 
 def load_table(identifier: str, catalog: str | None = None) -> Table:

@@ -33,7 +33,7 @@ caller got wrong raise ValueError or TypeError (the caller knows the spec key to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +52,7 @@ __all__ = [
     "zorder_index",
 ]
 
-Values = pa.Array | pa.ChunkedArray | np.ndarray
+Values: TypeAlias = pa.Array | pa.ChunkedArray | np.ndarray
 Nulls = Literal["first", "last"]
 
 # Strings and binary rank by this many leading bytes: enough to tell apart the quantiles of real keys
@@ -245,7 +245,8 @@ def _micros_or_number(array: pa.Array) -> np.ndarray:
     else:
         raise TypeError(f"cannot scale values of type {t} by min/max: use numbers, dates, timestamps or strings")
     filled = pc.fill_null(ints, 0) if ints.null_count else ints
-    return filled.to_numpy(zero_copy_only=False).astype(np.float64)
+    scaled: np.ndarray = filled.to_numpy(zero_copy_only=False).astype(np.float64)
+    return scaled
 
 
 def _bound(given: Any, t: pa.DataType, pick: Any, present: np.ndarray) -> float:

@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,9 @@ from pyiceberg.transforms import MonthTransform
 
 from layout.catalog import DEFAULT_CATALOG, load_catalog, write_sql_catalog_config
 from layout.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +111,7 @@ def build_demo(
     return _summary(table.refresh(), started, created=True)
 
 
-def _plain(field):
+def _plain(field: pa.Field) -> pa.Field:
     """Iceberg has no string_view: store tpchgen's views as plain strings."""
 
     if pa.types.is_string_view(field.type):
@@ -115,11 +119,13 @@ def _plain(field):
     return field
 
 
-def _summary(table, started: float, *, created: bool) -> DemoSummary:
+def _summary(table: Table, started: float, *, created: bool) -> DemoSummary:
     snapshot = table.current_snapshot()
     summary = snapshot.summary if snapshot else None
-    rows = int(summary["total-records"]) if summary and "total-records" in summary else 0
-    files = int(summary["total-data-files"]) if summary and "total-data-files" in summary else 0
+    records = summary["total-records"] if summary and "total-records" in summary else None
+    data_files = summary["total-data-files"] if summary and "total-data-files" in summary else None
+    rows = int(records) if records is not None else 0
+    files = int(data_files) if data_files is not None else 0
     return DemoSummary(
         table=DEMO_TABLE, rows=rows, data_files=files, snapshots=len(table.snapshots()),
         seconds=time.perf_counter() - started, created=created,

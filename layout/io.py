@@ -36,7 +36,8 @@ def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
             raise InputError(f"{text}: cannot open this location ({exc}); check the catalog's storage settings "
                              "(s3.endpoint, s3.region, credentials)") from exc
     try:
-        return fs.FileSystem.from_uri(text)
+        resolved: tuple[FileSystem, str] = fs.FileSystem.from_uri(text)
+        return resolved
     except Exception as exc:  # pyarrow raises several types for unsupported schemes
         raise InputError(f"{text}: cannot open this location ({exc})") from exc
 

@@ -37,6 +37,8 @@ from pyiceberg.utils.config import Config
 from layout.models import Frozen
 
 if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.facet_v2 import InputDatasetFacet, OutputDatasetFacet
     from pyiceberg.schema import Schema
 
 __all__ = ["SPARK_LISTENER", "Counts", "ParentJob", "RunLineage", "available", "configured", "dataset_namespace",
@@ -137,7 +139,7 @@ def configured() -> bool:
 
 
 @functools.cache
-def _client():
+def _client() -> OpenLineageClient | None:
     """The process's client, or None (no extra, no configuration): decided once."""
     if not available():
         log.debug("openlineage-python is not installed (the `lineage` extra): no lineage events")
@@ -175,9 +177,10 @@ def datasets(*, table: str, catalog: str | None, read: Counts | None = None, wri
         facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=[
             schema_dataset.SchemaDatasetFacetFields(name=f.name, type=str(f.field_type), description=f.doc)
             for f in schema.fields])
-    inputs = {} if read is None else {"inputStatistics": input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-        rowCount=read.rows, size=read.bytes, fileCount=read.files)}
-    outputs = {} if written is None else {
+    inputs: dict[str, InputDatasetFacet] = {} if read is None else {
+        "inputStatistics": input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=read.rows, size=read.bytes, fileCount=read.files)}
+    outputs: dict[str, OutputDatasetFacet] = {} if written is None else {
         "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
             rowCount=written.rows, size=written.bytes, fileCount=written.files)}
     return ([InputDataset(namespace=namespace, name=table, facets=facets, inputFacets=inputs)],

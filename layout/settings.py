@@ -32,7 +32,7 @@ __all__ = ["PREFIX", "Settings", "default_tables_dir", "settings", "variables"]
 PREFIX = "LAKESORT_"
 
 
-def _json_dict(value: object, like: str) -> dict:
+def _json_dict(value: object, like: str) -> dict[Any, Any]:
     if isinstance(value, str):
         try:
             value = json.loads(value)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ _SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", 
 
 _lock = threading.Lock()
 _by_prefix: dict[str, dict[str, str]] = {}
-_file_ios: dict[frozenset, PyArrowFileIO] = {}
+_file_ios: dict[frozenset[tuple[str, str]], PyArrowFileIO] = {}
 
 
 def is_secret(key: str) -> bool:
@@ -177,7 +177,7 @@ def delete_many(filesystem: FileSystem, paths: Sequence[str]) -> dict[str, OSErr
     return failed
 
 
-def _s3_client(properties: dict[str, str]):
+def _s3_client(properties: dict[str, str]) -> Any:  # a boto3 S3 client (boto3 has no types)
     # boto3 is optional (the `pipeline` extra) and takes 0.3 s to import: only where S3 batches are deleted.
     import boto3
     from botocore.config import Config

@@ -8,7 +8,7 @@ import enum
 import math
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -150,7 +150,7 @@ def _coerce(column: str, kind: Kind, value: Any) -> Any:
     return result
 
 
-def _fail(message: str = "") -> Any:
+def _fail(message: str = "") -> NoReturn:
     raise TypeError(message)
 
 

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from layout.errors import UsageError
-from layout.literals import LiteralValue, sql_literal
+# Re-exported: the literal values of predicates and their one SQL renderer.
+from layout.literals import LiteralValue as LiteralValue
+from layout.literals import sql_literal as sql_literal
 
 SUPPORTED = (
     "supported: AND, OR, NOT, parentheses, TRUE/FALSE, comparisons (= <> != < <= > >=) between one "
@@ -160,7 +162,7 @@ class Not(Expr):
         return f"NOT ({self.child})"
 
 
-def _make(cls: type, **fields: Any) -> Any:
+def _make(cls: type[Expr], **fields: Any) -> Expr:
     obj = object.__new__(cls)
     for name, value in fields.items():
         object.__setattr__(obj, name, value)
@@ -247,7 +249,7 @@ class SetPredicate(Predicate):
 
     def __str__(self) -> str:
         try:
-            items = sorted(self.literals)  # type: ignore[type-var]
+            items = sorted(self.literals)
         except TypeError:  # mixed types (unbound), or naive and aware datetimes
             items = sorted(self.literals, key=sql_literal)
         return f"{self.column} {self.op} ({', '.join(sql_literal(v) for v in items)})"
@@ -437,7 +439,8 @@ class PredicateVisitor(ExprVisitor[T]):
         handler = _LEAF_DISPATCH.get(type(predicate))
         if handler is None:
             raise UsageError(f"{type(self).__name__} cannot evaluate {predicate!r}")
-        return handler(self, predicate)
+        result: T = handler(self, predicate)
+        return result
 
     @abstractmethod
     def visit_eq(self, column: str, literal: Any) -> T: ...

@@ -103,7 +103,8 @@ class _Properties:
     """The table's properties read for one spec, each value checked as it is read; `used` names those read."""
 
     def __init__(self, spec: TableSpec, properties: Mapping[str, str]) -> None:
-        self.spec, self.properties, self.used = spec, properties, []
+        self.spec, self.properties = spec, properties
+        self.used: list[str] = []
 
     def _refuse(self, name: str, problem: str, fix: str) -> ConfigError:
         return ConfigError(
