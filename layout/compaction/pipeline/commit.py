@@ -54,7 +54,14 @@ from layout.spec.sorting import written_sort_order_id
 from layout.upkeep.cleanup import delete_staged
 
 if TYPE_CHECKING:
-    from pyiceberg.table import Table
+    from collections.abc import Sequence
+
+    from pyiceberg.manifest import ManifestFile
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table.snapshots import Snapshot
+
+    from layout.manifest import StagedFile
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +164,8 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
                     rewrite.delete_data_file(live[path])
                 for df in new_files:
                     rewrite.append_data_file(df)
-            removed_deletes = len(rewrite._removed_deletes)
+            # The attribute of start's RewriteFiles (its type, local to start, is not in start's signature).
+            removed_deletes = len(rewrite._removed_deletes)  # type: ignore[attr-defined]
             break
         except ValidationException as exc:
             # An input was removed or got deletes since planning (the producer checks it against the new state).
@@ -182,7 +190,7 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     return result
 
 
-def _run_snapshot(table: Table, run_id: str):
+def _run_snapshot(table: Table, run_id: str) -> Snapshot | None:
     """The snapshot this run committed (others may have committed after it), or None."""
     for snap in reversed(table.snapshots()):
         if snap.summary is not None and snap.summary.additional_properties.get(RUN_ID) == run_id:
@@ -190,7 +198,7 @@ def _run_snapshot(table: Table, run_id: str):
     return None
 
 
-def _snapshot_of_run(table: Table, run_id: str):
+def _snapshot_of_run(table: Table, run_id: str) -> Snapshot | None:
     return _run_snapshot(table, run_id) or table.current_snapshot()
 
 
@@ -201,6 +209,7 @@ def committed_run(table: Table, run_id: str) -> CommitResult | None:
     snap = _run_snapshot(table, run_id)
     if snap is None:
         return None
+    assert snap.summary is not None  # found by its summary
     props = snap.summary.additional_properties
     files_in, files_out, rows, bytes_in, bytes_out = (
         int(props.get(f"lakesort.{key}", 0)) for key in ("input-files", "output-files", "rows", "input-bytes",
@@ -208,7 +217,7 @@ def committed_run(table: Table, run_id: str) -> CommitResult | None:
     return CommitResult(run_id, snap.snapshot_id, files_in, files_out, rows, bytes_in, bytes_out, 0.0)
 
 
-def output_data_files(table: Table, plan: RewritePlan, outputs) -> list:
+def output_data_files(table: Table, plan: RewritePlan, outputs: Sequence[StagedFile]) -> list[DataFile]:
     """DataFiles of the staged outputs: statistics from their footers as pyiceberg computes them, partition
     values from the job (the plan's spec), never inferred from footer min/max."""
 
@@ -260,17 +269,19 @@ class _RewriteFiles:
     """
 
     @staticmethod
-    def start(tx, table: Table, props: dict[str, str], scans: ManifestScans, deletes: DeleteState):
+    def start(tx: Transaction, table: Table, props: dict[str, str], scans: ManifestScans, deletes: DeleteState
+              ) -> _OverwriteFiles:
 
         class RewriteFiles(_OverwriteFiles):
             _manifest_counts: dict[str, int]
-            _removed_deletes: tuple | list = ()  # the delete files this attempt removes (`_existing_manifests`)
-            _head: list | None = None
+            # The delete files this attempt removes (`_existing_manifests`).
+            _removed_deletes: tuple[DataFile, ...] | list[DataFile] = ()
+            _head: list[ManifestFile] | None = None
 
             def _validate_concurrency(self) -> None:
                 """Never reached: pyiceberg's own retries are off (`_one_shot`); each attempt is built anew."""
 
-            def _head_manifests(self):
+            def _head_manifests(self) -> list[ManifestFile]:
                 if self._head is None:  # once per attempt: both manifest passes below ask
                     metadata = self._transaction.table_metadata
                     snapshot = metadata.snapshot_by_name(name=self._target_branch)
@@ -281,10 +292,10 @@ class _RewriteFiles:
                     self._head = manifests
                 return self._head
 
-            def _existing_manifests(self):
+            def _existing_manifests(self) -> list[ManifestFile]:
                 out = []
                 replaced = 0
-                removed = []
+                removed: list[DataFile] = []
                 for manifest in self._head_manifests():
                     deleted, kept = scans.scan(manifest, self._io)
                     if not deleted:
@@ -311,19 +322,19 @@ class _RewriteFiles:
                 self._removed_deletes = removed
                 return out
 
-            def _delete_manifest_writer(self, spec):
+            def _delete_manifest_writer(self, spec: PartitionSpec) -> DeleteManifestWriter:
                 return DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id,
                                             self._compression)
 
-            def _process_manifests(self, manifests):
+            def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
                 created = sum(m.added_snapshot_id == self._snapshot_id for m in manifests)
                 self._manifest_counts.update({"manifests-created": created, "manifests-kept": len(manifests) - created})
                 return manifests
 
-            def _summary(self, snapshot_properties=None):
+            def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:
                 return _replace_summary(self, snapshot_properties or {}, ".".join(table.name()))
 
-            def _deleted_entries(self):
+            def _deleted_entries(self) -> list[ManifestEntry]:
                 entries = [
                     _entry(ManifestEntryStatus.DELETED, self._snapshot_id, e)
                     for manifest in self._head_manifests() if manifest.content == ManifestContent.DATA
@@ -345,7 +356,8 @@ def _entry(status: ManifestEntryStatus, snapshot_id: int | None, entry: Manifest
 OPERATION = Operation.REPLACE
 
 
-def _replace_summary(producer, snapshot_properties: dict[str, str], table_name: str) -> Summary:
+def _replace_summary(producer: _OverwriteFiles, snapshot_properties: dict[str, str],
+                     table_name: str) -> Summary:
     """The summary Java's `RewriteFiles` writes: files, records and bytes added and removed, the changed partitions
     (per partition too, up to `write.summary.partition-limit`), the manifests created, kept and replaced, and the
     table's totals carried over from the parent; then lakesort's own properties.

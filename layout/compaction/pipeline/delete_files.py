@@ -17,7 +17,7 @@ Concurrent writers, checked on every commit attempt against the state it is buil
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.exceptions import ValidationException
@@ -73,7 +73,8 @@ def _int_equality_ids(schema: Schema) -> Schema:
                         if f.field_id == _EQUALITY_IDS else fixed(f.field_type), required=f.required, doc=f.doc)
             for f in kind.fields])
 
-    return Schema(*fixed(schema.as_struct()).fields, schema_id=schema.schema_id)
+    struct = cast(StructType, fixed(schema.as_struct()))  # a struct stays a struct
+    return Schema(*struct.fields, schema_id=schema.schema_id)
 
 
 class DeleteState:

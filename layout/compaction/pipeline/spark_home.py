@@ -60,7 +60,9 @@ class SparkInstall(Frozen):
 
     @property
     def major_minor(self) -> tuple[int, int]:
-        major, minor = re.match(r"(\d+)\.(\d+)", self.version).groups()
+        found = re.match(r"(\d+)\.(\d+)", self.version)
+        assert found is not None  # every version read starts with major.minor (`_PATTERNS`)
+        major, minor = found.groups()
         return int(major), int(minor)
 
 

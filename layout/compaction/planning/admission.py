@@ -46,18 +46,18 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version as installed
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from layout.errors import ConfigError, UsageError
 from layout.expr.bind import Kind, bind
-from layout.expr.predicate import And, Not, Or, Predicate, columns
+from layout.expr.predicate import And, Expr, Not, Or, Predicate, columns
 from layout.expr.sql import parse_where
 from layout.spec import SortKey, resolve_sort_keys
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
-    from pyiceberg.types import IcebergType
+    from pyiceberg.types import FixedType, IcebergType
 
     from layout.spec import TableSpec
 
@@ -97,7 +97,7 @@ def _refusal(iceberg_type: IcebergType) -> tuple[str, str]:
                "type and would write BINARY, which Iceberg does not allow for uuid")
         return why + later, f"{_OUT_OF_REGISTRY}, {evolve} (e.g. string)"
     if kind == "FixedType":
-        n = len(iceberg_type)  # FixedType.__len__: its length in bytes
+        n = len(cast("FixedType", iceberg_type))  # FixedType.__len__: its length in bytes
         why = (f"Spark cannot write Iceberg fixed[{n}] (FIXED_LEN_BYTE_ARRAY({n})): it has no fixed-length binary "
                "type and would write BINARY, which Iceberg does not allow for fixed")
         return why + later, f"{_OUT_OF_REGISTRY}, {evolve} (e.g. binary)"
@@ -135,7 +135,9 @@ class _Column:
 def _walk(schema: Schema) -> Iterator[_Column]:
     """Every field of the schema, parents before children, with list elements and map keys/values."""
 
-    def visit(path: str, field_type: IcebergType, top: bool, container: str | None, struct: str | None):
+    # Any: the types are told apart by name (pyiceberg.types is not imported at run time).
+    def visit(path: str, field_type: Any, top: bool, container: str | None, struct: str | None
+              ) -> Iterator[_Column]:
         yield _Column(path, field_type, top, container, struct)
         kind = type(field_type).__name__
         if kind == "StructType":
@@ -154,7 +156,7 @@ def _walk(schema: Schema) -> Iterator[_Column]:
 def _struct_levels(schema: Schema) -> Iterator[tuple[str | None, list[str]]]:
     """(the struct's path or None for the top level, its field names) for every level with user-given names."""
 
-    def visit(path: str, field_type: IcebergType):
+    def visit(path: str, field_type: Any) -> Iterator[tuple[str | None, list[str]]]:  # Any: as in `_walk`
         kind = type(field_type).__name__
         if kind == "StructType":
             yield path, [f.name for f in field_type.fields]
@@ -392,7 +394,7 @@ class _Checker:
             for position, name in enumerate(probe.columns or ()):
                 self.reference(f"probes[{index}].columns[{position}]", name, role="probe columns", top_level=False)
 
-    def literals(self, key: str, expr) -> None:
+    def literals(self, key: str, expr: Expr) -> None:
         """Each comparison of the probe bound on its own, so that every literal that does not fit is named."""
 
         kinds = {path: kind for path, c in self.columns.items() if (kind := _kind(c.type)) is not None}
@@ -424,7 +426,7 @@ def _kind(iceberg_type: IcebergType) -> Kind | None:
     }.get(type(iceberg_type).__name__)
 
 
-def _leaves(expr) -> list:
+def _leaves(expr: Expr) -> list[Predicate]:
     """The predicates (leaves) of an expression tree."""
 
     if isinstance(expr, Predicate):

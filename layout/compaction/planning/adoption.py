@@ -141,14 +141,16 @@ def adopt(data: Sequence[RunFile], candidates: Sequence[RunFile], spec: TableSpe
           ) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
     """Of a partition's `candidates` (foreign files that passed `check_files`; `data`: all its data files),
     (the adopted ones -> their sorted run, the others -> why not)."""
-    small = [f for f in data if f.size < spec.small_file_size]
+    small_size = spec.small_file_size
+    assert small_size is not None  # filled in by TableSpec's validation
+    small = [f for f in data if f.size < small_size]
     many_small = len(small) >= spec.min_small_files
     rejected: dict[str, tuple[str, ...]] = {}
     by_commit: dict[int, list[RunFile]] = {}
     for f in candidates:
         if f.lo is None or f.hi is None:
             rejected[f.path] = (f"no manifest bounds of `{first_key}` (its place among sorted runs is unknown)",)
-        elif many_small and f.size < spec.small_file_size:
+        elif many_small and f.size < small_size:
             why = f"a size under small_file_size ({spec.small_file_size} bytes), like {len(small)} file(s) of the partition"
             rejected[f.path] = (why,)
         else:

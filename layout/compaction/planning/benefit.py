@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from layout.compaction.plan import RewritePlan
-from layout.compaction.planning.budget import Candidate, PartitionShare
+from layout.compaction.planning.budget import Candidate, PartitionShare, PredictionSource
 from layout.models import Frozen
 
 __all__ = ["AdvisedLayouts", "History", "PastRun", "ProbeReading", "nights_deferred", "predict", "shares",
@@ -202,9 +202,10 @@ def predict(plan: RewritePlan, *, weights: Mapping[str, float], history: History
     cost = plan.input_bytes
     parts = tuple(partitions) or tuple(sorted({g.partition for g in plan.groups}))
     nights = nights_deferred(history, tonight=dt.datetime.fromtimestamp(plan.created_at, dt.UTC).date())
-    for source, found in (("measured-run", _measured_run(history, weights)),
-                          ("advisor", _advised(history, weights)),
-                          ("measurement", _measured(history, weights))):
+    sources: tuple[tuple[PredictionSource, tuple[float, str] | None], ...] = (
+        ("measured-run", _measured_run(history, weights)), ("advisor", _advised(history, weights)),
+        ("measurement", _measured(history, weights)))
+    for source, found in sources:
         if found is not None:
             per_byte, detail = found
             return Candidate(table=plan.table, partitions=parts, benefit_bytes=per_byte * cost, cost_bytes=cost,

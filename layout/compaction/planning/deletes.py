@@ -10,13 +10,14 @@ partition whose deletes the job cannot apply.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pyiceberg.types import StructType
 
 from layout.compaction.plan import DeleteInput
 
 if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
     from layout.read.deletes import DeleteFile
@@ -26,8 +27,10 @@ __all__ = ["delete_inputs", "equality_column", "past_thresholds", "unappliable"]
 
 
 class _Data(Protocol):
-    path: str
-    rows: int
+    @property  # read-only: the planner's entries are frozen models
+    def path(self) -> str: ...
+    @property
+    def rows(self) -> int: ...
 
 
 def past_thresholds(data: Sequence[_Data], deletes: Mapping[str, tuple[DeleteFile, ...]],
@@ -73,7 +76,7 @@ def unappliable(table: Table, chosen: Sequence[_Data], deletes: Mapping[str, tup
     return None
 
 
-def equality_column(schema: Any, field_id: int) -> str | None:
+def equality_column(schema: Schema, field_id: int) -> str | None:
     """The dotted column path of an equality field as the current schema names it; None when the schema lacks it
     or it lies inside a list or map (Iceberg allows neither)."""
     name = schema.find_column_name(field_id)

@@ -37,11 +37,11 @@ import struct
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFileContent
-from pyiceberg.types import DateType, NestedField, TimestampType, TimestamptzType
+from pyiceberg.types import DateType, NestedField, PrimitiveType, TimestampType, TimestamptzType
 from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
 from layout.catalog import RUN_ID, SPEC_HASH, stamp_of
@@ -113,6 +113,7 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[li
         return [], []
     schema, specs, current = table.schema(), table.specs(), table.spec().spec_id
     key_field = schema.find_field(first_key)
+    key_type = cast(PrimitiveType, key_field.field_type)  # sort keys are primitive columns (admission)
     key_fields = [schema.find_field(k) for k in keys]
     out = []
     deletes: list[DeleteFile] = []
@@ -131,10 +132,12 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[li
             lo, hi = (df.lower_bounds or {}).get(key_field.field_id), (df.upper_bounds or {}).get(key_field.field_id)
             out.append(_Entry(
                 path=df.file_path, size=df.file_size_in_bytes, rows=df.record_count, content=int(df.content),
-                partition=label, snapshot_id=entry.snapshot_id, sequence_number=entry.sequence_number or 0,
+                # A manifest entry's snapshot id, inherited from its manifest when read (validated here).
+                partition=label, snapshot_id=entry.snapshot_id,  # type: ignore[arg-type]
+                sequence_number=entry.sequence_number or 0,
                 spec_id=spec.spec_id, partition_key=partitioning.encode(df.partition, spec, schema),
-                lo=_readable(key_field.field_type, from_bytes(key_field.field_type, lo)) if lo is not None else None,
-                hi=_readable(key_field.field_type, from_bytes(key_field.field_type, hi)) if hi is not None else None,
+                lo=_readable(key_field.field_type, from_bytes(key_type, lo)) if lo is not None else None,
+                hi=_readable(key_field.field_type, from_bytes(key_type, hi)) if hi is not None else None,
                 ranges=tuple(_ordinal_range(f, df.lower_bounds, df.upper_bounds) for f in key_fields),
             ))
     return out, deletes
@@ -148,11 +151,12 @@ def _ordinal_range(field: NestedField, lower: dict[int, bytes] | None,
                    upper: dict[int, bytes] | None) -> tuple[int, int] | None:
     """A sort key's manifest bounds as ordinals (`sort_prefix.bound_ordinal`), None when either is absent or
     undecodable (a column added after the file was written, a type promoted since)."""
-    raw = ((lower or {}).get(field.field_id), (upper or {}).get(field.field_id))
-    if raw[0] is None or raw[1] is None:
+    low, high = (lower or {}).get(field.field_id), (upper or {}).get(field.field_id)
+    if low is None or high is None:
         return None
+    kind = cast(PrimitiveType, field.field_type)  # sort keys are primitive columns (admission)
     try:
-        lo, hi = (bound_ordinal(field.field_type, from_bytes(field.field_type, b)) for b in raw)
+        lo, hi = (bound_ordinal(field.field_type, from_bytes(kind, b)) for b in (low, high))
     except (ValueError, TypeError, struct.error):
         return None
     return (lo, hi) if lo is not None and hi is not None and lo <= hi else None
@@ -236,7 +240,8 @@ def plan_rewrite(
     candidates = _candidate_partitions(by_partition, partitions)
     verdicts = {} if force else _check_foreign(table, spec, keys, by_partition, candidates, ours, layout_hash,
                                                adoption)
-    decisions, groups = [], []
+    decisions: list[PartitionDecision] = []
+    groups: list[RewriteGroup] = []
     for label in candidates:
         decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash, verdicts,
                                    deletes=deletes)
@@ -316,17 +321,20 @@ def _decide(
     data = list(entries)
     deletes = deletes or {}
     applied = {d.path: d for e in data for d in deletes.get(e.path, ())}
-    small = [e for e in data if e.size < spec.small_file_size]
+    small_size = spec.small_file_size
+    assert small_size is not None  # filled in by TableSpec's validation
+    small = [e for e in data if e.size < small_size]
     foreign = [e for e in data if _stamp(e, ours)[1] != layout_hash]
     depth = overlap_depth((e.lo, e.hi) for e in data)
     adopted: dict[str, str] = {}  # foreign files kept as they are -> their sorted run
     rejected: dict[str, tuple[str, ...]] = {}
-    checked = [e for e in foreign if e.path in (verdicts or {})]
+    known = verdicts or {}
+    checked = [e for e in foreign if e.path in known]
     if checked and not force:
-        passed = [e for e in checked if not verdicts[e.path]]
+        passed = [e for e in checked if not known[e.path]]
         adopted, rejected = adopt(data, passed, spec, first_key)
-        rejected.update({e.path: verdicts[e.path] for e in checked if verdicts[e.path]})
-    facts = {
+        rejected.update({e.path: known[e.path] for e in checked if known[e.path]})
+    facts: dict[str, Any] = {
         "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
         "rows": sum(e.rows for e in data), "small_files": len(small), "foreign_files": len(foreign),
         "overlap_depth": depth, "delete_files": len(applied), "delete_rows": sum(d.record_count for d in applied.values()),

@@ -62,12 +62,19 @@ MERGE_GROWTH = 2.0
 class RunFile(Protocol):
     """What the planner knows of a data file from the manifests: its first sort key's bounds and its commit."""
 
-    path: str
-    size: int
-    snapshot_id: int
-    sequence_number: int
-    lo: Any
-    hi: Any
+    # Read-only: the planner's entries are frozen models.
+    @property
+    def path(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def snapshot_id(self) -> int: ...
+    @property
+    def sequence_number(self) -> int: ...
+    @property
+    def lo(self) -> Any: ...
+    @property
+    def hi(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ class SortedRun:
     """The files one lakesort run wrote into one partition; `sequence` orders runs (higher: newer)."""
 
     run_id: str
-    files: tuple[Any, ...]
+    files: tuple[RunFile, ...]
 
     @property
     def bytes(self) -> int:
@@ -95,7 +102,7 @@ class SortedRun:
         return self.bytes, -self.sequence, self.run_id
 
 
-def sorted_runs(files: Iterable[RunFile], run_of: Mapping[str, str]) -> list[SortedRun]:
+def sorted_runs(files: Iterable[RunFile], run_of: Mapping[str, str | None]) -> list[SortedRun]:
     """The runs among `files` (the partition's files lakesort wrote under the current spec), newest first.
     `run_of` maps a file's path to the lakesort run that wrote it; a file not there is no run's (the caller
     treats it as new)."""
