@@ -188,7 +188,8 @@ def recommend(candidates: Sequence[CandidateAdvice], *, table: str, table_bytes:
                key=lambda c: (_COMPLEXITY[c.strategy], len(c.sort_keys), c.total_bytes, c.rank))
     spec = next((c for c in candidates if c.origin == "spec"), None)
 
-    def made(c: CandidateAdvice, action: str, reason: str) -> Recommendation:
+    def made(c: CandidateAdvice, action: Literal["keep-layout", "keep-spec", "change-spec"],
+             reason: str) -> Recommendation:
         write_change = c.write_bytes / table_bytes - 1 if table_bytes and c.strategy != "current" else None
         return Recommendation(action=action, strategy=c.strategy, sort_keys=c.sort_keys, label=c.label,
                               total_bytes=c.total_bytes, vs_current=c.vs_current, write_bytes=c.write_bytes,

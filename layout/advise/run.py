@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
@@ -37,6 +38,9 @@ from layout.expr.predicate import columns as predicate_columns
 from layout.expr.sql import parse_where
 from layout.read.plan import plan
 from layout.spec import SortKey, TableSpec, resolve_sort_keys
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 __all__ = ["advise"]
 
@@ -83,7 +87,7 @@ def check_probes(spec: TableSpec, columns: list[str] | None = None) -> None:
                              f"{spec.table}{hint}")
 
 
-def _spec_keys(spec: TableSpec, table) -> tuple[SortKey, ...]:
+def _spec_keys(spec: TableSpec, table: Table) -> tuple[SortKey, ...]:
     """The spec's sort keys as the compaction resolves them; none when it cannot (the table has no order)."""
     try:
         return resolve_sort_keys(spec, table)

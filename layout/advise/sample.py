@@ -86,7 +86,8 @@ class Sample:
 
     @property
     def rows(self) -> int:
-        return self.data.num_rows
+        rows: int = self.data.num_rows
+        return rows
 
     @property
     def scale(self) -> float:
@@ -147,14 +148,17 @@ def sample_table(table: Table, *, rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0
     totals = [sum(f.rows for f in by_label[label]) for label in labels]
     shares = _shares(totals, rows)
     rng = np.random.default_rng(seed)
-    jobs = []
+    jobs: list[tuple[str, int, list[_File], int]] = []
     for label, share in zip(labels, shares, strict=True):
         if share:
             files = by_label[label]
             order = _weighted_order(rng, [f.rows for f in files])
             jobs.append((label, share, [files[i] for i in order], int(rng.integers(0, 2**63 - 1))))
+    def read_partition(job: tuple[str, int, list[_File], int]) -> tuple[pa.Table, int, int, int, float]:
+        return _sample_partition(*job, arrow_schema)  # (mypy cannot type this call in a lambda)
+
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        parts = list(pool.map(lambda job: _sample_partition(*job, arrow_schema), jobs))
+        parts = list(pool.map(read_partition, jobs))
     tables = [p[0] for p in parts if p[0].num_rows]
     # One chunk per column: every candidate takes rows from it in a new order, and a take across hundreds
     # of chunks (one per row group read) is several times slower.

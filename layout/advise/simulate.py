@@ -44,6 +44,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -244,7 +245,7 @@ def dictionary_columns(first_page: pa.Table, columns: Sequence[str]) -> list[str
     return keep
 
 
-def _writer_options(layout: CandidateLayout, shape: LayoutShape) -> dict:
+def _writer_options(layout: CandidateLayout, shape: LayoutShape) -> dict[str, Any]:
     w = layout.spec.writer
     bloom = {c: b for c, b in w.bloom_filters.items() if c in layout.columns}
     options = {
@@ -269,7 +270,7 @@ class _Calibration:
     scaled: dict[str, int] = field(default_factory=dict)
     table: dict[str, int] = field(default_factory=dict)
 
-    def add(self, rows: pa.Table, options: dict, row_group_rows: int, spec: TableSpec) -> None:
+    def add(self, rows: pa.Table, options: dict[str, Any], row_group_rows: int, spec: TableSpec) -> None:
         table_pages = {**options, "data_page_size": spec.writer.page_size,
                        "max_rows_per_page": spec.writer.page_row_count_limit,
                        "dictionary_pagesize_limit": DICTIONARY_PAGE_BYTES,
@@ -285,7 +286,7 @@ class _Calibration:
         return sum(self.table.get(c, 0) for c in columns) / scaled if scaled else 1.0
 
 
-def _column_bytes(rows: pa.Table, row_group_rows: int, options: dict) -> dict[str, int]:
+def _column_bytes(rows: pa.Table, row_group_rows: int, options: dict[str, Any]) -> dict[str, int]:
     sink = pa.BufferOutputStream()
     pq.write_table(rows, sink, row_group_size=row_group_rows, **options)
     meta = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata

@@ -262,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         # The command's module, and with it pyiceberg, pyarrow and the rest, only now that the command runs.
-        return importlib.import_module(COMMANDS[args.command]).run(args)
+        code: int = importlib.import_module(COMMANDS[args.command]).run(args)
+        return code
     except (UsageError, InputError) as exc:
         print(f"lakesort {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -55,7 +55,8 @@ def dates_of(args: argparse.Namespace) -> DateRange | None:
 def partitions_of(args: argparse.Namespace, spec: TableSpec, dates: DateRange | None) -> list[str] | None:
     """--partition, or the existing partitions holding the days of --from/--to; None: every partition."""
     if dates is None:
-        return args.partition
+        given: list[str] | None = args.partition
+        return given
     partitions = partitions_for_dates(spec, dates=dates)
     log.info("%s: %s covers %s", spec.table, dates, ", ".join(partitions) or "no partition")
     return partitions

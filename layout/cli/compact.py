@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if result.nothing_to_do:  # "<table>: nothing to do (...)", the prepare step's words
         print(result.planned.summary)
         return EXIT_OK
+    assert result.plan is not None  # a run that did something had a plan
     print(f"{spec.table}: rewrote {len(result.plan.groups)} group(s): {result.files_removed} files -> "
           f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "
           f"{result.files_after}"

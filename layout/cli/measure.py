@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from layout.cli import EXIT_OK
 from layout.cli.args import table_spec
@@ -20,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
                               engine=False if args.no_engine else None)
     rows = result.probes
     if args.json:
-        def plain(row: dict) -> dict:
+        def plain(row: dict[str, Any]) -> dict[str, Any]:
             return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
 
         json.dump({"measurements": [plain(m.to_row()) for m in rows],

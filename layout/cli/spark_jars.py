@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(pom_text(jars))
         return EXIT_OK
     if args.fetch:
+        assert mvn is not None  # found above
         paths = fetch(jars, Path(args.fetch), mvn=mvn, offline=args.offline)
         print(f"{len(paths)} jars for S3A on Hadoop {version} in {args.fetch}; in spark-defaults.conf:",
               file=sys.stderr)

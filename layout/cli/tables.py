@@ -77,7 +77,8 @@ def _namespace_exists(catalog: Any, parts: tuple[str, ...]) -> bool:
     return True
 
 
-def _row(resolution: Resolution, table: Table | None, error: str | None, recorded: dict | None) -> dict[str, Any]:
+def _row(resolution: Resolution, table: Table | None, error: str | None,
+         recorded: dict[str, Any] | None) -> dict[str, Any]:
     spec = resolution.effective or resolution.spec
     row: dict[str, Any] = {
         "table": resolution.table, "catalog": resolution.catalog, "configured": resolution.configured,
@@ -127,7 +128,7 @@ def _health(table: Table, keys: Sequence[str], small_file_size: int | None) -> d
     return out
 
 
-def _last_runs(catalog: Any) -> dict[str, dict]:
+def _last_runs(catalog: Any) -> dict[str, dict[str, Any]]:
     """Per table, the newest row of `lakesort.compaction_runs` (one read for the catalog)."""
     try:
         rows = read_runs(catalog).to_pylist()
@@ -137,10 +138,10 @@ def _last_runs(catalog: Any) -> dict[str, dict]:
     return newest_rows(rows)
 
 
-def newest_rows(rows: Sequence[dict]) -> dict[str, dict]:
+def newest_rows(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per table, its newest row by (start, run id), as the report orders runs: a trimmed night's commit and its
     `<run id>-deferred` row share a start, and the deferred one is the newer (whatever order the rows came in)."""
-    newest: dict[str, dict] = {}
+    newest: dict[str, dict[str, Any]] = {}
     for row in rows:
         kept = newest.get(row["table"])
         if kept is None or (row["started_at"], row["run_id"]) > (kept["started_at"], kept["run_id"]):
@@ -148,7 +149,7 @@ def newest_rows(rows: Sequence[dict]) -> dict[str, dict]:
     return newest
 
 
-def _last_run(table: Table, recorded: dict | None) -> dict[str, Any] | None:
+def _last_run(table: Table, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
     """The newest of the last recorded run and the last snapshot lakesort committed (its summary's run id)."""
     committed = None
     snapshot = snapshot_of(table)

@@ -10,9 +10,10 @@ from pathlib import Path
 from layout.cli import EXIT_FAILURE, EXIT_OK
 from layout.errors import UsageError
 from layout.settings import settings
-from layout.spec import load_spec
+from layout.spec import TableSpec, load_spec
 from layout.verify.expectations import facts_for_source, validate_facts
-from layout.verify.rules import SEVERITIES, verify_source
+from layout.verify.findings import SEVERITIES
+from layout.verify.rules import verify_source
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILURE
 
 
-def _verify_gx(args: argparse.Namespace, spec) -> bool:
+def _verify_gx(args: argparse.Namespace, spec: TableSpec | None) -> bool:
     """The spec's GX suite on the layout facts, Data Docs into --docs; True when no error expectation failed."""
     facts, spec, keys = facts_for_source(args.source, spec)
     docs = Path(args.docs) if args.docs else settings().report_dir / "gx"

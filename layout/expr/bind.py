@@ -28,9 +28,9 @@ from layout.expr.predicate import (
     SetPredicate,
     StartsWith,
     rewrite_not,
-    sql_literal,
     visit,
 )
+from layout.literals import sql_literal
 
 
 class Kind(enum.Enum):

@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from layout.errors import UsageError
-# Re-exported: the literal values of predicates and their one SQL renderer.
-from layout.literals import LiteralValue as LiteralValue
-from layout.literals import sql_literal as sql_literal
+from layout.literals import LiteralValue, sql_literal
 
 SUPPORTED = (
     "supported: AND, OR, NOT, parentheses, TRUE/FALSE, comparisons (= <> != < <= > >=) between one "

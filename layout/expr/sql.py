@@ -24,7 +24,6 @@ from layout.expr.predicate import (
     IsNaN,
     IsNull,
     Like,
-    LiteralValue,
     Lt,
     LtEq,
     Not,
@@ -32,8 +31,8 @@ from layout.expr.predicate import (
     Or,
     Predicate,
     StartsWith,
-    sql_literal,
 )
+from layout.literals import LiteralValue, sql_literal
 
 _COMPARISONS: dict[type, type[ComparisonPredicate]] = {
     exp.EQ: Eq, exp.NEQ: NotEq, exp.LT: Lt, exp.LTE: LtEq, exp.GT: Gt, exp.GTE: GtEq,

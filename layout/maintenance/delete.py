@@ -171,7 +171,10 @@ def delete(filesystem: FileSystem, files: list[tuple[DeletedKind, FileInfo]], *,
         kind = files[index][0]
         if failed and (kind != failed[-1][0] or len(failed) >= MAX_FAILED_DELETES):
             _refuse(table, failed, done, left=len(files) - index)
-        batch = [info for _, info in itertools.takewhile(lambda f, k=kind: f[0] == k, files[index:index + BATCH])]
+        def same_kind(f: tuple[DeletedKind, FileInfo], k: DeletedKind = kind) -> bool:
+            return f[0] == k
+
+        batch = [info for _, info in itertools.takewhile(same_kind, files[index:index + BATCH])]
         index += len(batch)
         refused = {} if dry_run else storage.delete_many(filesystem, [info.path for info in batch])
         for info in batch:

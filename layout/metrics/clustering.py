@@ -27,10 +27,11 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import ManifestContent
+from pyiceberg.types import PrimitiveType
 from pyiceberg.utils.concurrent import ExecutorFactory
 
 from layout.errors import InputError
@@ -208,7 +209,8 @@ def key_spans(table: Table, columns: Sequence[str], snapshot_id: int | None = No
                 upper = (data.upper_bounds or {}).get(field.field_id)
                 lo = hi = None
                 if lower is not None and upper is not None:
-                    lo, hi = from_bytes(field.field_type, lower), from_bytes(field.field_type, upper)
+                    kind = cast(PrimitiveType, field.field_type)  # a sort key: a primitive column
+                    lo, hi = from_bytes(kind, lower), from_bytes(kind, upper)
                 else:
                     missing[column].append(len(out[column]))
                 out[column].append(FileSpan(partition, _comparable(lo), _comparable(hi), data.record_count,

@@ -200,7 +200,8 @@ def _choose(planned: Plan, max_bytes: int) -> list[FilePlan]:
     seed = f"{planned.source}|{planned.predicate}|{planned.columns}"
     order = sorted(planned.files, key=lambda f: (zlib.crc32(f"{seed}|{f.path}".encode()), f.path))
     per_row = c.bytes_selected / c.rows_selected if c.rows_selected else 0.0
-    chosen, budget = [], float(max_bytes)
+    chosen: list[FilePlan] = []
+    budget = float(max_bytes)
     for f in order:
         cost = per_row * sum(rg.selection.row_count for rg in f.row_groups)
         if chosen and cost > budget:
@@ -313,7 +314,8 @@ def _execute(ctx: Any, sql: str) -> list[tuple[str, Any]]:
     frame = ctx.sql(sql)
     for _ in frame.execute_stream():
         pass
-    return frame.execution_plan().collect_metrics()
+    metrics: list[tuple[str, Any]] = frame.execution_plan().collect_metrics()
+    return metrics
 
 
 def _sum(metrics: Any, name: str) -> int:

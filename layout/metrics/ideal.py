@@ -20,6 +20,7 @@ import numpy as np
 from layout.errors import UsageError
 from layout.metrics.clustered import ColumnRate, merge_rates
 from layout.parquet import ParquetFile
+from layout.parquet.format import chunk_metadata
 from layout.read.cache import FileKey, MetadataCache, filesystem_id
 from layout.read.chunks import ChunkStructures
 from layout.read.plan import needed_columns
@@ -182,7 +183,7 @@ class FileCounter:
         pages = nbytes = 0
         for col, chunk in zip(self.columns, structures, strict=True):
             if chunk is None:
-                p, b = 1, self.pf.row_groups[rg].columns[col].meta_data.total_compressed_size
+                p, b = 1, chunk_metadata(self.pf.row_groups[rg].columns[col]).total_compressed_size
             else:
                 p, b = chunk.fetched(coarse)
             pages, nbytes = pages + p, nbytes + b
@@ -208,7 +209,8 @@ class FileCounter:
         for col in self.columns:
             oi = self.pf.offset_index(rg, col)
             pages = len(oi.page_locations) if oi is not None and oi.page_locations else 1
-            out.append((col, pages, self.pf.row_groups[rg].columns[col].meta_data.total_compressed_size))
+            chunk = self.pf.row_groups[rg].columns[col]
+            out.append((col, pages, chunk_metadata(chunk).total_compressed_size))
         return out
 
 

@@ -68,7 +68,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.catalog import Catalog
 
@@ -89,6 +89,9 @@ from layout.read.iceberg import snapshot_files
 from layout.read.plan import plan
 from layout.settings import settings
 from layout.spec import TableSpec, resolve_sort_keys
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["IDEAL_ROW_GROUPS", "Measurement", "Phase", "Probe", "RunRecord", "SnapshotMeasurement", "measure",
            "measure_probe", "measure_snapshot", "probes_for", "read_metrics", "read_runs", "record_measurements",
@@ -304,5 +307,5 @@ def record_measurements(catalog: Catalog, measurements: Sequence[Measurement]) -
                         [m.to_row() for m in measurements])
 
 
-def read_metrics(catalog: Catalog, table: str | None = None):
+def read_metrics(catalog: Catalog, table: str | None = None) -> pa.Table:
     return store.read(catalog, store.PRUNING_METRICS, store.METRICS_FIELDS, table)

@@ -242,14 +242,17 @@ def upsert(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, b
     data = pa.Table.from_pylist(list(rows), schema=arrow_schema(fields))
     conditions = []
     for row in {tuple(r[k] for k in key): r for r in rows}.values():
-        leaves = [EqualTo(k, row[k]) for k in key]
+        # The pydantic plugin types pyiceberg's predicates by their fields, not by the (term, literal) of
+        # LiteralPredicate's own __init__, which this calls.
+        leaves = [EqualTo(k, row[k]) for k in key]  # type: ignore[call-arg, arg-type, misc]
         conditions.append(leaves[0] if len(leaves) == 1 else And(*leaves))
     where = conditions[0] if len(conditions) == 1 else Or(*conditions)
     # `overwrite` deletes what matches `where` and appends, as one commit: a retry replaces, never doubles.
     with warnings.catch_warnings():  # "Delete operation did not match any records": the usual first write
         warnings.filterwarnings("ignore", "Delete operation did not match", UserWarning)
         table.overwrite(data, overwrite_filter=where)
-    return data.num_rows
+    written: int = data.num_rows
+    return written
 
 
 def read(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, bool]],
@@ -260,7 +263,9 @@ def read(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, boo
         t = catalog.load_table(identifier)
     except NoSuchTableError:
         return arrow_schema(fields).empty_table()
-    where = EqualTo("table", table) if table is not None else AlwaysTrue()
+    # EqualTo(term, literal): as in `upsert`, the plugin does not know that __init__.
+    where = (EqualTo("table", table)  # type: ignore[call-arg, arg-type, misc]
+             if table is not None else AlwaysTrue())
     data = t.scan(row_filter=where).to_arrow()
     expected = arrow_schema(fields)
     for name, _, _ in _missing(t, fields):  # a table from before a column was added: nulls

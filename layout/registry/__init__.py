@@ -212,7 +212,8 @@ def _catalog_names(specs: Iterable[TableSpec], defaults: Iterable[Default]) -> l
 def _identifiers(cat: Catalog, namespace: str | None) -> list[str]:
     """Every table of the catalog (of `namespace` and the namespaces under it), lakesort's own left out."""
     pending = [tuple(namespace.split("."))] if namespace else [tuple(n) for n in cat.list_namespaces()]
-    names, seen = [], set()
+    names: list[str] = []
+    seen: set[tuple[str, ...]] = set()
     while pending:
         ns = pending.pop()
         if ns in seen or ns[:1] == (OWN_NAMESPACE,):
@@ -235,7 +236,7 @@ def list_catalog(catalog: str | None = None, *, namespace: str | None = None,
     for _, exc in broken:
         log.warning("a broken table spec: %s", exc)
     defaults = load_defaults(directory)
-    out = []
+    out: list[tuple[Resolution, Table | None, str | None]] = []
     default = default_catalog()
     for name in [catalog] if catalog else _catalog_names(specs, defaults):
         cat = load_catalog(name)

@@ -38,7 +38,7 @@ def _section(annotation: Any) -> type[BaseModel] | None:
 
 
 def _keys() -> tuple[str, ...]:
-    keys = []
+    keys: list[str] = []
     for name, field in TableSpec.model_fields.items():
         if name in _IDENTITY:
             continue

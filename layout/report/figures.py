@@ -31,8 +31,8 @@ def _over_time(probe: ProbeView, column: str) -> list[tuple[float, float]]:
 def before_after(view: TableView, caption: str) -> Markup:
     """Bytes read per probe with a before and an after: one bar each."""
     paired = view.paired
-    bars = [("before", [p.before.bytes_selected for p in paired]),
-            ("after", [p.after.bytes_selected for p in paired])]
+    bars = [("before", [p.pair[0].bytes_selected for p in paired]),
+            ("after", [p.pair[1].bytes_selected for p in paired])]
     return bar_chart([p.name for p in paired], bars, y_format=format_size, klass="bar-chart before-after",
                      title=f"{view.table}: {caption}",
                      y_unit=byte_unit(max(max(values) for _, values in bars)))

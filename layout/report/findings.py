@@ -58,7 +58,7 @@ class Finding:
                  f"column {self.column}" if self.column else "")
         return ", ".join(part for part in parts if part)
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         """By severity (errors first), rule, path, row group, column and diagnosis."""
         group = self.row_group if isinstance(self.row_group, int) else -1
         return _SEVERITY_ORDER.get(self.severity, 3), [self.rule, self.path], group, [self.column, self.diagnosis]
@@ -108,7 +108,7 @@ class FindingGroup:
     def intended(self) -> str:
         return _values([f.intended for f in self.findings])
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         """Errors first, then the larger groups, then by rule, column and diagnosis."""
         return _SEVERITY_ORDER.get(self.severity, 3), -self.count, self.rule, self.column, self.diagnosis
 

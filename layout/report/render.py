@@ -196,7 +196,8 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
     if catalog is not None:
         catalogs = [catalog]
     else:  # None (pyiceberg's default catalog) when no spec names one
-        names = sorted({spec.catalog for spec in specs}, key=lambda n: (n is not None, n or ""))
+        names: Sequence[str | None] = sorted({spec.catalog for spec in specs},
+                                             key=lambda n: (n is not None, n or ""))
         configured = _configured_catalogs()
         if configured:  # every configured source's (a namespace default's too), the default one by its name
             names = sorted({spec.catalog or default_catalog() for spec in specs} | set(configured))

@@ -64,7 +64,9 @@ def typed_rows(table: pa.Table | None, kind: type[Row], what: str) -> list[Row]:
 def _names(kind: type[Row]) -> list[str]:
     """The columns a row kind holds: a run record is a pydantic model, the other rows are dataclasses."""
     fields = getattr(kind, "model_fields", None)
-    return list(fields) if fields is not None else [field.name for field in dataclasses.fields(kind)]
+    if fields is not None:
+        return list(fields)
+    return [field.name for field in dataclasses.fields(kind)]  # type: ignore[arg-type]  # a dataclass here
 
 
 def read_rows(catalogs: Iterable[Catalog]) -> tuple[list[Measurement], list[Run]]:

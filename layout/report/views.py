@@ -65,6 +65,12 @@ class ProbeView:
         return (self.after.bytes_selected - self.before.bytes_selected) / self.before.bytes_selected
 
     @property
+    def pair(self) -> tuple[Measurement, Measurement]:
+        """(before, after) of a probe of `TableView.paired`."""
+        assert self.before is not None and self.after is not None  # both set or neither
+        return self.before, self.after
+
+    @property
     def reads_deletes(self) -> bool:
         """Its pair read delete files before or after (a merge-on-read table); rows from before the delete
         columns existed read none."""
@@ -229,9 +235,9 @@ class TableView:
         paired = self.paired
         if not paired:
             return None
-        newest = max(paired, key=lambda p: (p.after.measured_at, p.after.run_id)).after
+        newest = max(paired, key=lambda p: (p.pair[1].measured_at, p.pair[1].run_id)).pair[1]
         return Pair(newest.run_id, newest.measured_at,
-                    tuple(p for p in paired if p.after.run_id == newest.run_id))
+                    tuple(p for p in paired if p.pair[1].run_id == newest.run_id))
 
     @property
     def file_points(self) -> tuple[FilePoint, ...]:
@@ -330,8 +336,8 @@ def table_views(measurements: Iterable[Measurement], runs: Iterable[Run], specs:
     for done in sorted(maintenance, key=lambda r: (r.started_at, r.run_id)):
         maintained[done.table].append(done)
     clustered: defaultdict[str, list[ClusteringRow]] = defaultdict(list)
-    for row in clustering:
-        clustered[row.table].append(row)
+    for record in clustering:
+        clustered[record.table].append(record)
     names = sorted(set(by_spec) | set(measured) | set(ran) | set(maintained) | set(clustered))
     return [TableView(name, by_spec.get(name), _probe_views(by_spec.get(name), measured.get(name, ())),
                       tuple(ran.get(name, ())), tuple(maintained.get(name, ())),

@@ -165,7 +165,8 @@ def _cleanup(table: Table, ident: str, grace: float, *, dry_run: bool) -> Cleanu
     return result
 
 
-def _prune_empty_dirs(filesystem, root: str, dirs: list, cutoff: dt.datetime) -> int:
+def _prune_empty_dirs(filesystem: pafs.FileSystem, root: str, dirs: list[pafs.FileInfo], cutoff: dt.datetime
+                      ) -> int:
     """Remove directories under the staging root left empty, deepest first; a directory modified inside
     the grace period stays (a writer may just have made it)."""
 
@@ -218,7 +219,7 @@ def delete_staged(table: Table, run_id: str | None = None, *, keep: Sequence[str
     return removed
 
 
-def _prune_empty_staged_dirs(filesystem, path: str) -> None:
+def _prune_empty_staged_dirs(filesystem: pafs.FileSystem, path: str) -> None:
 
     dirs = sorted((i.path for i in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
                    if i.type == pafs.FileType.Directory), key=len, reverse=True)

@@ -25,6 +25,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from pyiceberg.catalog import Catalog
@@ -38,6 +39,9 @@ from layout.metrics.store import NAMESPACE
 from layout.models import Frozen
 from layout.settings import settings
 from layout.spec import Retention
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 __all__ = ["MAX_FILES", "OWN_RETENTION", "OwnTable", "housekeep", "own_retention"]
 
@@ -121,6 +125,6 @@ def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | Non
     return results
 
 
-def _data_files(table) -> int:
+def _data_files(table: Table) -> int:
     snapshot = table.current_snapshot()
     return 0 if snapshot is None else len(live_data_files(table))

@@ -293,6 +293,7 @@ def acquire_lease(table: str, owner: LeaseOwner, *, ttl: dt.timedelta | None = N
                         held.where(), age, "its process is gone" if gone else f"more than {ttl}")
             outcome = "broken"
         else:
+            assert since is not None  # no holder read: `since` is when the unreadable lease was written
             age = _now() - since
             if age < UNREADABLE_GRACE:
                 raise TableBusy(f"{table}: the lease {path} is unreadable and was written {age} ago; wait "

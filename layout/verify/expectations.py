@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from great_expectations import ExpectationSuite
     from great_expectations.data_context import AbstractDataContext
+    from great_expectations.expectations.row_conditions import Condition
 
     from layout.manifest import StagedManifest
     from layout.spec import SortKey, TableSpec
@@ -193,7 +194,8 @@ class _Session:
                 name=name, validation_definitions=[definition], actions=[],
                 result_format={"result_format": "SUMMARY", "unexpected_index_column_names": _index_columns(df)}))
             result = checkpoint.run(batch_parameters={"dataframe": df}, expectation_parameters=dict(parameters or {}))
-        errors, warns = [], []
+        errors: list[str] = []
+        warns: list[str] = []
         for validation in result.run_results.values():
             for outcome in validation.results:
                 if outcome.success:
@@ -252,7 +254,7 @@ def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None
         no_nan = Column("has_nan") == False
         with_nan = Column("has_nan") == True
         for what in ("column_index", "offset_index"):
-            where = index_rows
+            where: Condition | None = index_rows
             if what == "column_index":
                 where = no_nan if index_rows is None else index_rows & no_nan
             _add(suite, E.ExpectColumnValuesToBeInSet, "error", "page_index",
@@ -293,7 +295,8 @@ def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None
             _add(suite, E.ExpectColumnValuesToBeBetween, "warning", "pages",
                  "pages hold at most writer.page_row_count_limit rows", column="max_rows_per_page",
                  max_value=intent.page_row_limit)
-        return gx.ExpectationSuite(name=name, expectations=suite)
+        facts_suite: ExpectationSuite = gx.ExpectationSuite(name=name, expectations=suite)
+        return facts_suite
 
 
 def data_suite_for(spec: TableSpec) -> ExpectationSuite:
@@ -317,7 +320,9 @@ def data_suite_for(spec: TableSpec) -> ExpectationSuite:
                 _add(suite, E.ExpectColumnValuesToBeBetween, "error", "keys",
                      f"no {figure.replace('_', ' ')} in the staged files (keys {', '.join(spec.keys.columns)})",
                      column=figure, min_value=0, max_value=0)
-        return gx.ExpectationSuite(name=f"lakesort.{spec.table}.data", expectations=suite)
+        data_suite: ExpectationSuite = gx.ExpectationSuite(name=f"lakesort.{spec.table}.data",
+                                                           expectations=suite)
+        return data_suite
 
 
 # --- the suites as reviewable JSON in the repository --------------------------------------------------
@@ -333,14 +338,15 @@ def open_project(project_dir: str | os.PathLike[str]) -> AbstractDataContext:
     """The file-mode GX project `<project_dir>/gx` (created on first use), progress bars off."""
     gx = _gx()
     with _quiet():
-        context = gx.get_context(mode="file", project_root_dir=str(_project_root(project_dir)))
+        root = str(_project_root(project_dir))
+        context: AbstractDataContext = gx.get_context(mode="file", project_root_dir=root)
     _no_progress_bars(context)
     return context
 
 
 def _suite_json(suite: ExpectationSuite) -> dict[str, Any]:
     """The suite as GX stores it, with ids derived from the content (GX draws random ones)."""
-    data = json.loads(json.dumps(suite.to_json_dict(), default=str))
+    data: dict[str, Any] = json.loads(json.dumps(suite.to_json_dict(), default=str))
     for index, expectation in enumerate(data["expectations"]):
         expectation.pop("id", None)
         body = json.dumps(expectation, sort_keys=True)
@@ -353,6 +359,7 @@ def save_suites(specs: Iterable[TableSpec], project_dir: str | os.PathLike[str])
     """Write the facts and data suites of each spec into `<project_dir>/gx/expectations/` (deterministic:
     a file is rewritten only when its content changes). Returns the suite files."""
     context = open_project(project_dir)
+    assert context.root_directory is not None  # a file-mode project has its directory
     root = Path(context.root_directory) / "expectations"
     written = []
     for spec in specs:

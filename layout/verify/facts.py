@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from layout.io import resolve
 from layout.parquet import ParquetFile, PhysicalType
-from layout.parquet.format import Encoding, PageType
+from layout.parquet.format import Encoding, PageType, chunk_metadata
 
 DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
 DATA_PAGES = frozenset({PageType.DATA_PAGE, PageType.DATA_PAGE_V2})
@@ -67,7 +67,7 @@ def rows_per_page(pf: ParquetFile, rg: int, name: str) -> list[int] | None:
 
 
 def all_dictionary(pf: ParquetFile, rg: int, name: str) -> bool:
-    md = pf.row_groups[rg].columns[pf.column(name).index].meta_data
+    md = chunk_metadata(pf.row_groups[rg].columns[pf.column(name).index])
     if md.encoding_stats:
         data = [s.encoding for s in md.encoding_stats if s.page_type in DATA_PAGES and (s.count or 0) > 0]
         return bool(data) and all(e in DICTIONARY_ENCODINGS for e in data)
@@ -88,9 +88,9 @@ def nan_values(pf: ParquetFile, rg: int, name: str) -> Literal["none", "some", "
     if column.type.physical_type not in (PhysicalType.FLOAT, PhysicalType.DOUBLE):
         return "none"
     md = pf.row_groups[rg].columns[column.index].meta_data
-    s = md.statistics if md is not None else None
-    if s is None:
+    if md is None or md.statistics is None:
         return None
+    s = md.statistics
     low, high = _float_bound(column.type, s.min_value, s.min), _float_bound(column.type, s.max_value, s.max)
     if s.nan_count:
         values = (md.num_values or 0) - (s.null_count or 0)
@@ -159,7 +159,7 @@ def _facts_rows(f: OpenedFile) -> Iterable[dict[str, Any]]:
     pf = f.pf
     for rg in range(pf.num_row_groups):
         for column in pf.columns:
-            md = pf.row_groups[rg].columns[column.index].meta_data
+            md = chunk_metadata(pf.row_groups[rg].columns[column.index])
             ci = pf.column_index(rg, column.name)
             page_rows = rows_per_page(pf, rg, column.name)
             stats = pf.statistics(rg, column.name)

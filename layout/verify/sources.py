@@ -63,7 +63,9 @@ def table_files(table: Table) -> tuple[Files, dict[str, str]]:
     for data_file in live_data_files(table):
         filesystem, path = resolve(data_file.file_path)
         values = data_file.partition
-        partitions[path] = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
+        # A Record iterates by __getitem__ (it declares no __iter__).
+        partitions[path] = (spec.partition_to_path(Record(*values), schema)  # type: ignore[misc]
+                            if spec.fields else "")
         files.append((filesystem, path))
     return files, partitions
 
@@ -75,8 +77,9 @@ def table_runs(table: Table) -> dict[str, str]:
     snapshot = table.current_snapshot()
     if snapshot is None:
         return {}
-    run_of = {s.snapshot_id: s.summary.additional_properties.get(RUN_ID) for s in table.snapshots()
-              if s.summary is not None}
+    run_of: dict[int | None, str | None] = {
+        s.snapshot_id: s.summary.additional_properties.get(RUN_ID) for s in table.snapshots()
+        if s.summary is not None}
     runs = {}
     for manifest in snapshot.manifests(table.io):
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
