@@ -43,7 +43,7 @@ from layout.compaction.plan import RewritePlan
 
 # The executors import `layout` (the zip or the installed package) but not this package: what they run of it
 # travels by value.
-cloudpickle.register_pickle_by_value(compaction)
+cloudpickle.register_pickle_by_value(compaction)  # type: ignore[no-untyped-call]  # pyspark's vendored copy
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -204,4 +204,5 @@ def _equality_condition(rows: DataFrame, keys: DataFrame, columns: tuple[str, ..
         same = value.eqNullSafe(keys[f"__lakesort_eq{i}"])
         condition = same if condition is None else condition & same
     rule = (rows[FSEQ] < keys[DSEQ]) & ((keys[DGLOBAL] == 1) | ((rows[FSPEC] == keys[DSPEC]) & (rows[FPART] == keys[DPART])))
-    return condition & rule
+    # `columns` is never empty (an equality delete names its columns): `condition` is a Column.
+    return condition & rule  # type: ignore[operator]

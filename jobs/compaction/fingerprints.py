@@ -61,7 +61,9 @@ class InputFingerprint:
         if got.get("rows") != rows:
             log.warning("the write's observed fingerprint counts %s rows, against %d: a stage ran twice, or a file "
                         "reads differently; fingerprinting the input in a pass of its own", got.get("rows"), rows)
-            got = self.df.agg(*self._sums()).first().asDict()
+            summed = self.df.agg(*self._sums()).first()
+            assert summed is not None  # an aggregate without groups has its one row
+            got = summed.asDict()
             if got["rows"] != rows:
                 if diagnose is not None:
                     diagnose()

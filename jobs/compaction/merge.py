@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -132,11 +132,18 @@ def why_not(job: JobPlan, group: RewriteGroup) -> str | None:
                                            for k in plan.sort_keys])
 
 
+def _setting(spark: SparkSession, key: str, default: str) -> str:
+    """The Spark conf `key`, `default` when unset (pyspark types the value Optional, default or not)."""
+    value = spark.conf.get(key, default)
+    assert value is not None  # `default` when unset
+    return value
+
+
 def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]) -> MergePlan | None:
     """The groups to merge (None: none), their inputs' page tables read in the executors, and their slices."""
-    if spark.conf.get(MERGE_CONF, "true").lower() == "false":
+    if _setting(spark, MERGE_CONF, "true").lower() == "false":
         return None
-    least = int(spark.conf.get(MIN_BYTES_CONF, str(MIN_BYTES)))
+    least = int(_setting(spark, MIN_BYTES_CONF, str(MIN_BYTES)))
     reasons = {g.group_id: why_not(job, g) or (f"it is small (under {least / 2**20:g} MiB)" if g.bytes < least else None)
                for g in groups}
     candidates = [g for g in groups if reasons[g.group_id] is None]
@@ -165,19 +172,19 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     # every core has work: 3 files of an unpartitioned table on 2 cores ran as 2 tasks and then 1.
     wanted = 2 * spark.sparkContext.defaultParallelism
     files_out = sum(g.output_files for g in candidates)
-    per_file = int(spark.conf.get(PIECES_CONF, "0")) or max(1, -(-wanted // max(1, files_out)))
+    per_file = int(_setting(spark, PIECES_CONF, "0")) or max(1, -(-wanted // max(1, files_out)))
     for g in candidates:
-        tables = tuple(found[f.path] for f in g.inputs)
-        unsorted = next((t for t in tables if t.unsorted), None)
+        inputs = tuple(found[f.path] for f in g.inputs)
+        unsorted = next((t for t in inputs if t.unsorted), None)
         if unsorted is not None:
             instead[g.group_id] = f"{unsorted.path}: {unsorted.unsorted}"
             continue
-        cut = plan_slices(tables, g.output_files * per_file)
+        cut = plan_slices(inputs, g.output_files * per_file)
         if not _literal_bounds(cut, first_type):
             instead[g.group_id] = f"a page bound of {keys[0]} is no UTF-8 text (truncated): no Spark literal bounds it"
             continue
         merged.append(g)
-        files[g.group_id] = tables
+        files[g.group_id] = inputs
         valued = sum(not piece.nulls for piece in cut)
         count = min(g.output_files, valued) or 1
         slices[g.group_id] = tuple(cut)
@@ -237,7 +244,7 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
     return Merged(parts=parts, rows=expected, hash_sum=hash_sum)
 
 
-def _stitch(spark: SparkSession, job: JobPlan, target: str, work: Sequence[tuple]) -> None:
+def _stitch(spark: SparkSession, job: JobPlan, target: str, work: Sequence[tuple[Any, ...]]) -> None:
     """The pieces of each output file (its slices' files, `part-<task>-...` by task: the slice's index in
     `work`), stitched in key order in the executors (`layout.parquet.stitch`: row groups copied byte for byte)."""
     scheme = target.split("://", 1)[0] + "://" if "://" in target else ""
@@ -272,7 +279,7 @@ def _place(spark: SparkSession, flat: str, target: str, slots: Sequence[tuple[in
     log.info("merged groups: %d file(s) placed in their groups' directories", moved)
 
 
-def _slice_rows(spark: SparkSession, job: JobPlan, work: Sequence[tuple]) -> DataFrame:
+def _slice_rows(spark: SparkSession, job: JobPlan, work: Sequence[tuple[Any, ...]]) -> DataFrame:
     """Every slice's rows (`slice_rows`), a partition each, tagged with its group and partition directory."""
     first = job.plan.sort_keys[0].column
     dtype = {f.name: f.dataType for f in job.spark_schema.fields}[first]
@@ -318,7 +325,7 @@ def _literal_bounds(cut: Sequence[Slice], dtype: T.DataType) -> bool:
     return True
 
 
-def bound(value: object, dtype: T.DataType) -> Column:
+def bound(value: int | bytes, dtype: T.DataType) -> Column:
     """A slice's bound (an order key: `ColumnType.order_key`) as a Spark literal of the first key's type,
     folded to a constant before Spark pushes the filter down."""
     if isinstance(dtype, T.BooleanType):

@@ -53,12 +53,14 @@ def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, co
         df = df.withColumn("__start", F.lit(0))
         if several:
             if drawn is not None:
+                assert prefix is not None  # several slots of one partition here: it has a prefix (above)
                 # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries` picks
                 # them: one Spark job instead of a sort and an aggregation (about 1.5 s of a cold job, one run).
                 sampled = sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect())
                 bounds = edges_on_values(quantile_picks(sampled, next(iter(counts.values()))), sampled, pieces,
                                          prefix.first_key_shift)
             else:
+                assert summary is not None  # several slots: the run has a summary (or drew one)
                 (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
                 bounds = row["__bounds"]
             df = df.withColumn("__bounds", F.expr(f"CAST(array({', '.join(f'{int(b)}L' for b in bounds)}) "
@@ -146,6 +148,7 @@ def slot_frame(spark: SparkSession, summary: DataFrame | None, counts: Counts, k
     info = literal_frame(spark, [(g, p, s) for (g, p), s in sorted(_starts(counts).items())],
                           [GROUP, PART, "__start"])
     if any(n > 1 for n in counts.values()):
+        assert summary is not None  # several slots: the run has a summary (or drew one)
         info = info.join(boundaries(spark, summary, counts, keys, prefix), [GROUP, PART], "left")
     return info
 

@@ -139,7 +139,7 @@ class _Status:
     def __init__(self, sc: SparkContext) -> None:
         self.tracker = sc.statusTracker()
         try:
-            self.store: Any = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
+            self.store: Any = sc._jsc.sc().statusStore()
         except Exception as exc:  # noqa: BLE001 - a Spark without it (py4j error): the lines go on without bytes
             log.debug("no status store (%s): progress without bytes", exc)
             self.store = None

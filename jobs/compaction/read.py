@@ -9,7 +9,7 @@ import logging
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -65,7 +65,7 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
             rows = rows.withColumn(POS, F.col("_metadata.row_index"))
         # input_file_name() names a file as inputFiles() does: the join key, so no row needs a regex.
         planned = {_source_name(f.path): (gid, f) for gid, f in native}
-        listed: list[tuple] = []  # SOURCE, GROUP, PART, PART_KEY (and FILE)
+        listed: list[tuple[Any, ...]] = []  # SOURCE, GROUP, PART, PART_KEY (and FILE)
         for name in rows.inputFiles():
             if _source_name(name) not in planned:
                 raise InputError(f"{name}: Spark lists a file the plan does not hold (planned: "
@@ -117,7 +117,7 @@ class NativeScan:
 
     rows: DataFrame
     listing: DataFrame
-    single: tuple | None  # (GROUP, PART, PART_KEY[, FILE]) when every file has the same
+    single: tuple[Any, ...] | None  # (GROUP, PART, PART_KEY[, FILE]) when every file has the same
 
     def tagged(self, rows: DataFrame, extra: DataFrame | None = None) -> DataFrame:
         """`rows` of this scan with each file's group, partition and SOURCE: a broadcast join on the file name

@@ -104,8 +104,8 @@ def _read_settings(spark: SparkSession, target: str) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in before.items():
-            spark.conf.set(key, value)
+        for key, old in before.items():  # SQL confs with defaults: get gave their values, never None
+            spark.conf.set(key, old)  # type: ignore[arg-type]
 
 
 def _staged_rows(spark: SparkSession, job: JobPlan, target: str) -> DataFrame:

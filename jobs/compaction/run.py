@@ -351,10 +351,12 @@ def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], in
     order = [ordered(key) for key in keys]
     summary, drawn = first.summary, None
     if summary is None and any(n > 1 for n in counts.values()):
+        assert scan is not None  # no summary, no first pass: only for files read natively (`_first_pass`)
         drawn = sample_keys(spark, scan, groups, keys, curve=first.curve)
         summary = as_summary(drawn, keys)
-    placed = first.from_manifests and scan.single is None and bool(counts)
+    placed = first.from_manifests and scan is not None and scan.single is None and bool(counts)
     if placed:
+        assert scan is not None  # as `placed` says
         # Files of several partitions: the join that tags each row with its file's group and partition
         # brings its partition's first slot and boundaries too (one broadcast join per row instead of two).
         info = slot_frame(spark, summary, counts, keys, prefix)
@@ -434,6 +436,7 @@ def _input_hash_sum(job: JobPlan, inputs: Inputs, first: FirstPass, placed: Plac
     for frame in first.cached:
         frame.unpersist()
     if placed.watched:
+        assert placed.prefix is not None  # the ranges watched are the prefix's keys'
         check_ranges(placed.prefix, placed.fingerprint.ranges(), [key.column for key in job.keys])
     return hash_sum
 
@@ -500,7 +503,9 @@ def write_manifest(spark: SparkSession, plan: RewritePlan, staged: Staged, targe
     manifest = StagedManifest(
         run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged.groups),
         expected_hash_sum=str(staged.hash_sum),
-        spark_version=spark.version, spark_master=spark.sparkContext.master, spark_conf=conf,
+        # A running context's master, which pyspark types Optional.
+        spark_version=spark.version, spark_master=spark.sparkContext.master,  # type: ignore[arg-type]
+        spark_conf=conf,
         writer_options=plan.writer_options, seconds=seconds, timings=dict(timings or {}),
         warnings=staged.warnings,
     )

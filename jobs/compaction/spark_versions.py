@@ -25,7 +25,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 try:
     from pyspark.sql.functions import arrow_udf
 except ImportError:  # Spark 3.5, 4.0
-    arrow_udf = None
+    arrow_udf = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -49,7 +49,8 @@ def to_arrow(df: DataFrame) -> pa.Table:
     """The rows of `df` collected to the driver as an Arrow table (`DataFrame.toArrow` where Spark has it)."""
     if hasattr(df, "toArrow"):
         return df.toArrow()
-    batches = df._collect_as_arrow()
+    # Before 4.0 (no toArrow): the classic DataFrame's own method (DataFrame.__getattr__ types it a Column).
+    batches = df._collect_as_arrow()  # type: ignore[operator]
     schema = arrow_schema(df.schema)
     # Spark's batches may differ from `schema` in nothing but field nullability; rebuilt on the batches' own.
     return pa.Table.from_batches(batches) if batches else schema.empty_table()
@@ -62,7 +63,10 @@ def with_arrow_column(df: DataFrame, name: str, function: ArrowFunction, columns
     if use_udf is None:
         use_udf = arrow_udf is not None
     if use_udf:
-        return df.withColumn(name, arrow_udf(function, return_type)(*[F.col(c) for c in columns]))
+        # pyspark's overloads all name a functionType; without one Spark infers it from the function's hints,
+        # else a scalar Arrow UDF.
+        udf = arrow_udf(function, return_type)  # type: ignore[call-overload]
+        return df.withColumn(name, udf(*[F.col(c) for c in columns]))
     schema = T.StructType([*df.schema.fields, T.StructField(name, return_type, True)])
     wanted = list(columns)
 

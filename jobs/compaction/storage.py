@@ -11,13 +11,15 @@ here is logged, written to a file or passed on a command line.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from layout import storage
 from layout.catalog import load_table
 from layout.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
 
     from layout.compaction.plan import RewritePlan
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 PROTOCOL = "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"
 log = logging.getLogger("lakesort.compact")
+_R = TypeVar("_R")
 
 
 def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
@@ -41,7 +44,7 @@ def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
             f"({S3A}): add hadoop-aws of the Spark's Hadoop version and its AWS SDK jars to spark.jars "
             "(`lakesort spark-jars` names and fetches them; LAKESORT_SPARK_CONF='{\"spark.jars\": \"...\"}')"
         )
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in settings.items():
         hadoop.set(key, value)
     if settings.get("fs.s3.impl") and plan.table_location.split("://", 1)[0] in ("s3", "s3a", "s3n"):
@@ -50,7 +53,7 @@ def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
 
 
 def _loads(spark: SparkSession, name: str) -> bool:
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark.sparkContext._jvm  # py4j's view of the JVM (None fails below: not loadable)
     try:
         jvm.java.lang.Class.forName(name, False, jvm.Thread.currentThread().getContextClassLoader())
     except Exception:  # noqa: BLE001 - py4j wraps the ClassNotFoundException
@@ -58,7 +61,7 @@ def _loads(spark: SparkSession, name: str) -> bool:
     return True
 
 
-def _magic_committer(spark: SparkSession, hadoop, plan: RewritePlan) -> None:
+def _magic_committer(spark: SparkSession, hadoop: Any, plan: RewritePlan) -> None:
     """Write through S3A's magic committer: each task's files are multipart uploads that the job commit
     completes, so nothing is renamed (on S3 a rename is a copy and a delete per file; Spark's default commit
     renames every file twice). It needs Spark's binding of the committers (spark-hadoop-cloud); without it the
@@ -79,12 +82,13 @@ def _magic_committer(spark: SparkSession, hadoop, plan: RewritePlan) -> None:
     log.info("%s: writing with S3A's magic committer (no renames)", plan.table)
 
 
-def configured(location: str, properties: dict[str, str]):
+def configured(location: str, properties: dict[str, str]
+               ) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """A function for executors that registers the table's storage settings in their Python worker, then
     calls `fn`: `configured(loc, props)(fn)(args)`."""
 
-    def wrap(fn):
-        def call(*args, **kwargs):
+    def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
+        def call(*args: Any, **kwargs: Any) -> _R:
             storage.configure(location, properties)
             return fn(*args, **kwargs)
         return call

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -117,10 +117,12 @@ def _piece_bytes(spark: SparkSession, groups: Sequence[RewriteGroup], schema: T.
     sc = spark.sparkContext
     conf = sc.getConf()
     fraction = float(conf.get("spark.memory.fraction", "0.6"))
-    if sc.master.startswith("local"):  # the tasks run in this JVM
-        heap, cores = sc._jvm.java.lang.Runtime.getRuntime().maxMemory(), sc.defaultParallelism
+    jvm: Any = sc._jvm  # py4j's view of the running context's JVM
+    if sc.master.startswith("local"):  # type: ignore[union-attr]  # the tasks run in this JVM
+        heap, cores = jvm.java.lang.Runtime.getRuntime().maxMemory(), sc.defaultParallelism
     else:
-        heap = sc._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsMb(conf.get("spark.executor.memory", "1g")) << 20
+        memory = conf.get("spark.executor.memory", "1g")
+        heap = jvm.org.apache.spark.network.util.JavaUtils.byteStringAsMb(memory) << 20
         executors = max(1, sc._jsc.sc().getExecutorIds().size())
         cores = int(conf.get("spark.executor.cores", "0")) or max(1, sc.defaultParallelism // executors)
     per_task = task_memory(heap, fraction, cores)
@@ -181,7 +183,8 @@ def move_files(spark: SparkSession, flat_dir: str, target: str,
 def hadoop_fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
     """Hadoop's file system of `location` (as Spark writes there) and its Path class (Py4J's proxies of the
     JVM's objects: Any to Python)."""
-    path = spark._jvm.org.apache.hadoop.fs.Path
+    jvm: Any = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path
     return path(location).getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
@@ -192,7 +195,7 @@ class CurveIndex:
     drawn for the file boundaries when the manifests give the rest."""
 
     name: str
-    strategy: Strategy
+    strategy: Literal["zorder", "hilbert"]
     keys: tuple[str, ...]
     bounds: tuple[Any, ...]  # per key, its quantile boundaries (numpy arrays)
 
@@ -215,6 +218,7 @@ def curve_index(df: DataFrame, name: str, strategy: Strategy, keys: Sequence[str
     fraction = min(1.0, CURVE_SAMPLE / max(1, rows))
     sample = to_arrow(df.select(*keys).sample(fraction=fraction, seed=SAMPLE_SEED))
     bounds = tuple(curves.quantile_boundaries(sample.column(k), 1 << bits) for k in keys)
+    assert strategy != "linear"  # a curve's (`JobPlan.curve`)
     return CurveIndex(name=name, strategy=strategy, keys=tuple(keys), bounds=bounds)
 
 
