@@ -82,7 +82,8 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
-from pyiceberg.expressions import AlwaysTrue, And, EqualTo, Or
+from pyiceberg.expressions import AlwaysTrue, And, EqualTo, Or, Reference
+from pyiceberg.expressions.literals import literal
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
 
@@ -232,6 +233,12 @@ def ensure_table(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, 
         return catalog.load_table(identifier)
 
 
+def _equal_to(column: str, value: Any) -> EqualTo:
+    """`EqualTo(column, value)`, spelled by its fields: the pydantic plugin types pyiceberg's predicates by
+    them, not by the (term, literal) of LiteralPredicate's own __init__ (which takes these keywords too)."""
+    return EqualTo(term=Reference(column), value=literal(value))
+
+
 def upsert(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, bool]],
            key: Sequence[str], rows: Sequence[dict[str, Any]]) -> int:
     """Replace the rows with the same key values, then append, in one snapshot; returns rows written."""
@@ -242,9 +249,7 @@ def upsert(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, b
     data = pa.Table.from_pylist(list(rows), schema=arrow_schema(fields))
     conditions = []
     for row in {tuple(r[k] for k in key): r for r in rows}.values():
-        # The pydantic plugin types pyiceberg's predicates by their fields, not by the (term, literal) of
-        # LiteralPredicate's own __init__, which this calls.
-        leaves = [EqualTo(k, row[k]) for k in key]  # type: ignore[call-arg, arg-type, misc]
+        leaves = [_equal_to(k, row[k]) for k in key]
         conditions.append(leaves[0] if len(leaves) == 1 else And(*leaves))
     where = conditions[0] if len(conditions) == 1 else Or(*conditions)
     # `overwrite` deletes what matches `where` and appends, as one commit: a retry replaces, never doubles.
@@ -263,9 +268,7 @@ def read(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, boo
         t = catalog.load_table(identifier)
     except NoSuchTableError:
         return arrow_schema(fields).empty_table()
-    # EqualTo(term, literal): as in `upsert`, the plugin does not know that __init__.
-    where = (EqualTo("table", table)  # type: ignore[call-arg, arg-type, misc]
-             if table is not None else AlwaysTrue())
+    where = _equal_to("table", table) if table is not None else AlwaysTrue()
     data = t.scan(row_filter=where).to_arrow()
     expected = arrow_schema(fields)
     for name, _, _ in _missing(t, fields):  # a table from before a column was added: nulls
