@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from layout.errors import ParquetError, UsageError
 from layout.parquet import format as fmt
@@ -32,6 +32,8 @@ from layout.parquet.statistics import (
     usable_key,
 )
 from layout.parquet.thrift import ThriftError, decode_struct
+
+_S = TypeVar("_S")  # a Thrift struct of layout.parquet.format
 
 FOOTER_READ_SIZE = 64 * 1024
 MAGIC = b"PAR1"
@@ -57,7 +59,7 @@ class ParquetFile:
         self._fetched: dict[tuple[str, int, int], bytes] = {}
         self.writer_version = WriterVersion.parse(metadata.created_by)
         self.columns = build_columns(metadata, path)
-        self._by_name = {}
+        self._by_name: dict[str, Column] = {}
         for c in self.columns:
             self._by_name.setdefault(c.name, c)
         self.row_groups: list[fmt.RowGroup] = metadata.row_groups or []
@@ -271,7 +273,8 @@ class ParquetFile:
         return self._page_index(rg, col, self._raw_column_index, "column index", fmt.ColumnIndex,
                                 check=self._check_column_index)
 
-    def _page_index(self, rg: int, col: int | str, memo: dict, what: str, cls: type, check: Any = None) -> Any:
+    def _page_index(self, rg: int, col: int | str, memo: dict[tuple[int, int], _S | None], what: str,
+                    cls: type[_S], check: Callable[[_S, Column, int], None] | None = None) -> _S | None:
         """One chunk's offset or column index: its byte range read on first use, decoded, remembered."""
         column, cc = self._chunk(rg, col)
         key = (rg, column.index)
@@ -306,7 +309,7 @@ class ParquetFile:
             self._column_index[key] = result
         return result
 
-    def _decode_page_index(self, cls: type, data: bytes, column: Column, rg: int, what: str) -> Any:
+    def _decode_page_index(self, cls: type[_S], data: bytes, column: Column, rg: int, what: str) -> _S:
         try:
             return decode_struct(cls, data)[0]
         except ThriftError as e:

@@ -17,7 +17,7 @@ __all__ = ["Column", "build_columns", "column_names"]
 
 
 class Column(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # the leaf's position: shadows tuple.index
     path: tuple[str, ...]
     name: str  # dotted path
     type: ColumnType

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from layout.parquet import ParquetFile, PhysicalType
+from layout.parquet import format as fmt
 from layout.verify.facts import OpenedFile, nan_values
 from layout.verify.findings import Finding, Intent
 
@@ -180,7 +181,7 @@ def _minmax_bytes_per_page(f: OpenedFile, rg: int, name: str) -> tuple[int, floa
     starts = [p.first_row_index for p in oi.page_locations or ()] if oi is not None else []
     if starts and len(column.path) == 1 and column.max_repetition_level == 0:
         return len(starts), _measured_minmax(f, rg, name, starts), "measured from the values"
-    md = pf.row_groups[rg].columns[column.index].meta_data
+    md = fmt.chunk_metadata(pf.row_groups[rg].columns[column.index])
     pages = len(starts) or _estimated_pages(md)
     sizes = md.size_statistics
     if sizes is not None and sizes.unencoded_byte_array_data_bytes and md.num_values:

@@ -57,6 +57,8 @@ def check_boundary_order(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
 def _page_keys(pf: ParquetFile, rg: int, name: str) -> list[tuple[int, Any, Any]]:
     """(page, min key, max key) of the non-null pages with usable bounds, in page order."""
     raw = pf.raw_column_index(rg, name)
+    if raw is None:
+        return []
     order_key = pf.column(name).type.order_key
     out = []
     for page, (null, lo, hi) in enumerate(zip(raw.null_pages, raw.min_values, raw.max_values)):
@@ -86,8 +88,8 @@ def _why_unordered(f: OpenedFile, rg: int, name: str, intended: str, broken: tup
              f"[{ci.min_values[j]!r} .. {ci.max_values[j]!r}]")
     hint = ""
     others = [c.name for c in f.pf.columns if c.name != name and f.pf.has_column_index(rg, c.name)
-              and f.pf.column_index(rg, c.name).boundary_order.name in ORDER_NAMES.values()
-              and len(f.pf.column_index(rg, c.name).null_pages) > 1]
+              and (ci := f.pf.column_index(rg, c.name)) is not None
+              and ci.boundary_order.name in ORDER_NAMES.values() and len(ci.null_pages) > 1]
     if others:
         hint = (f" (the pages are ordered in {', '.join(f'`{c}`' for c in others[:3])}: sorted by that "
                 f"instead?)")
@@ -116,6 +118,7 @@ def check_row_group_order(f: OpenedFile, intent: Intent) -> Iterable[Finding]:
         bad = hi_i > lo_j if key.direction == "asc" else lo_i < hi_j
         if bad:
             shown = pf.statistics(i, key.column), pf.statistics(j, key.column)
+            assert shown[0] is not None and shown[1] is not None  # both have bounds (`known`)
             yield Finding(
                 "row_group_order", "error", pf.path, j, key.column,
                 f"row group {i} [{shown[0].min!r} .. {shown[0].max!r}], row group {j} "
@@ -150,7 +153,7 @@ def check_overlap(files: Sequence[OpenedFile], intent: Intent) -> Iterable[Findi
             continue
         depth = overlap_depth((lo, hi) for _, lo, hi in ranges)
         pair = _first_overlap(ranges)
-        if depth > 1:
+        if depth > 1 and pair is not None:  # depth over 1: a pair overlaps
             (a, alo, ahi), (b, blo, bhi) = pair
             yield Finding("overlap", "error", b, None, key.column, f"overlap depth {depth}",
                           "overlap depth 1",
@@ -170,7 +173,8 @@ def _stacked_runs(files: Sequence[OpenedFile], by_run: Mapping[tuple[str, str], 
     """A table's partition may hold up to max_sorted_runs sorted runs
     (`layout.compaction.planning.sorted_runs`); deeper than that, a reader of one key reads more files than
     the spec allows until the next compaction."""
-    if intent.max_sorted_runs is None or not any(f.run is not None for f in files):
+    key = intent.first_key
+    if intent.max_sorted_runs is None or key is None or not any(f.run is not None for f in files):
         return
     by_partition: dict[str, list[tuple[str, Any, Any]]] = {}
     for (label, _), ranges in by_run.items():
@@ -179,10 +183,10 @@ def _stacked_runs(files: Sequence[OpenedFile], by_run: Mapping[tuple[str, str], 
         depth = overlap_depth((lo, hi) for _, lo, hi in ranges)
         if depth > intent.max_sorted_runs:
             runs = len({run for (part, run) in by_run if part == label})
-            yield Finding("overlap", "warning", ranges[0][0], None, intent.first_key.column,
+            yield Finding("overlap", "warning", ranges[0][0], None, key.column,
                           f"overlap depth {depth}", f"at most {intent.max_sorted_runs} sorted runs",
                           f"partition {label!r} holds {runs} sorted run(s) or unsorted file(s) overlapping "
-                          f"{depth} deep in `{intent.first_key.column}`, more than max_sorted_runs "
+                          f"{depth} deep in `{key.column}`, more than max_sorted_runs "
                           f"({intent.max_sorted_runs}); the next compaction merges them (lakesort compact, "
                           "or the nightly DAG)")
 

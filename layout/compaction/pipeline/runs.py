@@ -370,6 +370,8 @@ def commit_table(run: VerifiedRun) -> CommittedRun:
     prepared = PreparedRun.load(run.work_dir)
     with _lease_released_on_failure(run):
         result = steps.commit(prepared)
+    # A run that reaches its commit has staged output, and a replace of it always makes a snapshot.
+    assert result.snapshot_id is not None, f"run {prepared.run_id} committed no snapshot"
     committed = CommittedRun(
         table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id, work_dir=run.work_dir,
         trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,
