@@ -9,6 +9,10 @@ DEMO_HOME ?= .lakesort
 DEMO_SCALE ?= 0.05
 DEMO_BATCHES ?= 12
 PYTEST_ARGS ?=
+# Two pytest workers (the machine's two cores); a module's tests, and the modules sharing a session's server
+# or JVM, stay on one worker (tests/tiers.py), so that each set-up is made once.
+PYTEST_PARALLEL := -n 2 --dist loadgroup
+LINTED := layout tests dags jobs testbed scripts
 , := ,
 # The test bed (testbed/README.md): other Sparks, Iceberg's own Spark runtime and the SQLite JDBC driver.
 TESTBED := .testbed
@@ -30,11 +34,12 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 uv_cached = $(UV) $(1) --offline 2>/dev/null || { echo "uv: fetching what its cache lacks from the registry"; \
 	$(UV) $(1) && { $(UV) cache prune --quiet || echo "warning: uv cache prune failed" >&2; }; }
 
-.PHONY: help setup check-java testbed testbed-lock demo test lint bench clean
+.PHONY: help setup check-java testbed testbed-lock demo check static test lint bench clean
 
 help:
 	@echo "make demo   build the demo warehouse, compact it with the lakesort_nightly DAG (Airflow, Spark local)"
-	@echo "make test   run the tests (sets up if needed)"
+	@echo "make test   every test, every tier (CI runs it; sets up if needed), within the suite's time budget"
+	@echo "make check  the inner loop (about 2 min): ruff, mypy, import contracts, unit and property tests, no JVM"
 	@echo "make lint   ruff over the code;  make bench  run the benchmarks in tests/benchmarks/"
 	@echo "make clean  remove $(VENV), $(TOOLS), $(TESTBED), the demo home $(DEMO_HOME) and .pyiceberg.yaml"
 
@@ -100,11 +105,23 @@ demo: setup
 	$(VENV)/bin/lakesort demo --home $(DEMO_HOME) --scale $(DEMO_SCALE) --batches $(DEMO_BATCHES)
 	$(VENV)/bin/python scripts/airflow_demo.py --home $(DEMO_HOME)
 
-test: setup
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+# Ruff (line length included) and mypy over layout/ and jobs/ (pyproject [tool.mypy]); the import contracts
+# are a test (tests/test_architecture.py).
+static: $(VENV)/.synced
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/mypy
 
-lint: setup
-	$(VENV)/bin/ruff check layout tests dags jobs
+# The fast tier: tests not marked `integration`, with every `java` a stub that fails (--no-jvm): a test that
+# starts a JVM without saying so fails here. Needs neither the test bed nor the Spark class archive.
+check: static
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not integration" --no-jvm --durations=10 $(PYTEST_ARGS)
+
+# Every tier; --budget lists the 15 slowest tests and fails past pyproject's [tool.lakesort.test-budget].
+test: setup static
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL) --budget $(PYTEST_ARGS)
+
+lint: $(VENV)/.synced
+	$(VENV)/bin/ruff check $(LINTED)
 
 bench: setup
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done

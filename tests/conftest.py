@@ -19,6 +19,8 @@ MIN_JAVA = 17
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+pytest_plugins = ["tiers"]  # the tiers, the fast tier's guard and the suite's time budget (tests/tiers.py)
+
 
 def _java_executable() -> str | None:
     """The `java` Spark will run: $JAVA_HOME/bin/java if JAVA_HOME is valid, else `java` on PATH."""
@@ -137,7 +139,8 @@ def iceberg_catalog(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("PYICEBERG_HOME", raising=False)
-    monkeypatch.setenv("LAKESORT_WORK_DIR", str(tmp_path / "work"))  # run files and table leases of this test only
+    # Run files and table leases of this test only.
+    monkeypatch.setenv("LAKESORT_WORK_DIR", str(tmp_path / "work"))
     write_sql_catalog_config(tmp_path / ".lakesort", tmp_path)
     # pyiceberg reads its configuration once, at import: make it see this test's .pyiceberg.yaml.
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
@@ -167,7 +170,8 @@ def iceberg_spark(tmp_path_factory):
     from pyiceberg.catalog.sql import SqlCatalog
 
     # pyiceberg creates the catalog's tables (its schema is the one Iceberg's JdbcCatalog calls V1).
-    SqlCatalog(iceberg_bed.CATALOG, uri=f"sqlite:///{home / 'catalog.db'}", warehouse=f"file://{home / 'warehouse'}")
+    SqlCatalog(iceberg_bed.CATALOG, uri=f"sqlite:///{home / 'catalog.db'}",
+               warehouse=f"file://{home / 'warehouse'}")
     bed = iceberg_bed.IcebergSpark(home / "catalog.db", f"file://{home / 'warehouse'}", scratch=home)
     try:
         yield bed
@@ -313,7 +317,8 @@ def in_process_job(spark, job, monkeypatch) -> list:
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())
-        staged = job.compact_groups(spark, plan, [g for g in plan.groups if groups is None or g.group_id in groups])
+        chosen = [g for g in plan.groups if groups is None or g.group_id in groups]
+        staged = job.compact_groups(spark, plan, chosen)
         job.write_manifest(spark, plan, staged, str(manifest_path), 0.0)
         runs.append(plan)
 
@@ -321,7 +326,7 @@ def in_process_job(spark, job, monkeypatch) -> list:
     return runs
 
 
-# ---- the object-store bed (tests/object_store.py): S3 behind a counting proxy, Iceberg's REST catalog --------
+# ---- the object-store bed (tests/object_store.py): S3 behind a counting proxy, Iceberg's REST catalog ------
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from layout.compaction.pipeline.driver import compact
 from layout.io import resolve
 from layout.manifest import StagedManifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _free_port() -> int:
