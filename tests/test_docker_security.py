@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_docker import (
+from docker_files import (
     COMPOSE,
     DOCKER,
     DOCKERFILE,

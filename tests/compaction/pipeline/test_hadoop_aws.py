@@ -181,6 +181,7 @@ def _cached(hadoop: str) -> bool:
             and (repo / f"software/amazon/awssdk/s3/{sdk}/s3-{sdk}.jar").is_file())
 
 
+@pytest.mark.integration  # runs Maven, a JVM
 def test_fetch_copies_the_jars_from_the_local_maven_repository(tmp_path):
     mvn = shutil.which("mvn")
     if mvn is None or not _cached("3.5.0"):
