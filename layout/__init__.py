@@ -2,8 +2,10 @@
 
 The floors, top to bottom (imports only point down; pyproject.toml [tool.importlinter] checks it):
 
-    cli, demo            the `lakesort` command (a module per command, loaded when it runs) and the demo warehouse
-    compaction  report   rewriting tables (pipeline over planning over executor code over integrity) | HTML reports
+    cli, demo            the `lakesort` command (a module per command, loaded when it runs) and the demo
+                         warehouse
+    compaction  report   rewriting tables (pipeline over planning over executor code over integrity) |
+                         HTML reports
     upkeep               the table lease, staged-file cleanup, maintenance as a run, lakesort's own tables
     maintenance          expiring snapshots and deleting the files nothing retained references
     advise               the layout advisor

@@ -82,7 +82,8 @@ def load_table(identifier: str, catalog: str | None = None) -> Table:
             tables = [".".join(t) for t in cat.list_tables(namespace)] if namespace else []
         except Exception:  # noqa: BLE001 - only for the hint
             tables = []
-        hint = f"tables in {namespace!r}: {', '.join(tables)}" if tables else "check the name with the catalog"
+        hint = (f"tables in {namespace!r}: {', '.join(tables)}" if tables
+                else "check the name with the catalog")
         raise InputError(f"Iceberg table {identifier!r} not found in catalog {cat.name!r}; {hint}") from None
     # Every later path under the table opens with its storage settings (vended credentials included).
     storage.configure(table.location(), table.io.properties)

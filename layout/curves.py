@@ -109,7 +109,8 @@ def _order_keys(values: Values) -> tuple[np.ndarray, np.ndarray]:
         t = array.type
     valid = array.is_valid().to_numpy(zero_copy_only=False) if array.null_count else np.ones(len(array), bool)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
-            pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or t in (pa.string_view(), pa.binary_view()):
+            pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or \
+            t in (pa.string_view(), pa.binary_view()):
         return _prefix_keys(array, PREFIX_BYTES), valid
     if pa.types.is_boolean(t):
         array = array.cast(pa.int8())
@@ -176,8 +177,8 @@ def ranks(values: Values, boundaries: np.ndarray, bits: int, *, nulls: Nulls = "
     keys, valid = _order_keys(values)
     bounds = np.asarray(boundaries)
     if len(bounds) and (keys.dtype.kind == "S") != (bounds.dtype.kind == "S"):
-        raise TypeError(f"boundaries of dtype {bounds.dtype} cannot rank values of type {_arrow(values).type}: "
-                        "take the boundaries from values of the same type")
+        raise TypeError(f"boundaries of dtype {bounds.dtype} cannot rank values of type "
+                        f"{_arrow(values).type}: take the boundaries from values of the same type")
     cell = np.searchsorted(bounds, keys, side="right").astype(np.uint64)
     if cells == (1 << bits):
         out = cell
@@ -240,10 +241,12 @@ def _micros_or_number(array: pa.Array) -> np.ndarray:
         ints = pc.multiply(array.cast(pa.int32()).cast(pa.int64()), _MICROS_PER_DAY)
     elif pa.types.is_date64(t):
         ints = pc.multiply(array.cast(pa.int64()), 1000)
-    elif pa.types.is_decimal(t) or pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
+    elif pa.types.is_decimal(t) or pa.types.is_floating(t) or pa.types.is_integer(t) \
+            or pa.types.is_boolean(t):
         ints = array.cast(pa.float64()) if not pa.types.is_boolean(t) else array.cast(pa.int8())
     else:
-        raise TypeError(f"cannot scale values of type {t} by min/max: use numbers, dates, timestamps or strings")
+        raise TypeError(f"cannot scale values of type {t} by min/max: use numbers, "
+                        "dates, timestamps or strings")
     filled = pc.fill_null(ints, 0) if ints.null_count else ints
     scaled: np.ndarray = filled.to_numpy(zero_copy_only=False).astype(np.float64)
     return scaled

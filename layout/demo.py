@@ -74,7 +74,8 @@ def build_demo(
     """Create `demo.lineitem` in the embedded SQLite catalog under `home`, unless it exists already."""
 
     if scale <= 0 or batches < 1:
-        raise UsageError(f"demo needs a positive scale factor and at least one batch (got {scale}, {batches})")
+        raise UsageError("demo needs a positive scale factor and at least one batch "
+                         f"(got {scale}, {batches})")
     started = time.perf_counter()
     if os.environ.get(f"PYICEBERG_CATALOG__{DEFAULT_CATALOG.upper()}__URI"):
         # A deployment configures the catalog (docker/compose.yaml): use it, write no SQLite config beside it.

@@ -33,8 +33,8 @@ def resolve(location: str | os.PathLike[str]) -> tuple[FileSystem, str]:
         try:
             return storage.filesystem(text)
         except Exception as exc:
-            raise InputError(f"{text}: cannot open this location ({exc}); check the catalog's storage settings "
-                             "(s3.endpoint, s3.region, credentials)") from exc
+            raise InputError(f"{text}: cannot open this location ({exc}); check the catalog's storage "
+                             "settings (s3.endpoint, s3.region, credentials)") from exc
     try:
         resolved: tuple[FileSystem, str] = fs.FileSystem.from_uri(text)
         return resolved

@@ -1,9 +1,10 @@
 """OpenLineage events of a compaction run (the optional `lineage` extra: openlineage-python).
 
 One run of lakesort is one OpenLineage run of the job `compact.<table>` in the namespace
-$OPENLINEAGE_NAMESPACE (default `lakesort`), whose run id is derived from lakesort's run id (`run_uuid`), so the
-same run is the same OpenLineage run wherever it is named: `lakesort compact`'s events, the parent facet of the
-Spark job's own events (openlineage-spark), a rerun of a step. The table is the input and the output dataset:
+$OPENLINEAGE_NAMESPACE (default `lakesort`), whose run id is derived from lakesort's run id (`run_uuid`), so
+the same run is the same OpenLineage run wherever it is named: `lakesort compact`'s events, the parent facet
+of the Spark job's own events (openlineage-spark),
+a rerun of a step. The table is the input and the output dataset:
 its namespace is the catalog (`dataset_namespace`), its name `<namespace>.<table>`; the output carries the
 output statistics facet (rows and bytes written, files added), the input the input statistics (rows and bytes
 read, files removed) where they are known.
@@ -41,9 +42,9 @@ if TYPE_CHECKING:
     from openlineage.client.facet_v2 import InputDatasetFacet, OutputDatasetFacet
     from pyiceberg.schema import Schema
 
-__all__ = ["SPARK_LISTENER", "Counts", "ParentJob", "RunLineage", "available", "configured", "dataset_namespace",
-           "datasets", "job_name", "job_namespace", "parent_job", "run_event", "run_uuid", "spark_listener_enabled",
-           "spark_parent_conf"]
+__all__ = ["SPARK_LISTENER", "Counts", "ParentJob", "RunLineage", "available", "configured",
+           "dataset_namespace", "datasets", "job_name", "job_namespace", "parent_job", "run_event",
+           "run_uuid", "spark_listener_enabled", "spark_parent_conf"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,8 @@ def job_name(table: str) -> str:
 
 
 def run_uuid(run_id: str) -> str:
-    """The OpenLineage run id of lakesort's run `run_id`: the same for every event of the run, in any process."""
+    """The OpenLineage run id of lakesort's run `run_id`:
+    the same for every event of the run, in any process."""
     return str(uuid.uuid5(_RUN_IDS, run_id))
 
 
@@ -92,8 +94,8 @@ def parent_job(*, table: str, run_id: str) -> ParentJob:
 
 
 def _without_secrets(uri: str) -> str:
-    """`uri` without user, password, query and fragment; a SQLAlchemy driver suffix (`postgresql+psycopg2`) goes
-    too. A local path stays a path, `sqlite:////abs/path` keeps its slashes."""
+    """`uri` without user, password, query and fragment; a SQLAlchemy driver suffix (`postgresql+psycopg2`)
+    goes too. A local path stays a path, `sqlite:////abs/path` keeps its slashes."""
     scheme, colon, rest = uri.partition(":")
     if not colon or not urlsplit(uri).scheme:
         return uri
@@ -111,12 +113,13 @@ def _catalog_config(catalog: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def dataset_namespace(catalog: str | None) -> str:
-    """The namespace of the catalog's tables: a catalog reached by a service (REST, Hive, Glue ...) is named by
-    its URI, one held in a database (SQL) by its warehouse location; credentials, query and fragment removed.
-    A catalog that configures neither: `iceberg://<catalog name>`."""
+    """The namespace of the catalog's tables: a catalog reached by a service (REST, Hive, Glue ...) is named
+    by its URI, one held in a database (SQL) by its warehouse location; credentials, query and fragment
+    removed. A catalog that configures neither: `iceberg://<catalog name>`."""
     name, props = _catalog_config(catalog)
     kind, uri, warehouse = str(props.get("type") or ""), props.get("uri"), props.get("warehouse")
-    service = uri and (kind in ("rest", "hive", "glue") or urlsplit(str(uri)).scheme in ("http", "https", "thrift"))
+    service = uri and (kind in ("rest", "hive", "glue")
+                       or urlsplit(str(uri)).scheme in ("http", "https", "thrift"))
     chosen = uri if service else warehouse or uri
     return _without_secrets(str(chosen)).rstrip("/") if chosen else f"iceberg://{name}"
 
@@ -130,7 +133,8 @@ def configured() -> bool:
     """Whether openlineage-python has a transport configured the standard ways (not turned off)."""
     if os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
         return False
-    if os.environ.get("OPENLINEAGE_URL") or any(k.startswith("OPENLINEAGE__TRANSPORT") and v for k, v in os.environ.items()):
+    if os.environ.get("OPENLINEAGE_URL") \
+            or any(k.startswith("OPENLINEAGE__TRANSPORT") and v for k, v in os.environ.items()):
         return True
     # The `lineage` extra (local imports of openlineage here and below): lakesort works without it.
     from openlineage.client import OpenLineageClient
@@ -154,9 +158,9 @@ def _client() -> OpenLineageClient | None:
 
 def datasets(*, table: str, catalog: str | None, read: Counts | None = None, written: Counts | None = None,
              schema: Schema | None = None) -> tuple[list[Any], list[Any]]:
-    """The table as OpenLineage's input and output datasets (openlineage-python's `event_v2` classes), with the
-    statistics facets of what was read and written (either None: no statistics facet) and, given the table's
-    schema, its schema facet. Needs the extra."""
+    """The table as OpenLineage's input and output datasets (openlineage-python's `event_v2` classes), with
+    the statistics facets of what was read and written (either None: no statistics facet) and, given the
+    table's schema, its schema facet. Needs the extra."""
     # The extra's: only reached once `_client` found it, or by the DAG's commit task under the provider.
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.facet_v2 import (
@@ -200,10 +204,13 @@ def run_event(kind: EventType, *, table: str, catalog: str | None, run_id: str, 
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=error,
                                                                             programmingLanguage="python")
     return RunEvent(
-        eventType=RunState[kind], eventTime=dt.datetime.now(dt.UTC).isoformat(), producer=PRODUCER,
+        eventType=RunState[kind],
+        eventTime=dt.datetime.now(dt.UTC).isoformat(),
+        producer=PRODUCER,
         run=Run(runId=run_uuid(run_id), facets=run_facets),
-        job=Job(namespace=job_namespace(), name=job_name(table), facets={"jobType": job_type_job.JobTypeJobFacet(
-            processingType="BATCH", integration="LAKESORT", jobType="COMPACTION")}),
+        job=Job(namespace=job_namespace(), name=job_name(table), facets={
+            "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="LAKESORT",
+                                                    jobType="COMPACTION")}),
         inputs=inputs, outputs=outputs)
 
 
@@ -237,8 +244,8 @@ class RunLineage:
         try:
             client.emit(run_event(kind, table=self.table, catalog=self.catalog, run_id=self.run_id, **facts))
         except Exception as exc:  # noqa: BLE001 - lineage never fails a compaction
-            log.warning("%s: the OpenLineage %s event of run %s was not sent: %s", self.table, kind, self.run_id,
-                        exc)
+            log.warning("%s: the OpenLineage %s event of run %s was not sent: %s", self.table, kind,
+                        self.run_id, exc)
 
 
 def spark_listener_enabled(conf: Mapping[str, str]) -> bool:

@@ -22,8 +22,10 @@ def spec_files(tables_dir: Path | None = None) -> list[Path]:
     """The registry's YAML files, sorted; ConfigError when the directory is missing."""
     directory = tables_dir or settings().tables_dir
     if not directory.is_dir():
-        raise ConfigError(f"no table specs: {directory} is not a directory (pass --spec, or set LAKESORT_TABLES_DIR)")
-    # `_defaults.yaml` (and any `_`-file) holds namespace defaults (`layout.registry.defaults`), no table's spec.
+        raise ConfigError(f"no table specs: {directory} is not a directory (pass --spec, "
+                          "or set LAKESORT_TABLES_DIR)")
+    # `_defaults.yaml` (and any `_`-file) holds namespace defaults
+    # (`layout.registry.defaults`), no table's spec.
     return sorted(p for p in directory.iterdir()
                   if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("_"))
 

@@ -98,7 +98,8 @@ class Settings(Frozen):
         "sample", "Staged files the verify step re-reads outside Spark (pyarrow, one process) to confirm the "
         "fingerprints Spark read back: `none`, a seeded `sample` up to recheck_sample_bytes, or `all` (small "
         "tables only: about 13 MB/s).")
-    recheck_sample_bytes: Bytes = _setting(16 << 20, "Bytes of staged files a `sample` recheck reads, at most.")
+    recheck_sample_bytes: Bytes = _setting(16 << 20, "Bytes of staged files a `sample` "
+                                                     "recheck reads, at most.")
     # -- Spark -----------------------------------------------------------------------------------------
     spark_master: str = _setting("local[*]", "The master `lakesort compact` submits to (the DAGs use the "
                                  "Airflow connection instead).")
@@ -109,9 +110,9 @@ class Settings(Frozen):
                                         "worker's own).")
     ship_layout: Literal["zip", "installed"] = _setting("zip", "`zip`: ship the layout package to executors "
                                                         "with --py-files; `installed`: the image has it.")
-    spark_class_archive: bool = _setting(True, "Start the job's driver JVM from the class archive that `lakesort "
-                                         "spark-archive` (run by `make setup`) builds, when there is one: 2-3 s "
-                                         "less start-up per job on two cores.")
+    spark_class_archive: bool = _setting(True, "Start the job's driver JVM from the class archive that "
+                                         "`lakesort spark-archive` (run by `make setup`) builds, when there "
+                                         "is one: 2-3 s less start-up per job on two cores.")
     # -- Airflow (read when the DAG files are parsed) --------------------------------------------------
     spark_conn_id: str = _setting("spark_default", "The Airflow connection of the Spark cluster.")
     nightly_cron: str = _setting("0 2 * * *", "When lakesort_nightly runs (cron, UTC).")
@@ -122,21 +123,22 @@ class Settings(Frozen):
     spark_parallelism: Annotated[int, Field(gt=0)] = _setting(2, "Spark applications of one DAG run at a "
                                                               "time.")
     nightly_budget_bytes: Bytes | None = _setting(
-        None, "Input bytes lakesort_nightly rewrites a night, at most (a number, or 64GiB): the planned runs go in "
-        "order of predicted benefit over cost while it lasts, the rest are deferred (recorded, with why). Unset: "
-        "unlimited. The backfill DAG and `lakesort compact` are not budgeted.")
+        None, "Input bytes lakesort_nightly rewrites a night, at most (a number, or 64GiB): the planned runs "
+        "go in order of predicted benefit over cost while it lasts, the rest are deferred (recorded, with "
+        "why). Unset: unlimited. The backfill DAG and `lakesort compact` are not budgeted.")
     # -- lakesort's own tables (layout.upkeep.housekeeping) ---------------------------------------
     housekeeping_retention: JsonFields = _setting(
-        {}, "The history `lakesort housekeep` (and the nightly report task) keeps of lakesort's own tables, as "
-        "a JSON object of a table spec's `retention` fields, like {\"max_age\": \"30d\", \"min_snapshots\": "
-        "20}; a field left out keeps its value of max_age 7d, min_snapshots 10, orphan_grace 1d.")
+        {}, "The history `lakesort housekeep` (and the nightly report task) keeps of lakesort's own tables, "
+        "as a JSON object of a table spec's `retention` fields, like {\"max_age\": \"30d\", "
+        "\"min_snapshots\": 20}; a field left out keeps its value of max_age 7d, "
+        "min_snapshots 10, orphan_grace 1d.")
     # -- measuring (layout.metrics) -------------------------------------------------------------------
     engine_check: Boolean = _setting(True, "Run each measured probe with DataFusion too and record what it "
                                      "reads next to lakesort's model (true/false; `lakesort measure "
                                      "--no-engine` for one run). A real query per probe and snapshot.")
-    engine_check_max_bytes: Bytes = _setting(64 << 20, "Compressed bytes the DataFusion check reads per probe, "
-                                             "at most: a probe selecting more is checked on a seeded sample of "
-                                             "its files.")
+    engine_check_max_bytes: Bytes = _setting(64 << 20, "Compressed bytes the DataFusion check reads per "
+                                             "probe, at most: a probe selecting more is checked on a seeded "
+                                             "sample of its files.")
     # -- the metadata cache (layout.read.cache) -------------------------------------------------------
     cache_enabled: Boolean = _setting(True, "Cache Parquet footers, page indexes and manifests (true/false).")
     cache_max_bytes: Bytes = _setting(256 << 20, "Bytes the cache may hold (a number, or 256MiB, 1GiB).")

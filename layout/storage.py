@@ -4,10 +4,10 @@ of each table location, kept per process, and the pyarrow filesystem and Hadoop 
 A table's storage settings come from its catalog: the catalog's own configuration, and on a REST catalog the
 credentials it vends with each table (`s3.access-key-id`, `s3.secret-access-key`, `s3.session-token` in the
 load-table response). `layout.catalog.load_table` registers them here for the table's location, so every path
-lakesort later opens under that location (`layout.io.resolve`) is opened with them: there is no second place to
-configure. Secrets live only in this process's memory: `public` strips them from anything that is written down
-(a plan, a manifest, a run record), and Spark executors get them inside their task closures (`hadoop_settings`,
-the executor code's own `configure`), never on a command line or in a file.
+lakesort later opens under that location (`layout.io.resolve`) is opened with them: there is no second place
+to configure. Secrets live only in this process's memory: `public` strips them from anything that is written
+down (a plan, a manifest, a run record), and Spark executors get them inside their task closures
+(`hadoop_settings`, the executor code's own `configure`), never on a command line or in a file.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ __all__ = ["OBJECT_STORE_SCHEMES", "configure", "delete_many", "filesystem", "fo
            "is_object_store", "is_secret", "properties_for", "public"]
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss"})
-_SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", "key-id", "access-key", "private")
+_SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", "key-id",
+                 "access-key", "private")
 
 _lock = threading.Lock()
 _by_prefix: dict[str, dict[str, str]] = {}
@@ -89,7 +90,8 @@ def properties_for(location: str) -> dict[str, str]:
 
             def shared(prefix: str) -> tuple[int, int]:
                 other = prefix.split("/")
-                common = next((i for i, (a, b) in enumerate(zip(parts, other)) if a != b), min(len(parts), len(other)))
+                common = next((i for i, (a, b) in enumerate(zip(parts, other)) if a != b),
+                              min(len(parts), len(other)))
                 return common, -len(other)
 
             same_bucket = [p for p in _by_prefix if p.split("/")[:3] == parts[:3]]
@@ -99,9 +101,10 @@ def properties_for(location: str) -> dict[str, str]:
 
 def filesystem(location: str) -> tuple[FileSystem, str]:
     """(pyarrow filesystem, path inside it) for an object-store location, configured by `configure`, through
-    pyiceberg's PyArrowFileIO (its S3 settings: endpoint, region, keys, session token, path style, retries)."""
-    # Imported here: layout.catalog (hence this module) is imported by every Spark job driver and Python worker,
-    # and pyiceberg's Arrow I/O costs 0.5 s to import.
+    pyiceberg's PyArrowFileIO (its S3 settings: endpoint, region, keys, session token,
+    path style, retries)."""
+    # Imported here: layout.catalog (hence this module) is imported by every Spark job driver and Python
+    # worker, and pyiceberg's Arrow I/O costs 0.5 s to import.
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
     properties = properties_for(location)
@@ -139,7 +142,9 @@ def hadoop_settings(properties: Mapping[str, str]) -> dict[str, str]:
     if "fs.s3a.endpoint" in out and "fs.s3a.path.style.access" not in out:
         # A custom endpoint (MinIO, Ceph, moto, ...) rarely has virtual-host buckets; pyiceberg's pyarrow
         # filesystem also addresses by path unless `s3.force-virtual-addressing` is set.
-        out["fs.s3a.path.style.access"] = str(properties.get("s3.force-virtual-addressing", "false").lower() != "true").lower()
+        out["fs.s3a.path.style.access"] = str(
+            properties.get("s3.force-virtual-addressing", "false").lower() != "true"
+        ).lower()
     if "fs.s3a.session.token" in out:
         out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
     elif "fs.s3a.access.key" in out:
@@ -152,8 +157,8 @@ DELETE_BATCH = 1000
 
 
 def delete_many(filesystem: FileSystem, paths: Sequence[str]) -> dict[str, OSError]:
-    """Delete files of one pyarrow filesystem (paths as it names them); the ones it could not delete, with why.
-    A file already gone is no failure (someone else deleted it).
+    """Delete files of one pyarrow filesystem (paths as it names them); the ones it could not delete, with
+    why. A file already gone is no failure (someone else deleted it).
 
     On S3, with boto3 installed (the `pipeline` extra), through DeleteObjects: 1,000 keys a request, with the
     table's endpoint and credentials (`configure`), where pyarrow can only delete one object a request (or a
@@ -184,8 +189,9 @@ def _s3_client(properties: dict[str, str]) -> Any:  # a boto3 S3 client (boto3 h
 
     endpoint = properties.get("s3.endpoint")
     config = Config(retries={"mode": "standard", "max_attempts": 5},
-                    s3={"addressing_style": "virtual" if properties.get("s3.force-virtual-addressing") == "true"
-                        or not endpoint else "path"})
+                    s3={"addressing_style": "virtual"
+                        if properties.get("s3.force-virtual-addressing") == "true" or not endpoint
+                        else "path"})
     return boto3.client("s3", endpoint_url=endpoint, config=config,
                         region_name=properties.get("s3.region") or properties.get("client.region"),
                         aws_access_key_id=properties.get("s3.access-key-id"),
@@ -209,10 +215,13 @@ def _delete_objects(paths: Sequence[str]) -> dict[str, OSError]:
             try:
                 answer = client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch],
                                                                       "Quiet": True})
-            except (BotoCoreError, ClientError) as exc:  # the whole request refused, after the client's retries
+            # the whole request refused, after the client's retries
+            except (BotoCoreError, ClientError) as exc:
                 failed.update({f"{bucket}/{k}": OSError(f"DeleteObjects: {exc}") for k in batch})
                 continue
             for error in answer.get("Errors", []):
                 if error.get("Code") != "NoSuchKey":
-                    failed[f"{bucket}/{error['Key']}"] = OSError(f"{error.get('Code')}: {error.get('Message')}")
+                    failed[f"{bucket}/{error['Key']}"] = OSError(
+                        f"{error.get('Code')}: {error.get('Message')}"
+                    )
     return failed

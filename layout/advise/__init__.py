@@ -2,8 +2,10 @@
 sample before anything is rewritten.
 
     sample      a bounded, seeded sample of a table, stratified over its partitions
-    candidates  the layouts compared: the table as it is, the spec's sort, linear and curves on the probes' columns
-    simulate    a candidate laid out from the sample as the compaction would (scaled), the probes planned on it
+    candidates  the layouts compared: the table as it is, the spec's sort, linear and curves on the probes'
+                columns
+    simulate    a candidate laid out from the sample as the compaction would (scaled), the probes planned
+                on it
     result      the ranked candidates, the recommendation and its spec snippet (the `Advice` contract)
     history     the advice kept in `lakesort.advice` for the report (`last_advice`)
     render      the text `lakesort advise` prints

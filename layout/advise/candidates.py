@@ -1,4 +1,5 @@
-"""The layouts the advisor compares: the table as it is, the spec's own sort, and sorts on the probes' columns.
+"""The layouts the advisor compares: the table as it is, the spec's own sort,
+and sorts on the probes' columns.
 
 From the columns the owners' probes filter on (top-level columns a sort can use), most-weighted first
 (the summed `weight` of the probes that filter on each), at most `MAX_COLUMNS` of them:
@@ -38,7 +39,8 @@ __all__ = ["MAX_CANDIDATES", "MAX_COLUMNS", "Candidate", "candidates", "probe_co
 MAX_COLUMNS = 4
 MAX_CANDIDATES = 24
 MIN_TIE_PAGES = 0.25
-# Iceberg types the Spark job's curves rank (layout.compaction.planning.admission allows these for curve keys).
+# Iceberg types the Spark job's curves rank
+# (layout.compaction.planning.admission allows these for curve keys).
 CURVE_TYPES = frozenset({"IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType", "DateType",
                          "TimestampType", "TimestamptzType", "StringType"})
 # Types a linear sort may use: any primitive the job writes (the admission refuses the others anyway).
@@ -120,7 +122,8 @@ def candidates(spec: TableSpec, schema: Schema, spec_keys: Sequence[SortKey] = (
     ordered: list[Candidate] = []
     if spec_keys:
         strategy = spec.sort.strategy
-        ordered.append(Candidate(strategy, tuple(spec_keys), "quantile" if strategy in CURVES else None, "spec"))
+        ordered.append(Candidate(strategy, tuple(spec_keys),
+                                 "quantile" if strategy in CURVES else None, "spec"))
     ordered += [Candidate("linear", keys([c])) for c in chosen]
     for pair in itertools.combinations(curve_columns, 2):
         ordered += curves(pair)

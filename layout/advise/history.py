@@ -33,12 +33,12 @@ ADVICE = f"{store.NAMESPACE}.advice"
 _LONG, _DOUBLE, _STRING, _TS = "long", "double", "string", "timestamptz"
 ADVICE_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("run_id", _STRING, True), ("table", _STRING, True), ("advised_at", _TS, True), ("rank", _LONG, True),
-    ("strategy", _STRING, True), ("keys", _STRING, True), ("sort_keys", _STRING, True), ("scaling", _STRING, False),
-    ("origin", _STRING, True), ("label", _STRING, True), ("predicted_bytes", _STRING, True),
-    ("total_bytes", _DOUBLE, True), ("vs_current", _DOUBLE, False), ("write_bytes", _LONG, True),
-    ("incremental", _LONG, False), ("recommended", _LONG, True), ("sample_rows", _LONG, True),
-    ("table_rows", _LONG, True), ("table_bytes", _LONG, True), ("seed", _LONG, True), ("probes", _STRING, True),
-    ("seconds", _DOUBLE, True),
+    ("strategy", _STRING, True), ("keys", _STRING, True), ("sort_keys", _STRING, True),
+    ("scaling", _STRING, False), ("origin", _STRING, True), ("label", _STRING, True),
+    ("predicted_bytes", _STRING, True), ("total_bytes", _DOUBLE, True), ("vs_current", _DOUBLE, False),
+    ("write_bytes", _LONG, True), ("incremental", _LONG, False), ("recommended", _LONG, True),
+    ("sample_rows", _LONG, True), ("table_rows", _LONG, True), ("table_bytes", _LONG, True),
+    ("seed", _LONG, True), ("probes", _STRING, True), ("seconds", _DOUBLE, True),
 )
 ADVICE_KEY = ("run_id", "table")
 
@@ -54,11 +54,13 @@ def record_advice(catalog: Catalog, advice: Advice, *, table_bytes: int) -> int:
             "run_id": advice.run_id, "table": advice.table, "advised_at": advice.advised_at, "rank": c.rank,
             "strategy": c.strategy, "keys": ",".join(c.keys),
             "sort_keys": json.dumps([k.model_dump() for k in c.sort_keys]), "scaling": c.scaling,
-            "origin": c.origin, "label": c.label, "predicted_bytes": json.dumps(c.predicted_bytes, sort_keys=True),
-            "total_bytes": c.total_bytes, "vs_current": c.vs_current, "write_bytes": c.write_bytes,
-            "incremental": None if c.incremental is None else int(c.incremental), "recommended": int(recommended),
-            "sample_rows": advice.sample_rows, "table_rows": advice.table_rows, "table_bytes": table_bytes,
-            "seed": advice.seed, "probes": probes, "seconds": advice.seconds,
+            "origin": c.origin, "label": c.label,
+            "predicted_bytes": json.dumps(c.predicted_bytes, sort_keys=True), "total_bytes": c.total_bytes,
+            "vs_current": c.vs_current, "write_bytes": c.write_bytes,
+            "incremental": None if c.incremental is None else int(c.incremental),
+            "recommended": int(recommended), "sample_rows": advice.sample_rows,
+            "table_rows": advice.table_rows, "table_bytes": table_bytes, "seed": advice.seed,
+            "probes": probes, "seconds": advice.seconds,
         })
     return store.upsert(catalog, ADVICE, ADVICE_FIELDS, ADVICE_KEY, rows)
 
@@ -70,11 +72,22 @@ def last_advice(catalog: Catalog, table: str) -> Advice | None:
         return None
     newest = max(rows, key=lambda r: (r["advised_at"], r["run_id"]))
     run = sorted((r for r in rows if r["run_id"] == newest["run_id"]), key=lambda r: r["rank"])
-    candidates = tuple(CandidateAdvice(
-        rank=r["rank"], strategy=r["strategy"], sort_keys=tuple(SortKey(**k) for k in json.loads(r["sort_keys"])),
-        scaling=r["scaling"], origin=r["origin"], label=r["label"], predicted_bytes=json.loads(r["predicted_bytes"]),
-        total_bytes=r["total_bytes"], vs_current=r["vs_current"], write_bytes=r["write_bytes"],
-        incremental=None if r["incremental"] is None else bool(r["incremental"])) for r in run)
+    candidates = tuple(
+        CandidateAdvice(
+            rank=r["rank"],
+            strategy=r["strategy"],
+            sort_keys=tuple(SortKey(**k) for k in json.loads(r["sort_keys"])),
+            scaling=r["scaling"],
+            origin=r["origin"],
+            label=r["label"],
+            predicted_bytes=json.loads(r["predicted_bytes"]),
+            total_bytes=r["total_bytes"],
+            vs_current=r["vs_current"],
+            write_bytes=r["write_bytes"],
+            incremental=None if r["incremental"] is None else bool(r["incremental"]),
+        )
+        for r in run
+    )
     first = run[0]
     advised_at = first["advised_at"]
     if advised_at.tzinfo is None:

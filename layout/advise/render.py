@@ -20,9 +20,13 @@ def _change(value: float | None) -> str:
 
 def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths,
-                                                                                                        strict=True)))
-            for r in rows]
+    return [
+        "  "
+        + "  ".join(
+            v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
 
 
 def _nightly(c: CandidateAdvice) -> str:
@@ -34,9 +38,9 @@ def _nightly(c: CandidateAdvice) -> str:
 def render_advice(advice: Advice) -> list[str]:
     """The advice as lines of text."""
     weighted = any(p.weight != 1 for p in advice.probes)
-    lines = [(f"{advice.table}: {len(advice.candidates)} layouts compared on a sample of {advice.sample_rows:,} of "
-             f"{advice.table_rows:,} rows (seed {advice.seed}) in {advice.seconds:.1f}s; bytes the probes would "
-             f"read{' (weighted)' if weighted else ''}:")]
+    lines = [(f"{advice.table}: {len(advice.candidates)} layouts compared on a sample of "
+             f"{advice.sample_rows:,} of {advice.table_rows:,} rows (seed {advice.seed}) in "
+             f"{advice.seconds:.1f}s; bytes the probes would read{' (weighted)' if weighted else ''}:")]
     rows = [("rank", "layout", "bytes read", "vs current", "write (full rewrite)", "nightly")]
     for c in advice.candidates:
         rows.append((str(c.rank), c.label, format_size(c.total_bytes), _change(c.vs_current),
@@ -50,8 +54,8 @@ def render_advice(advice: Advice) -> list[str]:
     lines.append(f"recommendation ({chosen.action}): {chosen.label}")
     lines.append(f"  {chosen.reason}")
     if chosen.write_change is not None:
-        lines.append(f"  a full rewrite writes {format_size(chosen.write_bytes)} ({_change(chosen.write_change + 1)} "
-                     "against the table's bytes now)")
+        lines.append(f"  a full rewrite writes {format_size(chosen.write_bytes)} "
+                     f"({_change(chosen.write_change + 1)} against the table's bytes now)")
     picked = next((c for c in advice.candidates if c.label == chosen.label), None)
     if picked is not None and current is not None and picked is not current:
         lines.append("  per probe, against the current layout:")

@@ -93,9 +93,10 @@ class CandidateAdvice(Frozen):
         return tuple(k.column for k in self.sort_keys)
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "strategy": self.strategy, "keys": list(self.keys), "scaling": self.scaling,
-                "origin": self.origin, "label": self.label, "predicted_bytes": dict(self.predicted_bytes),
-                "total_bytes": self.total_bytes, "vs_current": self.vs_current, "write_bytes": self.write_bytes,
+        return {"rank": self.rank, "strategy": self.strategy, "keys": list(self.keys),
+                "scaling": self.scaling, "origin": self.origin, "label": self.label,
+                "predicted_bytes": dict(self.predicted_bytes), "total_bytes": self.total_bytes,
+                "vs_current": self.vs_current, "write_bytes": self.write_bytes,
                 "incremental": self.incremental}
 
 
@@ -116,9 +117,10 @@ class Recommendation(Frozen):
         return tuple(k.column for k in self.sort_keys)
 
     def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "strategy": self.strategy, "keys": list(self.keys), "label": self.label,
-                "total_bytes": self.total_bytes, "vs_current": self.vs_current, "write_bytes": self.write_bytes,
-                "write_change": self.write_change, "reason": self.reason, "spec_snippet": self.spec_snippet}
+        return {"action": self.action, "strategy": self.strategy, "keys": list(self.keys),
+                "label": self.label, "total_bytes": self.total_bytes, "vs_current": self.vs_current,
+                "write_bytes": self.write_bytes, "write_change": self.write_change, "reason": self.reason,
+                "spec_snippet": self.spec_snippet}
 
 
 class Advice(Frozen):
@@ -177,7 +179,8 @@ def spec_snippet(strategy: str, keys: Sequence[SortKey]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def recommend(candidates: Sequence[CandidateAdvice], *, table: str, table_bytes: int) -> Recommendation | None:
+def recommend(candidates: Sequence[CandidateAdvice], *, table: str,
+              table_bytes: int) -> Recommendation | None:
     """The recommendation from ranked candidates (module docstring)."""
     current = next((c for c in candidates if c.strategy == "current"), None)
     others = [c for c in candidates if c.strategy != "current"]
@@ -194,25 +197,30 @@ def recommend(candidates: Sequence[CandidateAdvice], *, table: str, table_bytes:
         return Recommendation(action=action, strategy=c.strategy, sort_keys=c.sort_keys, label=c.label,
                               total_bytes=c.total_bytes, vs_current=c.vs_current, write_bytes=c.write_bytes,
                               write_change=write_change, reason=reason,
-                              spec_snippet="" if c.strategy == "current" else spec_snippet(c.strategy, c.sort_keys))
+                              spec_snippet=("" if c.strategy == "current"
+                                            else spec_snippet(c.strategy, c.sort_keys)))
 
     if current is not None and current.total_bytes <= best.total_bytes:
         if not current.total_bytes:
             return made(current, "keep-layout", "the probes read nothing from the table as it is (their "
                                                 "predicates rule every file out): no layout reads less")
-        return made(current, "keep-layout", f"no layout is predicted to read less than the table as it is "
-                                            f"(the best, {best.label}, reads {_times(best.vs_current)} what it reads)")
-    against = f"{_times(best.vs_current)} what the current layout reads" if best.vs_current is not None else ""
+        return made(current, "keep-layout", "no layout is predicted to read less than the table as it is "
+                                            f"(the best, {best.label}, "
+                                            f"reads {_times(best.vs_current)} what it reads)")
+    against = (f"{_times(best.vs_current)} what the current layout reads" if best.vs_current is not None
+               else "")
     if spec is not None and spec.total_bytes <= best.total_bytes * (1 + SPEC_MARGIN):
         same = spec is best
         reason = (f"the spec's own sort, {spec.label}, is the best layout" if same else
-                  f"the spec's own sort, {spec.label}, reads within {SPEC_MARGIN:.0%} of the best ({best.label})")
+                  f"the spec's own sort, {spec.label}, reads within {SPEC_MARGIN:.0%} of the best "
+                  f"({best.label})")
         return made(spec, "keep-spec", f"{reason}: {against}; keep the spec and compact "
                                        f"(lakesort compact {table} --force)")
-    beyond = (f"; the spec's own sort ({spec.label}) would read {_times(spec.total_bytes / best.total_bytes)} "
-              "what this layout reads") if spec is not None and best.total_bytes else ""
-    return made(best, "change-spec", f"{best.label} reads {against}{beyond}; put the snippet in the table spec and "
-                                     f"compact (lakesort compact {table} --force)")
+    beyond = (f"; the spec's own sort ({spec.label}) would read "
+              f"{_times(spec.total_bytes / best.total_bytes)} what this layout "
+              "reads") if spec is not None and best.total_bytes else ""
+    return made(best, "change-spec", f"{best.label} reads {against}{beyond}; put the snippet in the table "
+                                     f"spec and compact (lakesort compact {table} --force)")
 
 
 def _times(value: float | None) -> str:

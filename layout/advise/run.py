@@ -101,7 +101,8 @@ def _runs(sample: Sample, spec: TableSpec, columns: list[str]) -> dict[str, floa
     partition's page rows: every partition's are about the same fraction of the spec's limit)."""
     if not sample.rows or not sample.partitions:
         return {}
-    page_rows = shape_of(max(sample.partitions, key=lambda p: p.rows), spec, sample.uncompressed_bytes_per_row).page_rows
+    page_rows = shape_of(max(sample.partitions, key=lambda p: p.rows), spec,
+                         sample.uncompressed_bytes_per_row).page_rows
     out = {}
     for column in columns:
         distinct = pc.count_distinct(sample.data.column(column), mode="all").as_py() or 1
@@ -121,7 +122,8 @@ def _current(spec: TableSpec, sample: Sample) -> Unranked:
 
 def _entry(p: Prediction, spec: TableSpec) -> Unranked:
     c: Candidate = p.candidate
-    # Sorted runs need a linear sort, an unkeyed table and room for more than one run (the rewrite planner's rule).
+    # Sorted runs need a linear sort, an unkeyed table and room for more than one run
+    # (the rewrite planner's rule).
     runs = c.incremental and spec.keys is None and spec.max_sorted_runs > 1
     return Unranked(strategy=c.strategy, sort_keys=c.keys, scaling=c.scaling, origin=c.origin, label=c.label,
                     predicted_bytes=p.bytes, write_bytes=p.write_bytes, incremental=runs)
@@ -148,15 +150,17 @@ def advise(table_name: str, *, spec: TableSpec, sample_rows: int = DEFAULT_SAMPL
         sample = sample_table(table, rows=sample_rows, seed=seed)
         chosen = candidates(spec, schema, spec_keys, runs=_runs(sample, spec, probe_columns(spec, schema)),
                             minmax=minmax, max_candidates=max_candidates)
-        log.info("%s: %d candidate layout(s): %s", spec.table, len(chosen), ", ".join(c.label for c in chosen))
+        log.info("%s: %d candidate layout(s): %s", spec.table, len(chosen),
+                 ", ".join(c.label for c in chosen))
         clock = time.perf_counter()
         current = _current(spec, sample)
-        log.info("planned %d probe(s) on the current layout in %.1fs", len(spec.probes), time.perf_counter() - clock)
+        log.info("planned %d probe(s) on the current layout in %.1fs", len(spec.probes),
+                 time.perf_counter() - clock)
         clock = time.perf_counter()
         layout = CandidateLayout.prepare(sample, spec, chosen)
         if not all(s.pages_kept for s in layout.shapes):
-            log.warning("the sample holds too few rows to keep the table's pages per file (a page would hold under "
-                        "one row): point lookups are overestimated; a larger --sample avoids it")
+            log.warning("the sample holds too few rows to keep the table's pages per file (a page would hold "
+                        "under one row): point lookups are overestimated; a larger --sample avoids it")
         with ThreadPoolExecutor(_workers()) as pool:
             predictions = []
             for done in pool.map(lambda c: predict(layout, c, work_dir=work_dir), chosen):
@@ -166,9 +170,9 @@ def advise(table_name: str, *, spec: TableSpec, sample_rows: int = DEFAULT_SAMPL
     probes = tuple(ProbeWeight(name=p.name, where=p.where, weight=p.weight) for p in spec.probes)
     ranked = rank([current, *(_entry(p, spec) for p in predictions)], probes)
     advice = Advice(
-        run_id=f"advise-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}", table=spec.table,
-        advised_at=dt.datetime.now(dt.UTC), sample_rows=sample.rows, table_rows=sample.table_rows, seed=seed,
-        probes=probes, candidates=ranked,
+        run_id=f"advise-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
+        table=spec.table, advised_at=dt.datetime.now(dt.UTC), sample_rows=sample.rows,
+        table_rows=sample.table_rows, seed=seed, probes=probes, candidates=ranked,
         recommendation=recommend(ranked, table=spec.table, table_bytes=sample.table_bytes),
         seconds=time.perf_counter() - started)
     if record:

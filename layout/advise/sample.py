@@ -125,7 +125,8 @@ def _weighted_order(rng: np.random.Generator, weights: Sequence[int]) -> list[in
 
 
 def sample_table(table: Table, *, rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0) -> Sample:
-    """At most `rows` rows of `table`'s current snapshot, stratified over its partitions (module docstring)."""
+    """At most `rows` rows of `table`'s current snapshot, stratified over its partitions
+    (module docstring)."""
     if rows < 1:
         raise InputError(f"the sample needs at least 1 row, got {rows}")
     started = time.perf_counter()
@@ -139,7 +140,8 @@ def sample_table(table: Table, *, rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0
             continue
         spec = specs[data.spec_id]
         label = spec.partition_to_path(data.partition, schema) if spec.fields else ""
-        by_label.setdefault(label, []).append(_File(data.file_path, data.record_count, data.file_size_in_bytes))
+        by_label.setdefault(label, []).append(_File(data.file_path, data.record_count,
+                                                    data.file_size_in_bytes))
         for field_id, size in (data.column_sizes or {}).items():
             column_bytes[field_id] = column_bytes.get(field_id, 0) + size
     if not by_label:
@@ -164,8 +166,16 @@ def sample_table(table: Table, *, rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0
     # of chunks (one per row group read) is several times slower.
     data = pa.concat_tables(tables).combine_chunks() if tables else arrow_schema.empty_table()
     index = {label: i for i, label in enumerate(labels)}
-    partition = np.concatenate([np.full(p[0].num_rows, index[job[0]], dtype=np.int32)
-                                for p, job in zip(parts, jobs, strict=True)]) if parts else np.zeros(0, np.int32)
+    partition = (
+        np.concatenate(
+            [
+                np.full(p[0].num_rows, index[job[0]], dtype=np.int32)
+                for p, job in zip(parts, jobs, strict=True)
+            ]
+        )
+        if parts
+        else np.zeros(0, np.int32)
+    )
     read_rows = sum(p[3] for p in parts)
     names = {f.field_id: f.name for f in schema.fields}
     sample = Sample(
@@ -178,8 +188,9 @@ def sample_table(table: Table, *, rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0
         uncompressed_bytes_per_row=sum(p[4] for p in parts) / read_rows if read_rows else 0.0,
         files_read=sum(p[1] for p in parts), row_groups_read=sum(p[2] for p in parts),
         seconds=time.perf_counter() - started)
-    log.info("sampled %d of %d rows (%d partition(s)) from %d row group(s) of %d file(s) in %.1fs", sample.rows,
-             sample.table_rows, len(jobs), sample.row_groups_read, sample.files_read, sample.seconds)
+    log.info("sampled %d of %d rows (%d partition(s)) from %d row group(s) of %d file(s) in %.1fs",
+             sample.rows, sample.table_rows, len(jobs), sample.row_groups_read, sample.files_read,
+             sample.seconds)
     return sample
 
 
@@ -214,8 +225,8 @@ def _sample_partition(label: str, share: int, files: list[_File], seed: int,
         keep = np.sort(rng.choice(data.num_rows, size=share, replace=False))
         data = data.take(pa.array(keep))
     if groups == 1 and available > 1:
-        log.warning("partition %s: its sample share (%d rows) came from one row group of %d; a larger --sample "
-                    "spreads it over more", label or "(unpartitioned)", share, available)
+        log.warning("partition %s: its sample share (%d rows) came from one row group of %d; a larger "
+                    "--sample spreads it over more", label or "(unpartitioned)", share, available)
     return data, files_read, groups, got, uncompressed
 
 
@@ -244,8 +255,8 @@ def _read(reader: pq.ParquetFile, row_groups: list[int], schema: pa.Schema, path
             try:
                 arrays.append(column.cast(field.type) if column.type != field.type else column)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                raise InputError(f"{path}: column {columns[field.name]!r} ({column.type}) does not read as the "
-                                 f"table's {field.name} ({field.type}): {error}") from error
+                raise InputError(f"{path}: column {columns[field.name]!r} ({column.type}) does not read as "
+                                 f"the table's {field.name} ({field.type}): {error}") from error
         else:
             arrays.append(pa.nulls(read.num_rows, field.type))
     return pa.Table.from_arrays(arrays, schema=schema)

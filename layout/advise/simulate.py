@@ -144,7 +144,8 @@ class CandidateLayout:
             wanted |= {c for p in probes for c in predicate_columns(parse_where(p.where))}
             wanted = {c.split(".")[0] for c in wanted}  # a struct's field: the whole struct column
             columns = tuple(c for c in names if c in wanted)
-        shapes = tuple(shape_of(share, spec, sample.uncompressed_bytes_per_row) for share in sample.partitions)
+        shapes = tuple(shape_of(share, spec, sample.uncompressed_bytes_per_row)
+                       for share in sample.partitions)
         keys = {(c, curves.curve_bits(len(cand.columns))) for cand in candidates
                 if cand.strategy in CURVES and cand.scaling == "quantile" for c in cand.columns}
         boundaries = {(column, bits): curves.quantile_boundaries(sample.data.column(column), 1 << bits)
@@ -209,10 +210,12 @@ def _cuts(start: int, stop: int, files: int, change: np.ndarray) -> list[int]:
 
 
 def _plain_bytes(values: pa.Array | pa.ChunkedArray) -> tuple[float, float]:
-    """(plain-encoded bytes of the non-null values, bytes per distinct value's dictionary entry on average)."""
+    """(plain-encoded bytes of the non-null values,
+    bytes per distinct value's dictionary entry on average)."""
     t = values.type
     present = len(values) - values.null_count
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+            or pa.types.is_large_binary(t):
         lengths = pc.binary_length(values)
         total = float(pc.sum(lengths).as_py() or 0) + 4 * present  # each value: 4-byte length + bytes
         return total, total / present if present else 0.0
@@ -264,7 +267,8 @@ def _writer_options(layout: CandidateLayout, shape: LayoutShape) -> dict[str, An
 
 @dataclass(slots=True)
 class _Calibration:
-    """Per column, compressed bytes of some of the layout's rows with the sample's pages and with the table's."""
+    """Per column, compressed bytes of some of the layout's rows with the sample's pages and
+    with the table's."""
 
     rows: int = 0
     scaled: dict[str, int] = field(default_factory=dict)
@@ -359,5 +363,5 @@ def predict(layout: CandidateLayout, candidate: Candidate, *, work_dir: str | No
     others = sum(b for c, b in layout.sample.column_bytes.items() if c not in layout.columns)
     seconds = time.perf_counter() - started
     log.debug("%s: %d file(s), %d bytes on the sample, in %.1fs", candidate.label, files, written, seconds)
-    return Prediction(candidate, predicted, round(written * scale * calibration.factor(layout.columns)) + others,
-                      files, seconds)
+    return Prediction(candidate, predicted,
+                      round(written * scale * calibration.factor(layout.columns)) + others, files, seconds)

@@ -53,7 +53,8 @@ _SPEC_HELP = "the table spec (default: found in dags/tables/ by table name)"
 _SOURCE_HELP = "a Parquet file, a directory, or an Iceberg table `ns.table`"
 
 
-def _logging_flags(parser: argparse.ArgumentParser, *, default_verbose: object, default_quiet: object) -> None:
+def _logging_flags(parser: argparse.ArgumentParser, *, default_verbose: object,
+                   default_quiet: object) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=default_verbose,
                         help="more log output (-vv for debug)")
     parser.add_argument("-q", "--quiet", action="store_true", default=default_quiet,
@@ -154,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("report", help="write the HTML reports for data owners",
                 description="Static HTML (readable offline): one page per table and an index, from the "
                             "metrics tables.")
-    p.add_argument("--out", metavar="DIR", help="output directory (default: $LAKESORT_REPORT_DIR or .lakesort/reports)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: "
+                                                "$LAKESORT_REPORT_DIR or .lakesort/reports)")
 
     p = command("verify", help="check written files against the table spec, with diagnoses",
                 description="Prove the layout: page indexes, BoundaryOrder, ordered and disjoint sorted "
@@ -184,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "table's lease. Recorded in lakesort.maintenance_runs.")
     _table_arg(p)
     _spec_arg(p)
-    _flag(p, "--dry-run", help="count what would be expired and deleted, list the files on stderr; change nothing")
+    _flag(p, "--dry-run", help="count what would be expired and deleted, "
+                               "list the files on stderr; change nothing")
     _flag(p, "--json", help="the result as JSON")
 
     p = command("housekeep", help="compact and expire lakesort's own tables (lakesort.*)",
@@ -197,17 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(p, "--dry-run", help="report what maintenance would delete; change nothing")
 
     p = command("spark-archive", help="build the class archive every job's Spark driver starts from",
-                description="Run a small Spark job once with the JVM storing the classes it loads (about 40 s); "
-                            "every compaction's driver JVM then starts from that archive, 2-3 s sooner on "
-                            "two cores (LAKESORT_SPARK_CLASS_ARCHIVE=false: without). `make setup` runs it. The "
-                            "archive is kept in this environment, one per Java and Spark version.")
+                description="Run a small Spark job once with the JVM storing the classes it loads (about 40 "
+                            "s); every compaction's driver JVM then starts from that archive, 2-3 s sooner "
+                            "on two cores (LAKESORT_SPARK_CLASS_ARCHIVE=false: without). `make setup` runs "
+                            "it. The archive is kept in this environment, one per Java and Spark version.")
     _flag(p, "--force", help="build it again even when it is there")
     _flag(p, "--path", help="print where the archive is (or would be) and build nothing")
 
     p = command("spark-jars", help="the S3A connector jars for the Spark that runs the job",
-                description="Find the Hadoop of the Spark in use ($SPARK_HOME, else lakesort's pyspark), name "
-                            "hadoop-aws of that version and the AWS SDK modules it needs, and fetch them once with "
-                            "Maven for spark.jars (never spark.jars.packages: nothing downloads at run time).")
+                description="Find the Hadoop of the Spark in use ($SPARK_HOME, else lakesort's pyspark), "
+                            "name hadoop-aws of that version and the AWS SDK modules it needs, and fetch "
+                            "them once with Maven for spark.jars (never spark.jars.packages: nothing "
+                            "downloads at run time).")
     p.add_argument("--hadoop-version", metavar="X.Y.Z",
                    help="for this Hadoop instead of the one of the Spark in use (e.g. a cluster's Spark)")
     out = p.add_mutually_exclusive_group()
@@ -219,32 +223,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("advise", help="predict which sort would serve the owners' probes best",
                 description="Sample the table, lay the sample out as the compaction would for each candidate "
-                            "layout (the current one, linear on the probes' columns and pairs of them, zorder "
-                            "and hilbert on pairs and triples), plan every probe on it, and rank the layouts "
-                            "by the bytes the probes would read. Recorded in lakesort.advice for the report.")
+                            "layout (the current one, linear on the probes' columns and pairs of them, "
+                            "zorder and hilbert on pairs and triples), plan every probe on it, and rank the "
+                            "layouts by the bytes the probes would read. "
+                            "Recorded in lakesort.advice for the report.")
     _table_arg(p)
     _spec_arg(p, help="the table spec with the probes (default: found in dags/tables/)")
     _flag(p, "--json",
           help='one JSON document: {"table", "sample_rows", "candidates": [...], "recommendation": {...}}')
     p.add_argument("--sample", type=int, default=ADVISE_SAMPLE_ROWS, metavar="ROWS",
                    help="most rows sampled, stratified over partitions (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="the sample's seed (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="the sample's seed (default: %(default)s)")
     _flag(p, "--no-record", help="print only; record nothing in lakesort.advice")
 
     p = command("demo", help="build the demo warehouse (TPC-H lineitem in a local Iceberg catalog)",
                 description="Ingest TPC-H lineitem into `demo.lineitem` in many small unsorted appends.")
-    p.add_argument("--home", default=".lakesort", help="where the catalog and warehouse live (default: %(default)s)")
+    p.add_argument("--home", default=".lakesort", help="where the catalog and warehouse "
+                                                       "live (default: %(default)s)")
     p.add_argument("--scale", type=float, default=0.05, help="TPC-H scale factor (default: %(default)s)")
     p.add_argument("--batches", type=int, default=12, help="number of appends (default: %(default)s)")
     _flag(p, "--replace", help="drop and rebuild the demo table if it exists")
 
     p = command("tables", help="every table of the catalog: its configuration and sources, health, last run",
-                description="List every table of the catalog with its effective configuration (from its spec, "
-                            "its lakesort.* table properties, the namespace defaults, its own sort order and "
-                            "write.* properties, in that order of precedence) and where each key came from; its "
-                            "health from metadata (data files, small files, delete files, overlap depth per "
-                            "sort key) and its last lakesort run. A table with no sort key anywhere is listed "
-                            "as not configured. Exit 1 when a table's configuration does not resolve.")
+                description="List every table of the catalog with its effective configuration (from its "
+                            "spec, its lakesort.* table properties, the namespace defaults, its own sort "
+                            "order and write.* properties, in that order of precedence) and where each key "
+                            "came from; its health from metadata (data files, small files, delete files, "
+                            "overlap depth per sort key) and its last lakesort run. A table with no sort key "
+                            "anywhere is listed as not configured. Exit 1 when a table's "
+                            "configuration does not resolve.")
     p.add_argument("--catalog", metavar="NAME", help="the catalog (default: pyiceberg's default catalog)")
     p.add_argument("--namespace", metavar="N", help="only the tables of namespace N (and the ones under it)")
     _flag(p, "--json", help='one JSON document: {"catalog", "tables": [{table, configured, config, sources, '
@@ -259,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage and 0 on --help
         return int(exc.code or 0)
     level = logging.WARNING if args.quiet else (logging.DEBUG if args.verbose > 1 else logging.INFO)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
     try:
         # The command's module, and with it pyiceberg, pyarrow and the rest, only now that the command runs.
         code: int = importlib.import_module(COMMANDS[args.command]).run(args)

@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"lakesort cleanup: table busy, nothing deleted: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     verb = "would remove" if result.dry_run else "removed"
-    print(f"{args.table}: {verb} {result.removed} orphaned staged file(s) ({result.bytes_deleted} bytes); kept "
-          f"{result.kept_referenced} referenced by one of {result.snapshots} snapshot(s) and {result.kept_fresh} "
-          f"younger than {result.grace_hours:g}h ({result.seconds:.1f}s)")
+    print(f"{args.table}: {verb} {result.removed} orphaned staged file(s) ({result.bytes_deleted} bytes); "
+          f"kept {result.kept_referenced} referenced by one of {result.snapshots} snapshot(s) and "
+          f"{result.kept_fresh} younger than {result.grace_hours:g}h ({result.seconds:.1f}s)")
     return EXIT_OK

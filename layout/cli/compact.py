@@ -21,8 +21,8 @@ def _print_dry_run(planned: PlannedTable) -> None:
     for d in view.partitions:
         print(f"  {d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons) or '-'}")
     for g in view.groups:
-        print(f"  group {g.group_id} ({g.partition}): {g.input_files} file(s), {g.bytes} bytes, {g.rows} rows "
-              f"-> {g.output_files} file(s)")
+        print(f"  group {g.group_id} ({g.partition}): {g.input_files} file(s), {g.bytes} bytes, {g.rows} "
+              f"rows -> {g.output_files} file(s)")
     print(f"dry run, nothing changed; plan: {view.plan_path}")
 
 

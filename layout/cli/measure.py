@@ -25,14 +25,16 @@ def run(args: argparse.Namespace) -> int:
             return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
 
         json.dump({"measurements": [plain(m.to_row()) for m in rows],
-                   "clustering": [plain(dataclasses.asdict(r)) for r in result.clustering]}, sys.stdout, indent=1)
+                   "clustering": [plain(dataclasses.asdict(r)) for r in result.clustering]}, sys.stdout,
+                  indent=1)
         sys.stdout.write("\n")
         return EXIT_OK
     if not rows:
         print(f"{spec.table}: no snapshot to measure")
         return EXIT_OK
     print(f"{spec.table} snapshot {result.snapshot_id}: {len(rows)} probe(s)"
-          + ("" if args.no_record else " (recorded in lakesort.pruning_metrics and lakesort.clustering_metrics)"))
+          + ("" if args.no_record
+             else " (recorded in lakesort.pruning_metrics and lakesort.clustering_metrics)"))
     for line in _measure_table(rows):
         print(line)
     for line in _measure_notes(rows):
@@ -40,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
     for key in summarize(result.clustering):
         deepest = ", ".join(f"{r.partition_path or '(unpartitioned)'} ({r.average_depth:.1f})"
                             for r in key.deepest[:3] if r.average_depth > 1)
-        print(f"clustering by {key.sort_key}: {key.partitions} partition(s), {key.files} file(s), average depth "
-              f"{key.average_depth:.2f}, max {key.max_depth}, average overlaps {key.average_overlaps:.2f}"
+        print(f"clustering by {key.sort_key}: {key.partitions} partition(s), {key.files} file(s), average "
+              f"depth {key.average_depth:.2f}, max {key.max_depth}, average overlaps "
+              f"{key.average_overlaps:.2f}"
               + (f"; deepest: {deepest}" if deepest else ""))
     return EXIT_OK
 
@@ -67,11 +70,13 @@ def _measure_table(rows: Sequence[Measurement]) -> list[str]:
               "clustered", "eff.", "waste", "DataFusion", "plan ms")
     table = [header]
     for m in rows:
-        pages_total = "?" if m.pages_total is None else m.pages_total  # unknown: planning opened only some files
+        # unknown: planning opened only some files
+        pages_total = "?" if m.pages_total is None else m.pages_total
         estimated = "~" if m.ideal_method not in (None, "exact") else ""
         merged = (f"{m.delete_files_selected or 0}/{m.delete_files_total or 0}",) if deletes else ()
-        table.append((m.probe, f"{m.files_selected}/{m.files_total}", *merged, f"{m.pages_selected}/{pages_total}",
-                      str(m.bytes_selected), f"{m.bytes_ideal}{estimated}", f"{m.bytes_clustered}{estimated}",
+        table.append((m.probe, f"{m.files_selected}/{m.files_total}", *merged,
+                      f"{m.pages_selected}/{pages_total}", str(m.bytes_selected),
+                      f"{m.bytes_ideal}{estimated}", f"{m.bytes_clustered}{estimated}",
                       percent(m.efficiency_clustered), percent(m.wasted_in_pages), engine(m),
                       f"{m.plan_cold_ms:.0f}/{m.plan_warm_ms:.0f}"))
     widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
@@ -81,17 +86,18 @@ def _measure_table(rows: Sequence[Measurement]) -> list[str]:
 
 def _measure_notes(rows: Sequence[Measurement]) -> list[str]:
     """What the columns of `_measure_table` mean, and why a probe is not confirmed by DataFusion."""
-    notes = [("  in pages: bytes of the selected pages that hold a matching row (waste: the rest of the selected "
-              "bytes); clustered: bytes a table perfectly clustered for the probe would read; eff.: clustered / "
-              "selected"),
-             ("  DataFusion: its bytes scanned against lakesort's over the same files (! more than 20% apart, "
-              "s: on a sample of the files, n/c: not confirmed)")]
+    notes = [("  in pages: bytes of the selected pages that hold a matching row (waste: the rest of the "
+              "selected bytes); clustered: bytes a table perfectly clustered for the probe would read; eff.: "
+              "clustered / selected"),
+             ("  DataFusion: its bytes scanned against lakesort's over the same files (! more than 20% "
+              "apart, s: on a sample of the files, n/c: not confirmed)")]
     if any(m.delete_files_total for m in rows):
-        notes.append("  deletes: delete files a reader opens and merges for the selected files / for the whole "
-                     "snapshot (lakesort.pruning_metrics.delete_files_*, their bytes delete_bytes_*); rows and "
-                     "bytes are the data files', deleted rows included")
+        notes.append("  deletes: delete files a reader opens and merges for the selected files / for the "
+                     "whole snapshot (lakesort.pruning_metrics.delete_files_*, their bytes delete_bytes_*); "
+                     "rows and bytes are the data files', deleted rows included")
     if any(m.ideal_method not in (None, "exact") for m in rows):
-        notes.append("  ~ estimated from a sample of the selected row groups (lakesort.pruning_metrics.ideal_method)")
+        notes.append("  ~ estimated from a sample of the selected row groups "
+                     "(lakesort.pruning_metrics.ideal_method)")
     notes += [f"  {m.probe}: {m.engine_status}" for m in rows
               if m.engine_status and not m.engine_checked and m.engine_status != "off"]
     return notes

@@ -33,5 +33,6 @@ def run(args: argparse.Namespace) -> int:
         rows.append((label, "-" if total is None else str(total), str(chosen), skipped))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
-        print("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+        print("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+                               for i, (v, w) in enumerate(zip(r, widths))))
     return EXIT_OK

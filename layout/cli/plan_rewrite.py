@@ -29,11 +29,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{d.partition or '(unpartitioned)'}: {d.action} - {'; '.join(d.reasons)} "
               f"({d.files} files, {d.bytes} bytes, overlap depth {d.overlap_depth}{deletes})")
     for g in rewrite.groups:
-        if g.deletes:  # merge-on-read: what each group applies (rows: the delete files' record counts, at most)
+        # merge-on-read: what each group applies (rows: the delete files' record counts, at most)
+        if g.deletes:
             kinds = ", ".join(f"{sum(d.kind == k for d in g.deletes)} {k}" for k in ("position", "equality")
                               if any(d.kind == k for d in g.deletes))
-            print(f"group {g.group_id} ({g.partition or 'unpartitioned'}): {len(g.inputs)} files, {g.bytes} bytes; "
-                  f"applies {len(g.deletes)} delete files ({kinds}), {g.delete_rows} deleted rows at most")
+            print(f"group {g.group_id} ({g.partition or 'unpartitioned'}): {len(g.inputs)} files, {g.bytes} "
+                  f"bytes; applies {len(g.deletes)} delete files ({kinds}), "
+                  f"{g.delete_rows} deleted rows at most")
     print(f"{len(rewrite.groups)} rewrite group(s), {rewrite.input_bytes} bytes to rewrite" if rewrite.groups
           else "nothing to do")
     return EXIT_OK

@@ -1,4 +1,5 @@
-"""`lakesort spark-jars`: the S3A connector jars for the Spark that runs the job (layout.compaction.pipeline.hadoop_aws)."""
+"""`lakesort spark-jars`: the S3A connector jars for the Spark that runs the job
+(layout.compaction.pipeline.hadoop_aws)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
         without = f"  (without {', '.join(f'{g}:{a}' for g, a in dep.exclusions)})" if dep.exclusions else ""
         print(f"  {dep.coordinate}{without}")
     print(f"and what they depend on, less what Spark ships: {', '.join(EXCLUDED_GROUPS)}.")
-    print("Fetch them once (Maven on PATH), then name them in spark-defaults.conf; never spark.jars.packages,\n"
-          "which resolves them at every start:\n"
+    print("Fetch them once (Maven on PATH), then name them in spark-defaults.conf; never "
+          "spark.jars.packages,\nwhich resolves them at every start:\n"
           "  lakesort spark-jars --fetch DIR        # prints the `spark.jars DIR/a.jar,...` line to add\n"
           "  lakesort spark-jars --print-pom        # the pom, to fetch them elsewhere\n"
           "or copy DIR/*.jar into the Spark's jars/ on every node. And for s3:// locations:\n"

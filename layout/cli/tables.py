@@ -1,5 +1,5 @@
-"""`lakesort tables`: every table of the catalog, its effective configuration and where each key came from, its
-health and its last lakesort run.
+"""`lakesort tables`: every table of the catalog, its effective configuration and where each key came from,
+its health and its last lakesort run.
 
 The configuration is the registry's resolution (`layout.registry`: spec, `lakesort.*` properties, namespace
 default, the table's own sort order and write properties). The health is read from metadata only, never from
@@ -66,7 +66,8 @@ def _check_namespace(catalog: Any, namespace: str) -> None:
     exists = parts[0] in known if len(parts) == 1 else _namespace_exists(catalog, parts)
     if not exists:
         listed = ", ".join(sorted(known - {OWN_NAMESPACE})) or "none"
-        raise UsageError(f"--namespace {namespace}: no such namespace in catalog {catalog.name} (namespaces: {listed})")
+        raise UsageError(f"--namespace {namespace}: no such namespace in catalog {catalog.name} "
+                         f"(namespaces: {listed})")
 
 
 def _namespace_exists(catalog: Any, parts: tuple[str, ...]) -> bool:
@@ -107,7 +108,8 @@ def _health(table: Table, keys: Sequence[str], small_file_size: int | None) -> d
     out: dict[str, Any] = {"snapshot_id": snapshot.snapshot_id,
                            "data_files": int(summary.get("total-data-files", 0)),
                            "delete_files": int(summary.get("total-delete-files", 0)),
-                           "bytes": int(summary.get("total-files-size", 0)), "small_files": None, "overlap": {}}
+                           "bytes": int(summary.get("total-files-size", 0)), "small_files": None,
+                           "overlap": {}}
     try:
         spans = key_spans(table, list(keys)) if keys else {}
     except Exception as exc:  # noqa: BLE001 - the listing goes on; the table's own runs report it
@@ -123,7 +125,8 @@ def _health(table: Table, keys: Sequence[str], small_file_size: int | None) -> d
         counted = sum(h.files for h in figures)
         out["overlap"][column] = {
             "max_depth": max((h.max_depth for h in figures), default=0),
-            "average_depth": round(sum(h.average_depth * h.files for h in figures) / counted, 2) if counted else 0.0,
+            "average_depth": (round(sum(h.average_depth * h.files for h in figures) / counted, 2) if counted
+                              else 0.0),
         }
     return out
 
@@ -139,8 +142,9 @@ def _last_runs(catalog: Any) -> dict[str, dict[str, Any]]:
 
 
 def newest_rows(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per table, its newest row by (start, run id), as the report orders runs: a trimmed night's commit and its
-    `<run id>-deferred` row share a start, and the deferred one is the newer (whatever order the rows came in)."""
+    """Per table, its newest row by (start, run id), as the report orders runs: a trimmed night's commit and
+    its `<run id>-deferred` row share a start, and the deferred one is the newer
+    (whatever order the rows came in)."""
     newest: dict[str, dict[str, Any]] = {}
     for row in rows:
         kept = newest.get(row["table"])

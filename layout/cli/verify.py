@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify_gx(args: argparse.Namespace, spec: TableSpec | None) -> bool:
-    """The spec's GX suite on the layout facts, Data Docs into --docs; True when no error expectation failed."""
+    """The spec's GX suite on the layout facts, Data Docs into --docs;
+    True when no error expectation failed."""
     facts, spec, keys = facts_for_source(args.source, spec)
     docs = Path(args.docs) if args.docs else settings().report_dir / "gx"
     result = validate_facts(facts, spec, keys, docs_dir=docs)

@@ -14,7 +14,8 @@ from pydantic import Field
 
 from layout.models import Frozen, Strategy
 
-__all__ = ["Action", "DeleteInput", "InputFile", "MergeRuleModel", "PartitionDecision", "RewriteGroup", "RewritePlan", "SortKeyModel"]
+__all__ = ["Action", "DeleteInput", "InputFile", "MergeRuleModel", "PartitionDecision", "RewriteGroup",
+           "RewritePlan", "SortKeyModel"]
 
 Action = Literal["rewrite", "skip", "refuse"]
 
@@ -43,14 +44,17 @@ class InputFile(Frozen):
     # None where unknown or the type has no ordinal. The job takes its sort prefix's ranges from them.
     ranges: tuple[tuple[int, int] | None, ...] = ()
     spec_id: int = 0  # the partition spec the file was written under
-    partition_key: str = "[]"  # its partition values under that spec (`layout.compaction.executor.partitions`)
-    # Spark's own reader reads it as Iceberg does (`layout.compaction.executor.inputs.native_reason`), decided by the
-    # prepare step from the footer: the job reads it natively instead of through pyiceberg in Python.
+    # its partition values under that spec (`layout.compaction.executor.partitions`)
+    partition_key: str = "[]"
+    # Spark's own reader reads it as Iceberg does (`layout.compaction.executor.inputs.native_reason`), decided
+    # by the prepare step from the footer: the job reads it natively instead of through pyiceberg in Python.
     spark_native: bool = False
-    # Estimated bytes of its variable-length values once decoded (`layout.compaction.executor.memory.value_bytes`, from
-    # the footer, by the prepare step; None before): how large a write task's piece may be.
+    # Estimated bytes of its variable-length values once decoded
+    # (`layout.compaction.executor.memory.value_bytes`, from the footer, by the prepare step; None before):
+    # how large a write task's piece may be.
     value_bytes: int | None = None
-    sequence_number: int = 0  # its data sequence number: which delete files apply to it (`layout.read.deletes`)
+    # its data sequence number: which delete files apply to it (`layout.read.deletes`)
+    sequence_number: int = 0
     # The lakesort run that wrote it under the plan's layout (its snapshot summary's run id), so sorted by the
     # plan's keys; None for other writers' files and older layouts. A group of such files only is merged, not
     # sorted, when their page indexes agree (jobs/compaction/merge.py).
@@ -87,7 +91,8 @@ class PartitionDecision(Frozen):
     overlap_depth: int
     delete_files: int = 0  # distinct delete files that apply to the partition's data files
     delete_rows: int = 0  # their record counts: rows deleted by position, keys deleted by equality
-    sorted_runs: int = 0  # lakesort's runs in the partition before the rewrite (`layout.compaction.planning.sorted_runs`)
+    # lakesort's runs in the partition before the rewrite (`layout.compaction.planning.sorted_runs`)
+    sorted_runs: int = 0
     # Foreign files kept as they are: they already meet the spec (`layout.compaction.planning.adoption`).
     adopted_files: int = 0
 

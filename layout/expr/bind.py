@@ -1,4 +1,5 @@
-"""Predicates against a schema: `bind` checks columns and coerces literals, `to_arrow_filter` evaluates exactly."""
+"""Predicates against a schema: `bind` checks columns and coerces literals,
+`to_arrow_filter` evaluates exactly."""
 
 from __future__ import annotations
 
@@ -109,7 +110,8 @@ class _Binder(RebuildVisitor):
         if not self.case_sensitive and len(folded) == 1:
             return folded[0], self.schema[folded[0]]
         close = folded or difflib.get_close_matches(column, list(self.schema), n=3, cutoff=0.6)
-        hint = f"did you mean {', '.join(close)}?" if close else f"the columns are {', '.join(list(self.schema)[:30])}"
+        hint = (f"did you mean {', '.join(close)}?" if close
+                else f"the columns are {', '.join(list(self.schema)[:30])}")
         raise UsageError(f"unknown column `{column}` in the predicate; {hint}")
 
     def visit_predicate(self, predicate: Predicate) -> Expr:
@@ -177,7 +179,8 @@ def _to_float(value: Any) -> float:
 def _to_decimal(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         return _fail()
-    return value if isinstance(value, Decimal) else Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    return (value if isinstance(value, Decimal) else Decimal(value) if isinstance(value, int)
+            else Decimal(repr(value)))
 
 
 def _to_str(value: Any) -> str:

@@ -30,7 +30,8 @@ from layout.literals import LiteralValue, sql_literal
 
 SUPPORTED = (
     "supported: AND, OR, NOT, parentheses, TRUE/FALSE, comparisons (= <> != < <= > >=) between one "
-    "column and one literal, BETWEEN, IN (literals), IS [NOT] NULL, [NOT] LIKE 'pattern', startswith(column, prefix), isnan(column)"
+    "column and one literal, BETWEEN, IN (literals), IS [NOT] NULL, [NOT] LIKE 'pattern', "
+    "startswith(column, prefix), isnan(column)"
 )
 
 

@@ -52,14 +52,16 @@ def parse_where(sql: str, *, dialect: str | None = "spark") -> Expr:
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except sqlglot.errors.SqlglotError as error:
-        raise UsageError(f"cannot parse the predicate {sql!r} as {dialect or 'generic'} SQL: {error}") from None
+        raise UsageError(f"cannot parse the predicate {sql!r} as "
+                         f"{dialect or 'generic'} SQL: {error}") from None
     if len(statements) != 1:
         raise UsageError(f"expected one condition or one SELECT, got {len(statements)} statements in {sql!r}")
     node = statements[0]
     qualifiers: frozenset[str] = frozenset()
     if isinstance(node, exp.Query):
         if not isinstance(node, exp.Select):
-            raise UsageError(f"only a single SELECT ... WHERE is supported, not {type(node).__name__}: {sql!r}")
+            raise UsageError("only a single SELECT ... WHERE is supported, "
+                             f"not {type(node).__name__}: {sql!r}")
         where = node.args.get("where")
         if where is None:
             return AlwaysTrue()
@@ -73,7 +75,8 @@ class _Parser:
         self.sql, self.dialect, self.qualifiers = sql, dialect, qualifiers
 
     def fail(self, what: str, node: exp.Expr) -> UsageError:
-        return UsageError(f"unsupported {what} `{node.sql(dialect=self.dialect)}` in {self.sql!r}; {SUPPORTED}")
+        return UsageError(f"unsupported {what} `{node.sql(dialect=self.dialect)}` in "
+                          f"{self.sql!r}; {SUPPORTED}")
 
     def expr(self, node: exp.Expr) -> Expr:
         if isinstance(node, exp.Paren):
@@ -91,7 +94,8 @@ class _Parser:
             return self.comparison(node)
         if isinstance(node, exp.Between):
             column = self.column(node.this)
-            return And(GtEq(column, self.literal(node.args["low"])), LtEq(column, self.literal(node.args["high"])))
+            return And(GtEq(column, self.literal(node.args["low"])),
+                       LtEq(column, self.literal(node.args["high"])))
         if isinstance(node, exp.In):
             if node.args.get("query") is not None or node.args.get("unnest") is not None:
                 raise self.fail("subquery", node)
@@ -167,7 +171,8 @@ class _Parser:
         if isinstance(node, exp.Boolean):
             return bool(node.this)
         if isinstance(node, exp.Null):
-            raise UsageError(f"comparison with NULL is never true in {self.sql!r}: use IS NULL or IS NOT NULL")
+            raise UsageError(f"comparison with NULL is never true in {self.sql!r}: "
+                             "use IS NULL or IS NOT NULL")
         if isinstance(node, exp.HexString):
             return int(node.this, 16) if node.args.get("is_integer") else bytes.fromhex(node.this)
         if isinstance(node, exp.Cast):  # TryCast is a Cast

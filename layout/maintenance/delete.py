@@ -162,7 +162,8 @@ def delete(filesystem: FileSystem, files: list[tuple[DeletedKind, FileInfo]], *,
     it). A file the storage refuses to delete (after the client's own retries: an outage, a 503 SlowDown, a
     permission) is passed over and the rest of its kind still deleted; then the run stops before the next kind
     (top-down: the files left behind are never pointed at by a file deleted after them) and raises
-    MaintenanceError naming the files it could not delete, what it deleted and what it left for a later run."""
+    MaintenanceError naming the files it could not delete,
+    what it deleted and what it left for a later run."""
     done: dict[DeletedKind, list[int]] = {kind: [0, 0] for kind in DELETED_KINDS}
     failed: list[tuple[DeletedKind, str, OSError]] = []
     verb = "would delete" if dry_run else "deleted"
@@ -197,11 +198,12 @@ def _refuse(table: str, failed: list[tuple[DeletedKind, str, OSError]], done: di
             left: int) -> None:
     deleted = sum(n for n, _ in done.values())
     kind, path, exc = failed[0]
-    shown = "; ".join(p for _, p, _ in failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+    shown = ("; ".join(p for _, p, _ in failed[:5])
+             + (f"; and {len(failed) - 5} more" if len(failed) > 5 else ""))
     raise MaintenanceError(
-        f"{table}: could not delete {len(failed)} unreferenced file(s) (the first, {kind} {path}: {exc}): {shown}. "
-        f"{deleted} unreferenced file(s) were deleted, these and {left} more are left (deletion stops there, "
-        "top-down, so no file left points at one already gone); the table and every retained snapshot read as "
-        "before. Run maintenance again once the storage accepts deletions (a permission, an outage): what only "
-        "the snapshots expired by this run referenced, and no retained manifest lists, counts as orphans then: "
-        "deleted once older than the table's orphan grace") from exc
+        f"{table}: could not delete {len(failed)} unreferenced file(s) (the first, {kind} {path}: {exc}): "
+        f"{shown}. {deleted} unreferenced file(s) were deleted, these and {left} more are left (deletion "
+        "stops there, top-down, so no file left points at one already gone); the table and every retained "
+        "snapshot read as before. Run maintenance again once the storage accepts deletions (a permission, an "
+        "outage): what only the snapshots expired by this run referenced, and no retained manifest lists, "
+        "counts as orphans then: deleted once older than the table's orphan grace") from exc

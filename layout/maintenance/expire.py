@@ -42,7 +42,8 @@ def to_expire(metadata: TableMetadata, retention: Retention, now: dt.datetime) -
     now_ms = int(now.timestamp() * 1000)
     by_id = {s.snapshot_id: s for s in metadata.snapshots}
     keep = {ref.snapshot_id for ref in metadata.refs.values()}  # branch and tag heads
-    keep.update(s.snapshot_id for s in metadata.snapshots if s.timestamp_ms >= now_ms - _ms(retention.max_age))
+    keep.update(s.snapshot_id for s in metadata.snapshots
+                if s.timestamp_ms >= now_ms - _ms(retention.max_age))
     for ref in metadata.refs.values():
         if ref.snapshot_ref_type != SnapshotRefType.BRANCH:
             continue  # a tag keeps its snapshot only, not its history
@@ -54,7 +55,8 @@ def to_expire(metadata: TableMetadata, retention: Retention, now: dt.datetime) -
             if depth < count or snapshot.timestamp_ms >= oldest_ms:
                 keep.add(snapshot.snapshot_id)
             depth += 1
-            snapshot = by_id.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
+            snapshot = (by_id.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None
+                        else None)
     expired = [s for s in metadata.snapshots if s.snapshot_id not in keep]
     return [s.snapshot_id for s in sorted(expired, key=lambda s: (s.timestamp_ms, s.snapshot_id))]
 
@@ -69,7 +71,8 @@ def expired_metadata(table: Table, snapshot_ids: list[int]) -> TableMetadata:
 
 
 def expire(table: Table, snapshot_ids: list[int]) -> None:
-    """Expire `snapshot_ids` in one commit (nothing to commit for none); `table` then holds the new metadata."""
+    """Expire `snapshot_ids` in one commit (nothing to commit for none);
+    `table` then holds the new metadata."""
     if not snapshot_ids:
         return
     table.maintenance.expire_snapshots().by_ids(snapshot_ids).commit()

@@ -106,9 +106,9 @@ class Manifests:
                 # Every entry, then sorted by status: a DELETED entry is no reference (module docstring).
                 entries = manifest.fetch_manifest_entry(self.io, discard_deleted=False)
             except Exception as exc:  # any failure to read means: the references are unknown
-                raise MaintenanceError(f"cannot read the manifest {manifest.manifest_path} ({exc}): the files the "
-                                       "table references are unknown, so nothing can be deleted safely; "
-                                       "restore the manifest or repair the table") from exc
+                raise MaintenanceError(f"cannot read the manifest {manifest.manifest_path} ({exc}): the "
+                                       "files the table references are unknown, so nothing can be deleted "
+                                       "safely; restore the manifest or repair the table") from exc
             for entry in entries:
                 file = entry.data_file
                 kind: Kind = "data" if file.content == DataFileContent.DATA else "delete"

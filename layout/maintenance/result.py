@@ -66,9 +66,9 @@ class MaintenanceResult(Frozen):
         verb = ("would expire", "would delete") if self.dry_run else ("expired", "deleted")
         kinds = ", ".join(f"{d.files} {d.kind}" for d in self.deleted if d.files) or "nothing"
         r = self.retention
-        return (f"{self.table}: {verb[0]} {len(self.snapshots_expired)} of {self.snapshots_before} snapshot(s) "
-                f"(max_age {format_duration_short(r.max_age)}, min_snapshots {r.min_snapshots}); {verb[1]} "
-                f"{self.files_deleted} file(s), {format_size(self.bytes_deleted)} ({kinds}); kept "
+        return (f"{self.table}: {verb[0]} {len(self.snapshots_expired)} of {self.snapshots_before} "
+                f"snapshot(s) (max_age {format_duration_short(r.max_age)}, min_snapshots {r.min_snapshots}); "
+                f"{verb[1]} {self.files_deleted} file(s), {format_size(self.bytes_deleted)} ({kinds}); kept "
                 f"{self.kept_referenced} referenced and {self.young_orphans} orphan(s) younger than "
                 f"{format_duration_short(r.orphan_grace)}; under {self.location}: "
                 f"{format_size(self.bytes_before)} -> {format_size(self.bytes_after)}, live data "

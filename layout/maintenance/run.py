@@ -78,7 +78,8 @@ def maintain(table: Table, retention: Retention, *, lease: AbstractContextManage
 
         # 3. Expire (a dry run: the metadata the commit would write, with no file of its own yet).
         if dry_run:
-            after, after_location = expired_metadata(table, expired), None if expired else table.metadata_location
+            after, after_location = (expired_metadata(table, expired),
+                                     None if expired else table.metadata_location)
             read_location = table.metadata_location
         else:
             expire(table, expired)
@@ -91,7 +92,8 @@ def maintain(table: Table, retention: Retention, *, lease: AbstractContextManage
         retained.add_metadata(after, after_location)
         current = after.current_snapshot()
         live_bytes = retained.live_bytes(current)
-        files = sort_files(listing, retained=retained, known=known, cutoff=started_at - retention.orphan_grace)
+        files = sort_files(listing, retained=retained, known=known,
+                           cutoff=started_at - retention.orphan_grace)
 
         # 5. Just before deleting: whatever a commit since step 2 or 3 references is protected too.
         table = table.refresh()
@@ -101,8 +103,9 @@ def maintain(table: Table, retention: Retention, *, lease: AbstractContextManage
                 log.warning("%s: %d file(s) were referenced by a commit that landed while maintenance ran (a "
                             "writer without the table's lease?): kept", ident, late)
         if aliases := files.keep_aliases(retained):
-            log.warning("%s: kept %d unreferenced file(s) whose name a retained snapshot references under another "
-                        "path (the metadata spells the location differently?), e.g. %s", ident, len(aliases),
+            log.warning("%s: kept %d unreferenced file(s) whose name a retained snapshot references under "
+                        "another path (the metadata spells the "
+                        "location differently?), e.g. %s", ident, len(aliases),
                         aliases[0])
         sorted_at = time.perf_counter()
 
@@ -124,6 +127,7 @@ def maintain(table: Table, retention: Retention, *, lease: AbstractContextManage
         bytes_after=bytes_before - bytes_deleted, live_bytes=live_bytes)
     log.info("%s", result.summary())
     log.info("%s: listing %.2fs (%d files), reading the history %.2fs (%d manifest(s) in all), expiry %.2fs, "
-             "references and sorting %.2fs, deleting %.2fs", ident, listed - clock, len(listing), read - listed,
-             len(manifests), expired_at - read, sorted_at - expired_at, time.perf_counter() - sorted_at)
+             "references and sorting %.2fs, deleting %.2fs", ident, listed - clock, len(listing),
+             read - listed, len(manifests), expired_at - read, sorted_at - expired_at,
+             time.perf_counter() - sorted_at)
     return result

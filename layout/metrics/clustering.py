@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-__all__ = ["FOOTER_FALLBACK_FILES", "ClusteringRecord", "FileSpan", "Health", "KeySummary", "depth_bucket", "health",
-           "key_spans", "measure_clustering", "read_clustering", "record_clustering", "summarize"]
+__all__ = ["FOOTER_FALLBACK_FILES", "ClusteringRecord", "FileSpan", "Health", "KeySummary", "depth_bucket",
+           "health", "key_spans", "measure_clustering", "read_clustering", "record_clustering", "summarize"]
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +162,12 @@ def summarize(rows: Iterable[ClusteringRecord]) -> tuple[KeySummary, ...]:
         for r in parts:
             histogram.update(dict(r.histogram))
         out.append(KeySummary(
-            sort_key=key, partitions=len(parts), files=files, files_unbounded=sum(r.files_unbounded for r in parts),
+            sort_key=key, partitions=len(parts), files=files,
+            files_unbounded=sum(r.files_unbounded for r in parts),
             average_overlaps=sum(r.average_overlaps * r.files for r in parts) / files if files else 0.0,
             average_depth=sum(r.average_depth * r.files for r in parts) / files if files else 0.0,
-            max_depth=max((r.max_depth for r in parts), default=0), histogram=tuple(sorted(histogram.items())),
+            max_depth=max((r.max_depth for r in parts), default=0),
+            histogram=tuple(sorted(histogram.items())),
             deepest=tuple(sorted(parts, key=lambda r: (-r.average_depth, -r.max_depth, r.partition_path)))))
     return tuple(out)
 
@@ -174,7 +176,8 @@ def _histogram_json(histogram: Iterable[tuple[int, int]]) -> str:
     return json.dumps({str(bucket): files for bucket, files in histogram})
 
 
-def key_spans(table: Table, columns: Sequence[str], snapshot_id: int | None = None) -> dict[str, list[FileSpan]]:
+def key_spans(table: Table, columns: Sequence[str],
+              snapshot_id: int | None = None) -> dict[str, list[FileSpan]]:
     """Per column: every live data file of the snapshot with its partition and its bounds of the column.
 
     One pass over the data manifests (pyiceberg's reader, in its thread pool, as planning reads them);
@@ -230,7 +233,8 @@ def _from_footers(spans: list[FileSpan], positions: Sequence[int], paths: Sequen
         try:
             pf = ParquetFile.open(local, filesystem=filesystem)
         except InputError as error:
-            log.warning("%s: no footer bounds for %s (%s); it counts as overlapping every file", path, column, error)
+            log.warning("%s: no footer bounds for %s (%s); it counts as overlapping every file", path,
+                        column, error)
             continue
         if not pf.has_column(column) or pf.num_row_groups == 0:
             continue
@@ -245,7 +249,8 @@ def _from_footers(spans: list[FileSpan], positions: Sequence[int], paths: Sequen
             low, high = _comparable(stats.min), _comparable(stats.max)
             lo = low if lo is None or low < lo else lo
             hi = high if hi is None or high > hi else hi
-        spans[position] = FileSpan(spans[position].partition, lo, hi, spans[position].rows, spans[position].bytes)
+        spans[position] = FileSpan(spans[position].partition, lo, hi, spans[position].rows,
+                                   spans[position].bytes)
 
 
 def _comparable(value: Any) -> Any:
@@ -280,8 +285,9 @@ def measure_clustering(table: Table, keys: Sequence[str], *, snapshot_id: int, r
                 run_id=run_id, phase=phase, table=name, snapshot_id=snapshot_id, measured_at=measured_at,
                 sort_key=key, partition_path=partition, files=h.files, files_unbounded=h.files_unbounded,
                 constant_files=h.constant_files, average_overlaps=h.average_overlaps,
-                average_depth=h.average_depth, max_depth=h.max_depth, depth_histogram=_histogram_json(h.histogram),
-                rows=sum(f.rows for f in files), bytes=sum(f.bytes for f in files)))
+                average_depth=h.average_depth, max_depth=h.max_depth,
+                depth_histogram=_histogram_json(h.histogram), rows=sum(f.rows for f in files),
+                bytes=sum(f.bytes for f in files)))
     return rows
 
 

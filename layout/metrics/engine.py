@@ -26,9 +26,10 @@ credentials live only in the store object: never in a log line, a status or an e
 
 It never fails a measurement. What it cannot check is recorded as "not confirmed: <reason>": the
 `datafusion` package missing, files on an object store other than S3 (or on S3 with
-`s3.force-virtual-addressing`, which the installed DataFusion's S3 store does not take), a probe column stored under another name or absent in
-a file (DataFusion reads Parquet columns by name; Iceberg resolves renamed columns by field id), a
-nested projection, or any error DataFusion raises (SQL it does not read, types it cannot merge).
+`s3.force-virtual-addressing`, which the installed DataFusion's S3 store does not take), a probe column stored
+under another name or absent in a file (DataFusion reads Parquet columns by name; Iceberg resolves renamed
+columns by field id), a nested projection, or any error DataFusion raises (SQL it does not read,
+types it cannot merge).
 """
 
 from __future__ import annotations
@@ -116,13 +117,13 @@ def check_probe(planned: Plan, *, table: Table | None, max_bytes: int, files: Op
         return EngineCheck(f"not confirmed: {unreadable[1]}")
     nested = [name for name in planned.columns or () if "." in name]
     if nested:
-        return EngineCheck(f"not confirmed: the probe projects nested field(s) {', '.join(nested)}, which the "
-                           "check does not map to DataFusion")
+        return EngineCheck(f"not confirmed: the probe projects nested field(s) {', '.join(nested)}, which "
+                           "the check does not map to DataFusion")
     chosen = _choose(planned, max_bytes)
     opened = files if files is not None else OpenFiles()
     try:
-        problem = _renamed(chosen, sorted(expr_columns(planned.predicate) | set(planned.columns or ())), table,
-                           opened)
+        problem = _renamed(chosen, sorted(expr_columns(planned.predicate) | set(planned.columns or ())),
+                           table, opened)
         if problem is not None:
             return EngineCheck(f"not confirmed: {problem}")
         n_files, nbytes, rows, matching = _run(chosen, str(planned.predicate), planned.columns)
@@ -211,7 +212,8 @@ def _choose(planned: Plan, max_bytes: int) -> list[FilePlan]:
     return sorted(chosen, key=lambda f: f.path)
 
 
-def _renamed(files: Sequence[FilePlan], names: Sequence[str], table: Table | None, opened: OpenFiles) -> str | None:
+def _renamed(files: Sequence[FilePlan], names: Sequence[str], table: Table | None,
+             opened: OpenFiles) -> str | None:
     """Why reading `files` by column name would not read the table's columns `names`; None when it would.
 
     A file with field ids must hold each column's field id under the column's current name; a file
@@ -232,13 +234,14 @@ def _renamed(files: Sequence[FilePlan], names: Sequence[str], table: Table | Non
             if by_id:
                 stored = by_id.get(field_id)
                 if stored is None:
-                    return (f"{f.path} has no column with field id {field_id} ({name}; added after the file was "
-                            "written), which DataFusion would read as nulls")
+                    return (f"{f.path} has no column with field id {field_id} ({name}; added after the file "
+                            "was written), which DataFusion would read as nulls")
                 if stored != name:
                     return (f"{f.path} stores {name} (field id {field_id}) as {stored!r}, its name before a "
                             "rename; DataFusion reads Parquet columns by name, Iceberg by field id")
             elif name not in stored_names:
-                return f"{f.path} has no field ids and no column {name!r}; DataFusion reads Parquet columns by name"
+                return (f"{f.path} has no field ids and no column {name!r}; "
+                        "DataFusion reads Parquet columns by name")
     return None
 
 

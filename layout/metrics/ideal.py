@@ -87,21 +87,24 @@ class Ideal:
     rates: tuple[ColumnRate, ...] = field(default=(), compare=False)
 
 
-def ideal(planned: Plan, *, row_groups: int | None = IDEAL_ROW_GROUPS, files: OpenFiles | None = None) -> Ideal:
+def ideal(planned: Plan, *, row_groups: int | None = IDEAL_ROW_GROUPS,
+          files: OpenFiles | None = None) -> Ideal:
     """The ideal read of a plan: the pages of its columns that hold a matching row (exact up to
     `row_groups` selected row groups, a seeded sample of that many beyond; None: always exact).
     `files`: the measurement's opened files (default: opened for this call alone)."""
 
     if row_groups is not None and row_groups < 1:
         raise UsageError(f"the ideal's row-group budget must be at least 1 (None: exact), got {row_groups}")
-    units = sorted(((f, rg) for f in planned.files for rg in f.row_groups), key=lambda u: (u[0].path, u[1].index))
+    units = sorted(((f, rg) for f in planned.files for rg in f.row_groups),
+                   key=lambda u: (u[0].path, u[1].index))
     if row_groups is None or len(units) <= row_groups:
         pages, nbytes, rows, rates = _exact(planned, files)
         return Ideal(pages, nbytes, rows, "exact", rates)
     rng = random.Random(zlib.crc32(f"{planned.source}|{planned.predicate}|{planned.columns}".encode()))
     step = len(units) / row_groups
     start = rng.random() * step
-    return estimate(planned, [units[int(start + i * step)] for i in range(row_groups)], len(units), files=files)
+    return estimate(planned, [units[int(start + i * step)] for i in range(row_groups)],
+                    len(units), files=files)
 
 
 def _exact(planned: Plan, files: OpenFiles | None) -> tuple[int, int, int, tuple[ColumnRate, ...]]:
@@ -120,7 +123,8 @@ def estimate(planned: Plan, sample: Sequence[tuple[FilePlan, RowGroupPlan]], n: 
     for f, rg in sample:
         by_file.setdefault(f.path, []).append(rg)
         file_plans[f.path] = f
-    sub = replace(planned, files=tuple(replace(file_plans[p], row_groups=tuple(g)) for p, g in by_file.items()))
+    sub = replace(planned,
+                  files=tuple(replace(file_plans[p], row_groups=tuple(g)) for p, g in by_file.items()))
     units, rates = _units(planned, sub, selected=True, files=files)
     c = planned.counts
     sums = [sum(u[i] for u in units) for i in range(6)]
@@ -141,7 +145,8 @@ def estimate(planned: Plan, sample: Sequence[tuple[FilePlan, RowGroupPlan]], n: 
     spread = sum((u[1] - efficiency * u[4]) ** 2 for u in units) / (k - 1) if k > 1 else 0.0
     mean = sums[4] / k if k else 0.0
     error = math.sqrt((1 - k / n) / k * spread) / mean if mean else 0.0
-    return Ideal(pages, nbytes, rows, f"sampled {k} of {n} row groups (s.e. of efficiency {error:.3f})", rates)
+    return Ideal(pages, nbytes, rows,
+                 f"sampled {k} of {n} row groups (s.e. of efficiency {error:.3f})", rates)
 
 
 def _units(planned: Plan, sub: Plan, *, selected: bool, files: OpenFiles | None = None
@@ -158,7 +163,8 @@ def _units(planned: Plan, sub: Plan, *, selected: bool, files: OpenFiles | None 
                 continue
             pages, nbytes = counter.fetched(rg.index, matched) if matched else (0, 0)
             chosen = counter.planned(rg) if selected else (0, 0)
-            units.append((pages, nbytes, matched.row_count, *chosen, rg.selection.row_count if selected else 0))
+            units.append((pages, nbytes, matched.row_count, *chosen,
+                          rg.selection.row_count if selected else 0))
     return units, merge_rates(rates)
 
 
@@ -169,7 +175,8 @@ class FileCounter:
     dictionary page. Page structures are built once per chunk."""
 
     def __init__(self, planned: Plan, file: FilePlan, files: OpenFiles | None = None) -> None:
-        self.pf = files.open(file) if files is not None else ParquetFile.open(file.path, filesystem=file.filesystem)
+        self.pf = (files.open(file) if files is not None
+                   else ParquetFile.open(file.path, filesystem=file.filesystem))
         self.chunks = ChunkStructures(self.pf)
         index = {c.name: c.index for c in self.pf.columns}
         self.columns = [index[name] for name in needed_columns(planned, self.pf)]
@@ -222,7 +229,8 @@ def _coarsen(selection: RowSelection, first_rows: Sequence[Sequence[int]]) -> Ro
     if len(selection.ranges) < 2:
         return selection
     ranges = np.asarray(selection.ranges, dtype=np.int64)
-    starts = np.unique(np.concatenate([np.asarray(f, dtype=np.int64) for f in first_rows] or [np.zeros(0, np.int64)]))
+    starts = np.unique(np.concatenate([np.asarray(f, dtype=np.int64) for f in first_rows]
+                                      or [np.zeros(0, np.int64)]))
     first_page = np.searchsorted(starts, ranges[:, 0], side="right")  # page "cells" between page starts
     last_page = np.searchsorted(starts, ranges[:, 1] - 1, side="right")
     opens = np.ones(len(ranges), dtype=bool)

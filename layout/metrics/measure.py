@@ -94,8 +94,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["IDEAL_ROW_GROUPS", "Measurement", "Phase", "Probe", "RunRecord", "SnapshotMeasurement", "measure",
-           "measure_probe", "measure_snapshot", "probes_for", "read_metrics", "read_runs", "record_measurements",
-           "record_run"]
+           "measure_probe", "measure_snapshot", "probes_for", "read_metrics", "read_runs",
+           "record_measurements", "record_run"]
 
 log = logging.getLogger(__name__)
 
@@ -208,8 +208,8 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
     warm = plan(source, probe.where, probe.columns, cache=cache, snapshot_id=snapshot_id)
     best = ideal(warm, row_groups=ideal_row_groups, files=files)
     c = warm.counts
-    check = (check_probe(warm, table=table, max_bytes=settings().engine_check_max_bytes, files=files) if engine
-             else EngineCheck("off"))
+    check = (check_probe(warm, table=table, max_bytes=settings().engine_check_max_bytes, files=files)
+             if engine else EngineCheck("off"))
     matching = best.rows
     if best.method != "exact" and check.status == "checked" and check.rows_matching is not None:
         # DataFusion filtered every selected row: an exact count where the sample only estimates (a point
@@ -222,15 +222,15 @@ def measure_probe(source: str, probe: Probe, *, snapshot_id: int | None = None, 
         predicate=probe.where, columns=",".join(probe.columns or ()), files_total=c.files_total,
         files_selected=c.files_selected, row_groups_total=c.row_groups_total,
         row_groups_selected=c.row_groups_selected, pages_total=c.pages_total, pages_selected=c.pages_selected,
-        pages_ideal=best.pages, rows_total=c.rows_total, rows_selected=c.rows_selected, rows_matching=best.rows,
-        bytes_total=c.bytes_total, bytes_selected=c.bytes_selected, bytes_ideal=best.bytes,
-        efficiency=best.bytes / c.bytes_selected if c.bytes_selected else 1.0,
+        pages_ideal=best.pages, rows_total=c.rows_total, rows_selected=c.rows_selected,
+        rows_matching=best.rows, bytes_total=c.bytes_total, bytes_selected=c.bytes_selected,
+        bytes_ideal=best.bytes, efficiency=best.bytes / c.bytes_selected if c.bytes_selected else 1.0,
         plan_cold_ms=cold.plan_ms, plan_warm_ms=warm.plan_ms, ideal_method=best.method,
         pages_clustered=clustered.pages, bytes_clustered=clustered.bytes,
         efficiency_clustered=min(1.0, clustered.bytes / c.bytes_selected) if c.bytes_selected else 1.0,
-        engine_status=check.status, engine_files=check.files, engine_bytes=check.bytes, engine_rows=check.rows,
-        engine_rows_matching=check.rows_matching, engine_model_bytes=check.model_bytes,
-        engine_model_rows=check.model_rows, engine_ms=check.ms,
+        engine_status=check.status, engine_files=check.files, engine_bytes=check.bytes,
+        engine_rows=check.rows, engine_rows_matching=check.rows_matching,
+        engine_model_bytes=check.model_bytes, engine_model_rows=check.model_rows, engine_ms=check.ms,
         delete_files_total=c.delete_files_total, delete_files_selected=c.delete_files_selected,
         delete_bytes_total=c.delete_bytes_total, delete_bytes_selected=c.delete_bytes_selected,
     )
@@ -282,9 +282,16 @@ def measure_snapshot(
     keys = [k.column for k in resolve_sort_keys(spec, table)]
     clustering = tuple(measure_clustering(table, keys, snapshot_id=snapshot_id, run_id=run_id, phase=phase,
                                           measured_at=measured_at))
-    log.info("%s: measured %d probes and the clustering of %d sort key(s) in %d partition(s) on snapshot %s in "
-             "%.1fs", spec.table, len(out), len(keys), len({r.partition_path for r in clustering}), snapshot_id,
-             time.perf_counter() - started)
+    log.info(
+        "%s: measured %d probes and the clustering of %d sort key(s) in %d partition(s) on snapshot %s in "
+        "%.1fs",
+        spec.table,
+        len(out),
+        len(keys),
+        len({r.partition_path for r in clustering}),
+        snapshot_id,
+        time.perf_counter() - started,
+    )
     if record:
         record_measurements(catalog, out)
         record_clustering(catalog, clustering)

@@ -77,7 +77,8 @@ def standard_probes(table: Table, columns: Sequence[str], snapshot_id: int | Non
             width = max(1, round(fraction * n))
             start = rng.randrange(max(1, n - width))
             lo, hi = values[start].as_py(), values[min(start + width, n - 1)].as_py()
-            probes.append(Probe(f"std_{safe}_{label}", f"{column} BETWEEN {_probe_literal(lo)} AND {_probe_literal(hi)}",
+            probes.append(Probe(f"std_{safe}_{label}", f"{column} BETWEEN {_probe_literal(lo)} "
+                                                       f"AND {_probe_literal(hi)}",
                                 None, "standard"))
     return probes
 
@@ -93,7 +94,8 @@ def _sample(table: Table, column: str, snapshot_id: int | None, rng: random.Rand
              if f.record_count > 0]
     if not files:
         return pa.array([])
-    draws = Counter(rng.choices(range(len(files)), weights=[f.record_count for f in files], k=SAMPLE_ROW_GROUPS))
+    draws = Counter(rng.choices(range(len(files)), weights=[f.record_count for f in files],
+                                k=SAMPLE_ROW_GROUPS))
     per_draw = SAMPLE_ROWS // SAMPLE_ROW_GROUPS
     picks: Counter[tuple[int, int]] = Counter()
     handles: dict[int, pq.ParquetFile] = {}

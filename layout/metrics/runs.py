@@ -90,7 +90,8 @@ def record_run(catalog: Catalog, run: RunRecord) -> None:
 
 def record_runs(catalog: Catalog, runs: Sequence[RunRecord]) -> None:
     """Several runs' rows in one snapshot (a nightly's deferred runs)."""
-    store.upsert(catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY, [r.model_dump() for r in runs])
+    store.upsert(catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY,
+                 [r.model_dump() for r in runs])
 
 
 def read_runs(catalog: Catalog, table: str | None = None) -> pa.Table:

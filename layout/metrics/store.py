@@ -16,8 +16,8 @@ Schemas (all figures are counts or bytes as longs unless said):
 pruning_metrics: run_id, phase (before | after | on-demand), table, snapshot_id, measured_at
 (timestamptz), probe, probe_kind (owner | standard), predicate (SQL), columns (comma-separated, empty
 = all), files_total, files_selected, row_groups_total (nullable), row_groups_selected, pages_total
-(nullable), pages_selected, pages_ideal, rows_total, rows_selected, rows_matching, bytes_total, bytes_selected,
-bytes_ideal, efficiency (double: bytes_ideal / bytes_selected, 1.0 perfect), plan_cold_ms,
+(nullable), pages_selected, pages_ideal, rows_total, rows_selected, rows_matching, bytes_total,
+bytes_selected, bytes_ideal, efficiency (double: bytes_ideal / bytes_selected, 1.0 perfect), plan_cold_ms,
 plan_warm_ms (double), ideal_method (nullable: "exact" or "sampled k of n row groups (s.e. of
 efficiency e)", see `layout.metrics.measure`; null in rows written before it existed). The two
 nullable totals are null when planning did not open every file of the table (only footers count row
@@ -112,9 +112,11 @@ METRICS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("efficiency", _DOUBLE, True), ("plan_cold_ms", _DOUBLE, True), ("plan_warm_ms", _DOUBLE, True),
     # Added later: nullable, appended (see the module docstring).
     ("ideal_method", _STRING, False),
-    ("pages_clustered", _LONG, False), ("bytes_clustered", _LONG, False), ("efficiency_clustered", _DOUBLE, False),
+    ("pages_clustered", _LONG, False), ("bytes_clustered", _LONG, False),
+    ("efficiency_clustered", _DOUBLE, False),
     ("engine_status", _STRING, False), ("engine_files", _LONG, False), ("engine_bytes", _LONG, False),
-    ("engine_rows", _LONG, False), ("engine_rows_matching", _LONG, False), ("engine_model_bytes", _LONG, False),
+    ("engine_rows", _LONG, False), ("engine_rows_matching", _LONG, False),
+    ("engine_model_bytes", _LONG, False),
     ("engine_model_rows", _LONG, False), ("engine_ms", _DOUBLE, False),
     ("delete_files_total", _LONG, False), ("delete_files_selected", _LONG, False),
     ("delete_bytes_total", _LONG, False), ("delete_bytes_selected", _LONG, False),
@@ -158,14 +160,16 @@ CLUSTERING_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("snapshot_id", _LONG, False), ("measured_at", _TS, True), ("sort_key", _STRING, True),
     ("partition_path", _STRING, True), ("files", _LONG, True), ("files_unbounded", _LONG, True),
     ("constant_files", _LONG, True), ("average_overlaps", _DOUBLE, True), ("average_depth", _DOUBLE, True),
-    ("max_depth", _LONG, True), ("depth_histogram", _STRING, True), ("rows", _LONG, True), ("bytes", _LONG, True),
+    ("max_depth", _LONG, True), ("depth_histogram", _STRING, True), ("rows", _LONG, True),
+    ("bytes", _LONG, True),
 )
 # A measurement's rows are replaced as a whole: its partitions may differ from a previous attempt's.
 CLUSTERING_KEY = ("run_id", "table", "phase")
 
 
 def arrow_schema(fields: Sequence[tuple[str, str, bool]]) -> pa.Schema:
-    types = {_LONG: pa.int64(), _DOUBLE: pa.float64(), _STRING: pa.string(), _TS: pa.timestamp("us", tz="UTC")}
+    types = {_LONG: pa.int64(), _DOUBLE: pa.float64(), _STRING: pa.string(),
+             _TS: pa.timestamp("us", tz="UTC")}
     return pa.schema([pa.field(name, types[kind], nullable=not required) for name, kind, required in fields])
 
 
@@ -188,7 +192,8 @@ def _relaxed(table: Table, fields: Sequence[tuple[str, str, bool]]) -> list[str]
     return [name for name, _, req in fields if not req and name in required]
 
 
-def _evolve(catalog: Catalog, identifier: str, table: Table, fields: Sequence[tuple[str, str, bool]]) -> Table:
+def _evolve(catalog: Catalog, identifier: str, table: Table,
+            fields: Sequence[tuple[str, str, bool]]) -> Table:
     """Bring a table created by an older lakesort to `fields`: append the nullable columns it lacks, make
     nullable the columns it requires and `fields` does not."""
 

@@ -68,7 +68,8 @@ def page_cuts(pf: ParquetFile, rg: int, columns: Sequence[int], start: int, stop
         data_start = locations[0].offset
         # A chunk's dictionary page comes first; writers name it by dictionary_page_offset, or (some older
         # ones) leave that unset with data_page_offset at the dictionary page.
-        offset = meta.dictionary_page_offset or (meta.data_page_offset if meta.data_page_offset < data_start else None)
+        offset = (meta.dictionary_page_offset
+                  or (meta.data_page_offset if meta.data_page_offset < data_start else None))
         dictionary = (offset, data_start - offset) if offset is not None and 0 < offset < data_start else None
         span = locations[last].offset + locations[last].compressed_page_size - locations[first].offset
         cuts.append(PageCut(column=col, dictionary=dictionary, pages=(locations[first].offset, span),
@@ -78,8 +79,8 @@ def page_cuts(pf: ParquetFile, rg: int, columns: Sequence[int], start: int, stop
 
 def read_rows(pf: ParquetFile, read: Callable[[int, int], bytes], rg: int, columns: Sequence[int], start: int,
               stop: int, gap: int = DEFAULT_GAP) -> pa.Table:
-    """Rows [start, stop) of row group `rg`, the `columns` (leaf indexes) only, read page by page: `read(offset,
-    length) -> bytes` reads the file (the ranges coalesced as `layout.parquet.ranges` does)."""
+    """Rows [start, stop) of row group `rg`, the `columns` (leaf indexes) only, read page by page:
+    `read(offset, length) -> bytes` reads the file (the ranges coalesced as `layout.parquet.ranges` does)."""
     cuts = page_cuts(pf, rg, columns, start, stop)
     ranges = [r for c in cuts for r in ((c.dictionary,) if c.dictionary else ()) + (c.pages,)]
     chunks = iter(read_ranges(read, ranges, gap))
@@ -89,8 +90,8 @@ def read_rows(pf: ParquetFile, read: Callable[[int, int], bytes], rg: int, colum
         data = _one_column_file(pf, rg, cut, dictionary, next(chunks))
         table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
         if table.num_rows != cut.rows:
-            raise ParquetError(pf.path, f"pages of column {pf.columns[cut.column].name} in row group {rg} hold "
-                                        f"{table.num_rows} rows, the offset index says {cut.rows}")
+            raise ParquetError(pf.path, f"pages of column {pf.columns[cut.column].name} in row group {rg} "
+                                        f"hold {table.num_rows} rows, the offset index says {cut.rows}")
         arrays.append(table.column(0).slice(start - cut.first_row, stop - start))
         names.append(table.column_names[0])
     return pa.table(arrays, names=names)
@@ -107,7 +108,8 @@ def _one_column_file(pf: ParquetFile, rg: int, cut: PageCut, dictionary: bytes, 
         encoding_stats=None, bloom_filter_offset=None, bloom_filter_length=None, size_statistics=None,
         geospatial_statistics=None)
     group = fmt.RowGroup(columns=[fmt.ColumnChunk(file_offset=start, meta_data=chunk_meta)],
-                         total_byte_size=len(body), num_rows=cut.rows, file_offset=start, total_compressed_size=len(body))
+                         total_byte_size=len(body), num_rows=cut.rows, file_offset=start,
+                         total_compressed_size=len(body))
     schema = pf.metadata.schema
     leaf = _leaf(schema, pf.columns[cut.column].path)
     orders = pf.metadata.column_orders

@@ -50,7 +50,8 @@ class ParquetFile:
         self.metadata = metadata
         self._source = source
         self._lock = threading.Lock()
-        self.bytes_read = 0  # metadata bytes read so far (footer, page indexes, bloom filters): a size estimate
+        # metadata bytes read so far (footer, page indexes, bloom filters): a size estimate
+        self.bytes_read = 0
         self._column_index: dict[tuple[int, int], TypedColumnIndex | None] = {}
         self._raw_column_index: dict[tuple[int, int], fmt.ColumnIndex | None] = {}
         self._offset_index: dict[tuple[int, int], fmt.OffsetIndex | None] = {}
@@ -69,14 +70,16 @@ class ParquetFile:
                 raise ParquetError(path, f"corrupt footer: row group {i} has {n} column chunks, the schema "
                                          f"has {len(self.columns)} leaf columns")
             for j, cc in enumerate(rg.columns):
-                if cc.meta_data is None and cc.crypto_metadata is None and cc.encrypted_column_metadata is None:
+                if cc.meta_data is None and cc.crypto_metadata is None \
+                        and cc.encrypted_column_metadata is None:
                     raise ParquetError(path, f"corrupt footer: column chunk {self.columns[j].name!r} of row "
                                              f"group {i} has no metadata")
 
     # --- opening -------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], filesystem: Any = None, *, size: int | None = None) -> ParquetFile:
+    def open(cls, path: str | os.PathLike[str], filesystem: Any = None, *,
+             size: int | None = None) -> ParquetFile:
         """Read and decode the footer of `path` (on `filesystem`, a pyarrow filesystem; None: local).
 
         `size` is the file's length when the caller knows it (an Iceberg manifest's `file_size_in_bytes`,
@@ -97,8 +100,8 @@ class ParquetFile:
         except OSError as e:
             raise ParquetError(p, f"cannot read file: {e}") from None
         if size < 12:
-            raise ParquetError(p, f"not a Parquet file: {size} bytes is too small (a Parquet file has at least "
-                                  f"12 bytes: magic, footer length, magic)")
+            raise ParquetError(p, f"not a Parquet file: {size} bytes is too small (a Parquet file has at "
+                                  "least 12 bytes: magic, footer length, magic)")
         magic = tail[-4:]
         if magic == MAGIC_ENCRYPTED:
             raise ParquetError(p, "the file is encrypted (encrypted footer, magic PARE)",
@@ -107,7 +110,8 @@ class ParquetFile:
             raise ParquetError(p, f"not a Parquet file: the file does not end with the magic bytes PAR1 "
                                   f"(found {magic!r})")
         if tail_len == size and tail[:4] not in (MAGIC, MAGIC_ENCRYPTED):
-            raise ParquetError(p, f"not a Parquet file: the file does not start with PAR1 (found {tail[:4]!r})")
+            raise ParquetError(p, "not a Parquet file: the file does not start with "
+                                  f"PAR1 (found {tail[:4]!r})")
         footer_len = int.from_bytes(tail[-8:-4], "little")
         if footer_len + 12 > size:
             raise ParquetError(p, f"corrupt or truncated file: footer length {footer_len} does not fit in a "
@@ -181,7 +185,8 @@ class ParquetFile:
         return self._statistics(rg, col, usable)
 
     def statistics_keys(self, rg: int, col: int | str) -> TypedStatistics | None:
-        """Like `statistics`, but min/max are order keys (`ColumnType.order_key`), as pruning compares them."""
+        """Like `statistics`, but min/max are order keys (`ColumnType.order_key`),
+        as pruning compares them."""
         return self._statistics(rg, col, usable_key)
 
     def _statistics(self, rg: int, col: int | str, convert: Any) -> TypedStatistics | None:
@@ -216,9 +221,9 @@ class ParquetFile:
     def _check_region(self, column: Column, rg: int, what: str, offset: int, length: int | None) -> None:
         end = self.size
         if offset < 0 or offset >= end or (length is not None and (length <= 0 or offset + length > end)):
-            raise ParquetError(self.path, f"corrupt footer: the {what} of column {column.name!r} in row group "
-                                          f"{rg} (offset {offset}, length {length}) lies outside the file "
-                                          f"({end} bytes)")
+            raise ParquetError(self.path, f"corrupt footer: the {what} of column {column.name!r} in row "
+                                          f"group {rg} (offset {offset}, length {length}) lies outside the "
+                                          f"file ({end} bytes)")
 
     # --- reading ahead: several chunks' structures in few requests -------------------------------------
 
@@ -251,7 +256,8 @@ class ParquetFile:
                 if (rg, column.index) in memo or where in self._fetched or cc.crypto_metadata is not None:
                     continue
                 offset, length = _location(what, cc)
-                if offset is None or length is None or offset < 0 or length <= 0 or offset + length > self.size:
+                if offset is None or length is None or offset < 0 or length <= 0 \
+                        or offset + length > self.size:
                     continue
                 wanted.append((where, offset, length))
         if not wanted:
@@ -313,16 +319,18 @@ class ParquetFile:
         try:
             return decode_struct(cls, data)[0]
         except ThriftError as e:
-            raise ParquetError(self.path, f"corrupt {what} of column {column.name!r} in row group {rg}: {e}") \
+            raise ParquetError(self.path,
+                               f"corrupt {what} of column {column.name!r} in row group {rg}: {e}") \
                 from None
 
     def _check_column_index(self, raw: fmt.ColumnIndex, column: Column, rg: int) -> None:
         n = len(raw.null_pages)
         if len(raw.min_values) != n or len(raw.max_values) != n or (
                 raw.null_counts is not None and len(raw.null_counts) != n):
-            raise ParquetError(self.path, f"corrupt column index of column {column.name!r} in row group {rg}: "
-                                          f"lists of different lengths ({n} null_pages, {len(raw.min_values)} "
-                                          f"min_values, {len(raw.max_values)} max_values)")
+            raise ParquetError(self.path, f"corrupt column index of column {column.name!r} in row group "
+                                          f"{rg}: lists of different lengths ({n} null_pages, "
+                                          f"{len(raw.min_values)} min_values, "
+                                          f"{len(raw.max_values)} max_values)")
 
     # --- bloom filter --------------------------------------------------------------------------------
 
@@ -358,13 +366,14 @@ class ParquetFile:
         need = pos + header.num_bytes
         if length is None:
             if offset + need > self.size:
-                raise ParquetError(self.path, f"corrupt {where}: its {header.num_bytes} bytes run past the end "
-                                              f"of the file")
+                raise ParquetError(self.path, f"corrupt {where}: its {header.num_bytes} bytes run past the "
+                                              "end of the file")
             bitset = read_one(self._source, self.path, offset + pos, header.num_bytes)
         else:
             if need > len(data):
                 raise ParquetError(self.path, f"corrupt {where}: header says {header.num_bytes} bytes, the "
-                                              f"footer's bloom_filter_length {length} leaves {len(data) - pos}")
+                                              f"footer's bloom_filter_length {length} "
+                                              f"leaves {len(data) - pos}")
             bitset = data[pos:need]
         return BloomFilter(bitset, column.type, header)
 

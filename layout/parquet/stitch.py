@@ -68,8 +68,8 @@ def stitch(pieces: Sequence[tuple[str, RandomAccess]], out: BinaryIO,
     for p in opened[1:]:
         for field in ("schema", "key_value_metadata", "column_orders", "version"):
             if getattr(p.meta, field) != getattr(first.meta, field):
-                raise StitchError(f"{p.name}: its footer's {field} differs from {first.name}'s; only files of "
-                                  "one write can be stitched")
+                raise StitchError(f"{p.name}: its footer's {field} differs from {first.name}'s; only files "
+                                  "of one write can be stitched")
     out.write(MAGIC)
     position = len(MAGIC)
     shifts = []
@@ -79,7 +79,8 @@ def stitch(pieces: Sequence[tuple[str, RandomAccess]], out: BinaryIO,
         while offset < p.data_end:
             chunk = p.source.read_at(min(COPY_CHUNK, p.data_end - offset), offset)
             if not chunk:
-                raise StitchError(f"{p.name}: the file ends at byte {offset}, before its row groups' data does")
+                raise StitchError(f"{p.name}: the file ends at byte {offset}, "
+                                  "before its row groups' data does")
             out.write(chunk)
             offset += len(chunk)
         position += p.data_end - len(MAGIC)
@@ -180,7 +181,8 @@ def _open(name: str, source: RandomAccess) -> _Piece:
         for cc in rg.columns or ():
             md = cc.meta_data
             if md is None or cc.file_path:
-                raise StitchError(f"{name}: a column chunk without metadata or in another file ({cc.file_path})")
+                raise StitchError(f"{name}: a column chunk without metadata or in "
+                                  f"another file ({cc.file_path})")
             start = min(o for o in (md.dictionary_page_offset, md.data_page_offset) if o)
             data_start = min(data_start, start)
             data_end = max(data_end, start + (md.total_compressed_size or 0))
@@ -189,8 +191,8 @@ def _open(name: str, source: RandomAccess) -> _Piece:
     if meta.row_groups and data_start < len(MAGIC):
         raise StitchError(f"{name}: a column chunk starts at byte {data_start}, inside the magic")
     if any(o < data_end for o in structures):
-        raise StitchError(f"{name}: a page index or bloom filter lies among the row groups' data (before byte "
-                          f"{data_end}); only files laid out as parquet-mr writes them can be stitched")
+        raise StitchError(f"{name}: a page index or bloom filter lies among the row groups' data (before "
+                          f"byte {data_end}); only files laid out as parquet-mr writes them can be stitched")
     return _Piece(name, source, meta, data_end)
 
 

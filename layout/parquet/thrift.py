@@ -29,7 +29,8 @@ from layout.parquet import format as fmt
 MAX_DEPTH = 64
 
 # Compact protocol wire types.
-T_STOP, T_TRUE, T_FALSE, T_BYTE, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY, T_LIST, T_SET, T_MAP, T_STRUCT = range(13)
+(T_STOP, T_TRUE, T_FALSE, T_BYTE, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY, T_LIST, T_SET, T_MAP,
+ T_STRUCT) = range(13)
 
 
 class ThriftError(Exception):
@@ -181,7 +182,8 @@ def _binary_code(target: str, ind: str, string: bool) -> list[str]:
 
 
 def _field_loop(cls: type, prefix: str, ind: str, fid: str = "fid") -> list[str]:
-    """Lines that decode the fields of one `cls` struct into variables prefix1..prefixN (field id in `fid`)."""
+    """Lines that decode the fields of one `cls` struct into variables prefix1..prefixN
+    (field id in `fid`)."""
     fields = fmt.THRIFT_FIELDS[cls]
     out = []
     if fields:
@@ -267,7 +269,8 @@ def _list_code(target: str, elem: Any, ind: str) -> list[str]:
            f"{ind}if n == 15:",
            f"{ind}    n = b[p]; p += 1",
            f"{ind}    if n > 127: n, p = _varint(b, p, n)",
-           f"{ind}if n > L - p: raise ThriftError(f'list of {{n}} elements exceeds the remaining {{L - p}} bytes')"]
+           (f"{ind}if n > L - p: raise ThriftError(f'list of {{n}} elements exceeds the remaining "
+            f"{{L - p}} bytes')")]
     if elem == "bool":
         out += [f"{ind}if et == 1 or et == 2:",
                 f"{ind}    {target} = [x == 1 for x in b[p:p + n]]; p += n"]
@@ -312,7 +315,8 @@ def _list_code(target: str, elem: Any, ind: str) -> list[str]:
                 last = fnum
             if all(h < 128 for h in headers) and not any(isinstance(f[2], type) for f in fields):
                 # Long lists of the usual layout: numpy splits all varints (headers included) at once.
-                out += [f"{body}if n >= {_NP_MIN} and (r := _np_varints(b, p, n, {2 * k + 1}, {tuple(headers)!r})):",
+                out += [(f"{body}if n >= {_NP_MIN} and (r := _np_varints(b, p, n, {2 * k + 1}, "
+                         f"{tuple(headers)!r})):"),
                         f"{body}    p = r[0]",
                         f"{body}    {target} = lst = list(map(_maker({elem.__name__}), zip(*r[1])))",
                         f"{body}    n = 0"]
@@ -398,7 +402,8 @@ def _gen_struct(cls: type) -> str:
     # table and class must agree (every THRIFT_FIELDS key is a NamedTuple)
     assert tuple(f[1] for f in fields) == cls._fields, name  # type: ignore[attr-defined]
     lines = [f"def _r_{name}(b, p, d):",
-             f"    if d > {MAX_DEPTH}: raise ThriftError('Thrift structures nested deeper than {MAX_DEPTH} levels')",
+             (f"    if d > {MAX_DEPTH}: raise ThriftError('Thrift structures nested deeper than "
+              f"{MAX_DEPTH} levels')"),
              "    d += 1",
              "    L = len(b)"]
     lines += _field_loop(cls, "f", "    ")

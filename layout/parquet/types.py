@@ -133,7 +133,8 @@ def _units_from_time(value: dt.time, unit: str) -> int:
 def _unit_of(tu: Any) -> str | None:
     if tu is None:
         return None
-    return "ms" if tu.millis is not None else "us" if tu.micros is not None else "ns" if tu.nanos is not None else None
+    return ("ms" if tu.millis is not None else "us" if tu.micros is not None else "ns" if tu.nanos is not None
+            else None)
 
 
 _STRINGY = {ConvertedType.UTF8, ConvertedType.ENUM, ConvertedType.JSON}
@@ -228,7 +229,8 @@ class ColumnType:
     unit: str | None = field(default=None, compare=False)  # "ms" "us" "ns" for time/timestamp
     utc: bool = field(default=False, compare=False)
     sort_order: SortOrder = field(default=SortOrder.UNKNOWN, compare=False)
-    _decode: Callable[[bytes], Any] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    _decode: Callable[[bytes], Any] = field(default=None, compare=False,  # type: ignore[assignment]
+                                            repr=False)
     _key: Callable[[bytes], Any] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     @classmethod
@@ -397,7 +399,8 @@ class ColumnType:
 
     def _unfit(self, value: Any, why: str = "") -> UsageError:
         col = f"column {self.name!r}" if self.name else "column"
-        return UsageError(f"value {value!r} does not fit {col} of type {self.logical_name}{': ' + why if why else ''}")
+        return UsageError(f"value {value!r} does not fit {col} of type "
+                          f"{self.logical_name}{': ' + why if why else ''}")
 
     def plain_bytes(self, value: Any) -> bytes:
         """The PLAIN encoding of a logical value, as the bloom filter hashes it (no length prefix)."""
@@ -418,7 +421,8 @@ class ColumnType:
                     raise self._unfit(value)
                 ns = _units_from_datetime(value, "ns")
                 days, nanos = divmod(ns, _NS_PER_DAY)
-                return nanos.to_bytes(8, "little", signed=True) + (days + _JULIAN_EPOCH_DAY).to_bytes(4, "little")
+                return (nanos.to_bytes(8, "little", signed=True)
+                        + (days + _JULIAN_EPOCH_DAY).to_bytes(4, "little"))
             if pt in (PhysicalType.INT32, PhysicalType.INT64):
                 return self._int_bytes(self._int_of(value), value)
             if k == "uuid":
@@ -501,7 +505,8 @@ class ColumnType:
 
     @property
     def logical_name(self) -> str:
-        """A short description, e.g. "INT64 TIMESTAMP(us, UTC)", "BYTE_ARRAY STRING", "INT32 INT(8, signed)"."""
+        """A short description, e.g. "INT64 TIMESTAMP(us, UTC)", "BYTE_ARRAY STRING",
+        "INT32 INT(8, signed)"."""
         pt = self.physical_type.name
         if pt == "FIXED_LEN_BYTE_ARRAY":
             pt = f"FIXED_LEN_BYTE_ARRAY({self.type_length})"

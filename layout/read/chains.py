@@ -1,8 +1,8 @@
 """A plan's files chained into sorted runs: the fewest streams a sorted read of them needs.
 
-A partition that lakesort compacts holds a few sorted runs (`layout.compaction.planning.sorted_runs`), each a set of
-files with disjoint, ordered key ranges. Read in key order, a run is one stream: its files one after the
-other. So `read_sorted` merges one stream per chain, not one per file (k = the overlap depth, at most
+A partition that lakesort compacts holds a few sorted runs (`layout.compaction.planning.sorted_runs`), each a
+set of files with disjoint, ordered key ranges. Read in key order, a run is one stream: its files one after
+the other. So `read_sorted` merges one stream per chain, not one per file (k = the overlap depth, at most
 max_sorted_runs, instead of the file count), and opens each file only when the merge reaches it.
 
 Chains are found from the footers alone, whatever wrote the files: the first key's bounds over the row

@@ -102,7 +102,8 @@ class ChunkPages:
         n = len(starts)
         if len(sizes) != n:
             raise UsageError(f"{len(sizes)} page sizes for {n} pages")
-        if (n == 0 and num_rows) or (n and (starts[0] != 0 or starts[-1] > num_rows or (np.diff(starts) < 0).any())):
+        if (n == 0 and num_rows) \
+                or (n and (starts[0] != 0 or starts[-1] > num_rows or (np.diff(starts) < 0).any())):
             RowSelection.from_pages(list(first_rows), num_rows, ())  # raises, naming what is wrong
         ends = np.append(starts[1:], num_rows)
         filled = ends > starts  # pages that hold rows

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.partitioning import PartitionSpec
 
-__all__ = ["PATH_FIELD_ID", "POS_FIELD_ID", "DataRef", "DeleteFile", "DeleteIndex", "delete_file_of", "is_unpartitioned"]
+__all__ = ["PATH_FIELD_ID", "POS_FIELD_ID", "DataRef", "DeleteFile", "DeleteIndex", "delete_file_of",
+           "is_unpartitioned"]
 
 # Reserved field ids of a position delete file's columns (Iceberg spec, "Reserved Field IDs").
 PATH_FIELD_ID, POS_FIELD_ID = 2147483546, 2147483545
@@ -59,12 +60,14 @@ class DeleteFile:
 
     @property
     def is_global(self) -> bool:
-        """Applies in every partition: only an equality delete of an unpartitioned spec does (Iceberg's spec)."""
+        """Applies in every partition: only an equality delete of an unpartitioned spec does
+        (Iceberg's spec)."""
         return self.unpartitioned and self.kind == "equality"
 
     @property
     def file_scoped(self) -> bool:
-        """A position delete that references exactly one data file (its record count is that file's deletes)."""
+        """A position delete that references exactly one data file
+        (its record count is that file's deletes)."""
         return self.kind == "position" and self.path_lo is not None and self.path_lo == self.path_hi
 
     def applies_to(self, data: DataRef) -> bool:
@@ -91,7 +94,8 @@ class DataRef:
 
 @dataclass(slots=True)
 class _BySequence:
-    """Delete files of one partition (or path), sorted by sequence number: those at or above a bound by bisection."""
+    """Delete files of one partition (or path), sorted by sequence number:
+    those at or above a bound by bisection."""
 
     files: list[DeleteFile] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
@@ -105,8 +109,8 @@ class _BySequence:
 
 
 class DeleteIndex:
-    """The live delete files of a snapshot, indexed for `for_file` (partition, then sequence number by bisection,
-    file-scoped position deletes by path)."""
+    """The live delete files of a snapshot, indexed for `for_file` (partition, then sequence number by
+    bisection, file-scoped position deletes by path)."""
 
     def __init__(self, deletes: Iterable[DeleteFile]) -> None:
         self.deletes = tuple(deletes)
@@ -133,7 +137,8 @@ class DeleteIndex:
         if not self.deletes:
             return ()
         found: list[DeleteFile] = []
-        for bucket in (self._partition.get((data.spec_id, data.partition)), self._global, self._path.get(data.path)):
+        for bucket in (self._partition.get((data.spec_id, data.partition)), self._global,
+                       self._path.get(data.path)):
             if bucket is not None:
                 # Sequence numbers at or above the data file's: exactly what a position delete may need; an
                 # equality delete needs them strictly above (`applies_to` decides).
@@ -148,8 +153,10 @@ class DeleteIndex:
         return tuple(d for d in self.deletes if d.path not in used)
 
 
-def delete_file_of(data_file: DataFile, *, sequence_number: int, partition: Hashable, spec: PartitionSpec) -> DeleteFile:
-    """A pyiceberg delete file's manifest entry, under `spec`, as a `DeleteFile` (its `file_path` bounds decoded)."""
+def delete_file_of(data_file: DataFile, *, sequence_number: int, partition: Hashable,
+                   spec: PartitionSpec) -> DeleteFile:
+    """A pyiceberg delete file's manifest entry, under `spec`, as a `DeleteFile`
+    (its `file_path` bounds decoded)."""
     kind: Kind = "equality" if data_file.content == DataFileContent.EQUALITY_DELETES else "position"
     lo = hi = None
     if kind == "position":
@@ -163,13 +170,15 @@ def delete_file_of(data_file: DataFile, *, sequence_number: int, partition: Hash
                 lo = hi = None
     return DeleteFile(
         path=data_file.file_path, kind=kind, spec_id=spec.spec_id, partition=partition,
-        sequence_number=sequence_number, record_count=data_file.record_count, size=data_file.file_size_in_bytes,
-        unpartitioned=is_unpartitioned(spec), equality_ids=tuple(data_file.equality_ids or ()), path_lo=lo, path_hi=hi,
+        sequence_number=sequence_number, record_count=data_file.record_count,
+        size=data_file.file_size_in_bytes, unpartitioned=is_unpartitioned(spec),
+        equality_ids=tuple(data_file.equality_ids or ()), path_lo=lo, path_hi=hi,
     )
 
 
 def is_unpartitioned(spec: PartitionSpec) -> bool:
-    """No partition field, or void transforms only (a v1 table's dropped fields), as Iceberg's Java decides."""
+    """No partition field, or void transforms only (a v1 table's dropped fields),
+    as Iceberg's Java decides."""
     return all(isinstance(f.transform, VoidTransform) for f in spec.fields)
 
 

@@ -72,7 +72,8 @@ class IcebergFile:
 
 
 def snapshot_of(table: Table, snapshot_id: int | None = None) -> Snapshot | None:
-    """The snapshot (default: the current one; None for a table without any); an unknown id is a UsageError."""
+    """The snapshot (default: the current one; None for a table without any);
+    an unknown id is a UsageError."""
     snapshot = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
     if snapshot is None and snapshot_id is not None:
         known = ", ".join(str(s.snapshot_id) for s in table.snapshots()[-5:]) or "none"
@@ -188,7 +189,8 @@ class SnapshotScan:
 
     __slots__ = ("_kept", "deletes", "files")
 
-    def __init__(self, files: tuple[IcebergFile, ...], kept: _Kept, deletes: SnapshotDeletes | None = None) -> None:
+    def __init__(self, files: tuple[IcebergFile, ...], kept: _Kept,
+                 deletes: SnapshotDeletes | None = None) -> None:
         self.files, self._kept, self.deletes = files, kept, deletes
 
     def delete_read(self, data_indexes: Iterable[int]) -> DeleteRead:
@@ -241,7 +243,8 @@ class SnapshotScan:
         return value
 
 
-def snapshot_scan(table: Table, expr: Expr | None, cache: MetadataCache | None, snapshot: Snapshot) -> SnapshotScan:
+def snapshot_scan(table: Table, expr: Expr | None, cache: MetadataCache | None,
+                  snapshot: Snapshot) -> SnapshotScan:
     """The snapshot's data files, and those that might hold rows matching `expr` (None: all of them), with
     the delete files that apply to each."""
     iceberg_expr = to_iceberg(table, expr) if expr is not None else AlwaysTrue()
@@ -285,11 +288,12 @@ def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any
     metrics = judge._build_metrics_evaluator()
     files: list[IcebergFile] = []
     kept: list[int] = []
-    # Only a snapshot with live deletes pays for the data files' references (partition keys, sequence numbers).
+    # Only a snapshot with live deletes pays for the data files' references
+    # (partition keys, sequence numbers).
     refs: list[DataRef] | None = [] if delete_manifests else None
     # Manifests are read in pyiceberg's thread pool, as its planning does, and judged here in order.
-    reads = iter(ExecutorFactory.get_or_create().map(lambda m: m.fetch_manifest_entry(io, discard_deleted=True),
-                                                     [*data_manifests, *delete_manifests]))
+    reads = iter(ExecutorFactory.get_or_create().map(
+        lambda m: m.fetch_manifest_entry(io, discard_deleted=True), [*data_manifests, *delete_manifests]))
     for manifest in data_manifests:
         partition = partition_evaluators.get(manifest.partition_spec_id)
         if partition is None:
@@ -304,8 +308,8 @@ def _read(table: Table, snapshot: Snapshot, iceberg_expr: Any
             files.append(IcebergFile(data.file_path, data.file_size_in_bytes, data.record_count, 0,
                                      data.column_sizes or None))
             if refs is not None:
-                refs.append(DataRef(data.file_path, manifest.partition_spec_id, _partition_key(data.partition),
-                                    entry.sequence_number or 0))
+                refs.append(DataRef(data.file_path, manifest.partition_spec_id,
+                                    _partition_key(data.partition), entry.sequence_number or 0))
     if refs is None:
         return tuple(files), tuple(kept), None
     specs = metadata.specs()
@@ -417,7 +421,8 @@ class _ToIceberg(PredicateVisitor[Any]):
         return self._leaf(self.ice.NotNaN, column)
 
     def visit_starts_with(self, column: str, prefix: str | bytes) -> Any:
-        return self._leaf(self.ice.StartsWith, column, prefix) if isinstance(prefix, str) else self.ice.AlwaysTrue()
+        return (self._leaf(self.ice.StartsWith, column, prefix) if isinstance(prefix, str)
+                else self.ice.AlwaysTrue())
 
     def visit_not_starts_with(self, column: str, prefix: str | bytes) -> Any:
         # Iceberg's NotStartsWith keeps nulls, ours drops them: only wider, so still sound.

@@ -122,7 +122,8 @@ def file_layout(pf: ParquetFile, columns: Sequence[str] | None = None, *, pages:
             )
             for col in chosen
         )
-        groups.append(RowGroupLayout(rg_index, rg.num_rows, rg.total_byte_size, rg.total_compressed_size, chunks))
+        groups.append(RowGroupLayout(rg_index, rg.num_rows, rg.total_byte_size,
+                                     rg.total_compressed_size, chunks))
     return FileLayout(
         path=pf.path, size=pf.size, num_rows=pf.num_rows, created_by=pf.created_by,
         sorting_columns=_sorting_columns(pf), row_groups=tuple(groups),
@@ -146,7 +147,8 @@ def _sorting_columns(pf: ParquetFile) -> tuple[str, ...]:
 def render_pages(layout: FileLayout) -> Iterator[str]:
     """Per row group and column: the column index and offset index side by side, page by page."""
     yield f"file: {layout.path}"
-    yield f"  rows: {layout.num_rows}  size: {format_size(layout.size)}  created by: {layout.created_by or '?'}"
+    yield (f"  rows: {layout.num_rows}  size: {format_size(layout.size)}  created by: "
+           f"{layout.created_by or '?'}")
     if layout.sorting_columns:
         yield f"  sorting columns: {', '.join(layout.sorting_columns)}"
     for rg in layout.row_groups:
@@ -204,8 +206,8 @@ def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
     for lay in layouts:
         pages = sum(c.num_pages or 0 for rg in lay.row_groups for c in rg.columns[:1])
         name = os.path.relpath(lay.path, root) if root else lay.path
-        rows.append((name, str(lay.num_rows), str(len(lay.row_groups)), str(pages or "-"), format_size(lay.size),
-                     (lay.created_by or "?")[:40]))
+        rows.append((name, str(lay.num_rows), str(len(lay.row_groups)), str(pages or "-"),
+                     format_size(lay.size), (lay.created_by or "?")[:40]))
     hidden = len(rows) - 21
     shown = rows if hidden <= 0 else rows[:11] + [(f"... {hidden} more", "", "", "", "", "")] + rows[-10:]
     yield from _table(shown, right={1, 2, 3, 4})
@@ -213,8 +215,8 @@ def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
     total_rows = sum(lay.num_rows for lay in layouts)
     yield ""
     yield (f"{len(layouts)} files, {total_rows} rows, {format_size(sum(sizes))} "
-           f"(average file {format_size(sum(sizes) // max(len(sizes), 1))}, smallest {format_size(min(sizes, default=0))}, "
-           f"largest {format_size(max(sizes, default=0))})")
+           f"(average file {format_size(sum(sizes) // max(len(sizes), 1))}, smallest "
+           f"{format_size(min(sizes, default=0))}, largest {format_size(max(sizes, default=0))})")
     yield ""
     by_column: dict[str, list[ChunkLayout]] = {}
     for lay in layouts:
@@ -226,8 +228,8 @@ def render_summary(layouts: Iterable[FileLayout]) -> Iterator[str]:
         n = len(chunks)
         orders = Counter(c.boundary_order for c in chunks)
         rows.append((
-            name, chunks[0].type.logical_name,
-            f"{sum(c.has_column_index for c in chunks)}/{n}", f"{sum(c.has_offset_index for c in chunks)}/{n}",
+            name, chunks[0].type.logical_name, f"{sum(c.has_column_index for c in chunks)}/{n}",
+            f"{sum(c.has_offset_index for c in chunks)}/{n}",
             f"{sum(c.has_bloom_filter for c in chunks)}/{n}",
             ", ".join(f"{k} {v}" for k, v in sorted(orders.items())),
         ))

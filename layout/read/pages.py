@@ -42,11 +42,13 @@ class Interval:
 
     def above_hi(self, key: Any) -> bool:
         """Is `key` past the interval's upper end? An unknown (None) key never is."""
-        return self.hi is not None and key is not None and (key > self.hi or (key == self.hi and not self.hi_inclusive))
+        return (self.hi is not None and key is not None
+                and (key > self.hi or (key == self.hi and not self.hi_inclusive)))
 
     def below_lo(self, key: Any) -> bool:
         """Is `key` before the interval's lower end? An unknown (None) key never is."""
-        return self.lo is not None and key is not None and (key < self.lo or (key == self.lo and not self.lo_inclusive))
+        return (self.lo is not None and key is not None
+                and (key < self.lo or (key == self.lo and not self.lo_inclusive)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,7 +124,8 @@ def plan(
     for entry, keep in scope.entries:
         facts = first if entry.path == first.key.path else _open(entry, the_cache)
         chunks = ChunkStructures(facts.pf) if the_cache is None else _CachedChunks(facts, the_cache)
-        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, keep, count_pages, tally, chunks)
+        planned, n = _plan_file(facts, entry, bound, predicate_columns, needed, keep, count_pages,
+                                tally, chunks)
         comparisons += n
         if planned is not None:
             file_plans.append(planned)
@@ -138,8 +139,9 @@ def plan(
              counts.row_groups_total, counts.pages_selected, counts.pages_total, counts.rows_selected,
              counts.rows_total, elapsed)
     if counts.delete_files_total:
-        log.info("planned %s: delete files %d/%d (%d/%d bytes) to merge", source, counts.delete_files_selected,
-                 counts.delete_files_total, counts.delete_bytes_selected, counts.delete_bytes_total)
+        log.info("planned %s: delete files %d/%d (%d/%d bytes) to merge", source,
+                 counts.delete_files_selected, counts.delete_files_total, counts.delete_bytes_selected,
+                 counts.delete_bytes_total)
     return Plan(os.fspath(source), bound, projected, tuple(file_plans), counts, elapsed, comparisons)
 
 
@@ -268,8 +270,8 @@ class _FileFacts:
     page and byte totals are computed once, not on every plan.
     """
 
-    __slots__ = ("_file_stats", "_file_totals", "_stats", "_totals", "accounted", "fs_id", "index", "key", "pf",
-                 "read_ahead")
+    __slots__ = ("_file_stats", "_file_totals", "_stats", "_totals", "accounted", "fs_id", "index", "key",
+                 "pf", "read_ahead")
 
     def __init__(self, pf: ParquetFile, key: Any, fs_id: str) -> None:
         self.pf, self.key, self.fs_id = pf, key, fs_id
@@ -293,7 +295,8 @@ class _FileFacts:
         return value
 
     def file_bytes(self, cols: tuple[int, ...]) -> int:
-        """Compressed bytes of the given columns over the whole file (the footer alone: no page index read)."""
+        """Compressed bytes of the given columns over the whole file (the footer alone:
+        no page index read)."""
         try:
             return self._file_totals[cols][1]
         except KeyError:
@@ -502,7 +505,9 @@ def needed_columns(plan: Plan, pf: ParquetFile) -> list[str]:
 
 
 def _needed(predicate_columns: Iterable[str], projected: Sequence[str] | None, pf: ParquetFile) -> list[str]:
-    return sorted(set(predicate_columns) | set(projected if projected is not None else (c.name for c in pf.columns)))
+    return sorted(set(predicate_columns)
+                  | set(projected if projected is not None else (c.name for c in pf.columns)))
 
 
-__all__ = ["FilePlan", "Plan", "PlanCounts", "RowGroupPlan", "kind_of", "needed_columns", "plan", "selected_pages"]
+__all__ = ["FilePlan", "Plan", "PlanCounts", "RowGroupPlan", "kind_of", "needed_columns", "plan",
+           "selected_pages"]

@@ -90,8 +90,10 @@ class ColumnStats:
         hi = pick(self.hi, other.hi, max)
         return ColumnStats(
             self.type, self.num_rows + other.num_rows, lo, hi,
-            lo is not None and self.lo_exact and other.lo_exact, hi is not None and self.hi_exact and other.hi_exact,
-            pick(self.null_count, other.null_count, int.__add__), pick(self.nan_count, other.nan_count, int.__add__),
+            lo is not None and self.lo_exact and other.lo_exact,
+            hi is not None and self.hi_exact and other.hi_exact,
+            pick(self.null_count, other.null_count, int.__add__),
+            pick(self.nan_count, other.nan_count, int.__add__),
         )
 
 
@@ -356,7 +358,8 @@ class PageSelector(PredicateVisitor[RowSelection]):
     without it they are built here, once per column for this selector.
     """
 
-    def __init__(self, pf: ParquetFile, rg: int, num_rows: int, chunks: ChunkStructures | None = None) -> None:
+    def __init__(self, pf: ParquetFile, rg: int, num_rows: int,
+                 chunks: ChunkStructures | None = None) -> None:
         self.pf, self.rg, self.num_rows = pf, rg, num_rows
         self.chunks = chunks if chunks is not None else ChunkStructures(pf)
         self._searches: dict[str, tuple[PageSearch, ChunkPages] | None] = {}
@@ -391,7 +394,8 @@ class PageSelector(PredicateVisitor[RowSelection]):
             self._searches[column] = None if index is None or pages is None else (index.search(), pages)
         return self._searches[column]
 
-    def _pages(self, column: str, choose: Callable[[PageSearch, ColumnType], Sequence[int] | None]) -> RowSelection:
+    def _pages(self, column: str,
+               choose: Callable[[PageSearch, ColumnType], Sequence[int] | None]) -> RowSelection:
         found = self._search(column)
         if found is None:
             return RowSelection.all(self.num_rows)

@@ -32,7 +32,8 @@ _ROW = "__lakesort_row"
 def _format() -> ds.ParquetFileFormat:
     options = ds.ParquetFragmentScanOptions(
         pre_buffer=True,
-        cache_options=pa.CacheOptions(hole_size_limit=COALESCE_HOLE_BYTES, range_size_limit=COALESCE_MAX_BYTES),
+        cache_options=pa.CacheOptions(hole_size_limit=COALESCE_HOLE_BYTES,
+                                      range_size_limit=COALESCE_MAX_BYTES),
     )
     return ds.ParquetFileFormat(default_fragment_scan_options=options)
 
@@ -114,7 +115,8 @@ def _projection(plan: Plan, schema: pa.Schema) -> list[str]:
     return list(dict.fromkeys(_top(c) for c in plan.columns))
 
 
-def _read_groups(fmt: ds.ParquetFileFormat, file: FilePlan, groups: list[int], columns: list[str]) -> pa.Table:
+def _read_groups(fmt: ds.ParquetFileFormat, file: FilePlan, groups: list[int],
+                 columns: list[str]) -> pa.Table:
     """These row groups' columns, in the order asked: a fragment yields its row groups in an order of its
     own (0, 32, 2, 4, ... for [0, 2, ..., 32]), which `fragment.row_groups` reports."""
     fragment = fmt.make_fragment(file.path, filesystem=file.filesystem, row_groups=groups)
@@ -181,9 +183,10 @@ def _empty(plan: Plan, fmt: ds.ParquetFileFormat) -> pa.Table:
 
 
 def _refuse_deletes(plan: Plan) -> None:
-    """This reader reads data files and never merges delete files: a plan whose files have any is refused, where
-    reading would return rows the table deleted (planning and measuring count them: `PlanCounts`)."""
+    """This reader reads data files and never merges delete files: a plan whose files have any is refused,
+    where reading would return rows the table deleted (planning and measuring count them: `PlanCounts`)."""
     if plan.counts.delete_files_selected:
-        raise UsageError(f"{plan.source}: {plan.counts.delete_files_selected} delete file(s) apply to the data files "
-                         "this read selects, and lakesort's reader does not merge deletes; compact the table with "
-                         "lakesort (which applies them) or read it with an engine that merges them")
+        raise UsageError(f"{plan.source}: {plan.counts.delete_files_selected} delete file(s) apply to the "
+                         "data files this read selects, and lakesort's reader does not merge deletes; "
+                         "compact the table with lakesort (which applies them) or read it with an "
+                         "engine that merges them")

@@ -1,5 +1,5 @@
-"""The table registry: a table's configuration, resolved from its sources, for the CLI, the DAGs, verification,
-measuring and the reports.
+"""The table registry: a table's configuration, resolved from its sources, for the CLI, the DAGs,
+verification, measuring and the reports.
 
 A table is configured, in order of precedence, by its YAML spec among the files of `settings().tables_dir`
 (`dags/tables/*.yaml` by default, $LAKESORT_TABLES_DIR), its `lakesort.*` Iceberg table properties
@@ -16,8 +16,8 @@ files to call when Airflow parses them).
 
 The package owns the property keys (`keys`), the defaults file (`defaults`) and the precedence (`resolution`,
 pure: no catalog). It may import the floors below it: `layout.spec`, `layout.catalog`, `layout.registered`,
-`layout.settings`, `layout.storage`, `layout.errors`, `layout.models`, PyYAML and pyiceberg; never `layout.read`
-or `layout.metrics` (a table's health is `lakesort tables`'s, `layout.cli.tables`).
+`layout.settings`, `layout.storage`, `layout.errors`, `layout.models`, PyYAML and pyiceberg; never
+`layout.read` or `layout.metrics` (a table's health is `lakesort tables`'s, `layout.cli.tables`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-__all__ = ["DEFAULTS_FILE", "OWN_NAMESPACE", "PROPERTY_OF", "SPEC_KEYS", "KeySource", "Resolution", "catalog_names",
-           "default_catalog", "find_resolution", "find_spec", "list_catalog", "nightly_resolutions", "nightly_specs",
-           "registered_specs", "resolve_table", "spec_files", "table_names"]
+__all__ = ["DEFAULTS_FILE", "OWN_NAMESPACE", "PROPERTY_OF", "SPEC_KEYS", "KeySource", "Resolution",
+           "catalog_names", "default_catalog", "find_resolution", "find_spec", "list_catalog",
+           "nightly_resolutions", "nightly_specs", "registered_specs", "resolve_table", "spec_files",
+           "table_names"]
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,8 @@ def _own_sort_order(table: Table) -> tuple[tuple[SortKey, ...], str | None]:
         if not isinstance(field.transform, IdentityTransform):
             return (), (f"the sort order of the Iceberg table sorts by {field.transform}({column}); lakesort "
                         f"sorts by column values only: set {PROPERTY_OF['sort.keys']} or sort.keys in a spec")
-        keys.append(SortKey(column=column, direction="desc" if field.direction == SortDirection.DESC else "asc",
+        keys.append(SortKey(column=column,
+                            direction="desc" if field.direction == SortDirection.DESC else "asc",
                             nulls="last" if field.null_order == NullOrder.NULLS_LAST else "first"))
     return tuple(keys), None
 
@@ -166,7 +168,8 @@ def find_resolution(table: str, tables_dir: Path | None = None) -> Resolution:
         known = ", ".join(table_names(directory)) or "none"
         raise ConfigError(f"table {table!r} is not configured: no spec in {directory} (specs exist for: "
                           f"{known}), and {resolution.reason}; add "
-                          f"{directory}/<name>.yaml, set its {PROPERTY_OF['sort.keys']} property, or pass --spec")
+                          f"{directory}/<name>.yaml, set its {PROPERTY_OF['sort.keys']} "
+                          "property, or pass --spec")
     return resolution
 
 
@@ -206,7 +209,8 @@ def catalog_names(tables_dir: Path | None = None) -> list[str]:
 def _catalog_names(specs: Iterable[TableSpec], defaults: Iterable[Default]) -> list[str]:
     """The catalogs the fleet lives in: pyiceberg's default one, and every one a spec or a default names."""
     default = default_catalog()
-    return sorted({s.catalog or default for s in specs} | {d.catalog or default for d in defaults} | {default})
+    return sorted({s.catalog or default for s in specs} | {d.catalog or default for d in defaults}
+                  | {default})
 
 
 def _identifiers(cat: Catalog, namespace: str | None) -> list[str]:
@@ -256,10 +260,10 @@ def list_catalog(catalog: str | None = None, *, namespace: str | None = None,
 
 
 def nightly_specs(tables_dir: Path | None = None) -> dict[str, TableSpec | None]:
-    """The tables the nightly compacts, with their specs: every table with a YAML spec (None: its spec does not
-    load, and its own tasks fail naming why) and every table of the registry's catalogs that another source
-    configures. A table with no sort key anywhere is skipped, with a log line; a catalog that cannot be listed
-    is logged and its YAML tables still run."""
+    """The tables the nightly compacts, with their specs: every table with a YAML spec (None: its spec does
+    not load, and its own tasks fail naming why) and every table of the registry's catalogs that another
+    source configures. A table with no sort key anywhere is skipped, with a log line; a catalog that cannot be
+    listed is logged and its YAML tables still run."""
     return {name: r.spec if r is not None else None for name, r in nightly_resolutions(tables_dir).items()}
 
 
@@ -274,7 +278,8 @@ def nightly_resolutions(tables_dir: Path | None = None) -> dict[str, Resolution 
         listed = []
     for resolution, _, error in listed:
         if error is not None:
-            log.warning("%s: its configuration does not resolve, skipped tonight: %s", resolution.table, error)
+            log.warning("%s: its configuration does not resolve, skipped tonight: %s",
+                        resolution.table, error)
         elif resolution.configured:
             found[resolution.table] = resolution
         else:  # a spec without sort keys for an unsorted table too: nothing to sort by is no failure
@@ -284,5 +289,6 @@ def nightly_resolutions(tables_dir: Path | None = None) -> dict[str, Resolution 
         try:
             found[name] = find_resolution(name, directory)
         except LakesortError as exc:
-            log.warning("the spec of %s does not load: its tasks will fail, naming the problem: %s", name, exc)
+            log.warning("the spec of %s does not load: its tasks will fail, naming the problem: %s",
+                        name, exc)
     return dict(sorted(found.items()))

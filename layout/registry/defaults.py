@@ -68,13 +68,15 @@ def load_defaults(directory: Path) -> tuple[Default, ...]:
 def _entry(path: Path, index: int, entry: Any) -> Default:
     where = f"{path}: defaults[{index}]"
     if not isinstance(entry, Mapping) or not isinstance(entry.get("match"), str) or not entry["match"]:
-        raise ConfigError(f"{where}: expected a mapping with `match: <pattern>` (e.g. \"sales.*\") and spec keys")
+        raise ConfigError(f"{where}: expected a mapping with `match: <pattern>` (e.g. "
+                          "\"sales.*\") and spec keys")
     catalog = entry.get("catalog")
     if catalog is not None and not isinstance(catalog, str):
         raise ConfigError(f"{where}: catalog: expected a catalog name, got {catalog!r}")
     rest = {k: v for k, v in entry.items() if k not in ("match", "catalog")}
     if "table" in rest:
-        raise ConfigError(f"{where}: table: a default applies to the tables its `match` names; remove `table`")
+        raise ConfigError(f"{where}: table: a default applies to the tables its "
+                          "`match` names; remove `table`")
     return Default(index=index, match=entry["match"], catalog=catalog, values=flatten(rest, where=where),
                    source=str(path))
 

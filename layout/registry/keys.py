@@ -1,4 +1,5 @@
-"""The keys of a table's configuration, one name per setting whatever source sets it, and their table properties.
+"""The keys of a table's configuration, one name per setting whatever source sets it,
+and their table properties.
 
 A spec key is the dotted path of a setting in a YAML spec (`target_file_size`, `writer.compression`,
 `sort.keys`): the fields of `TableSpec`, descending into its sections (owner, sort, writer, verify,
@@ -105,8 +106,8 @@ def parse_property(table: str, name: str, text: str) -> tuple[str, Any]:
     if key is None:
         close = difflib.get_close_matches(name, _KEY_OF, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError(f"{table}: table property {name}: lakesort knows no such key; {hint}fix: ALTER TABLE "
-                          f"{table} UNSET TBLPROPERTIES ('{name}') (the keys are listed in the README, "
+        raise ConfigError(f"{table}: table property {name}: lakesort knows no such key; {hint}fix: ALTER "
+                          f"TABLE {table} UNSET TBLPROPERTIES ('{name}') (the keys are listed in the README, "
                           "\"Onboarding tables\")")
     if key == "sort.keys" and not text.lstrip().startswith("["):
         return key, _sort_keys(table, name, text)
@@ -131,8 +132,8 @@ def _sort_keys(table: str, name: str, text: str) -> list[dict[str, str]]:
             key["nulls"] = rest[1]
             rest = []
         if rest:
-            raise ConfigError(f"{table}: table property {name}={text!r}: cannot read {' '.join(item)!r}; expected "
-                              "`column [asc|desc] [nulls first|last]`, comma separated; fix: ALTER TABLE "
-                              f"{table} SET TBLPROPERTIES ('{name}'='l_shipdate, l_orderkey desc')")
+            raise ConfigError(f"{table}: table property {name}={text!r}: cannot read {' '.join(item)!r}; "
+                              "expected `column [asc|desc] [nulls first|last]`, comma separated; fix: ALTER "
+                              f"TABLE {table} SET TBLPROPERTIES ('{name}'='l_shipdate, l_orderkey desc')")
         keys.append(key)
     return keys

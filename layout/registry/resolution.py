@@ -45,7 +45,8 @@ PLACEHOLDER_OWNER = {"name": "unassigned", "email": "unassigned@lakesort.invalid
 
 
 class KeySource(Frozen):
-    """Where one key of a table's configuration came from: its kind, the file, property or entry, the value."""
+    """Where one key of a table's configuration came from: its kind, the file,
+    property or entry, the value."""
 
     key: str
     kind: SourceKind
@@ -55,7 +56,8 @@ class KeySource(Frozen):
     def describe(self) -> str:
         return {"spec": f"spec {self.origin}", "property": f"table property {self.origin}",
                 "default": f"namespace default {self.origin}", "sort-order": self.origin,
-                "write-property": f"table property {self.origin}", "lakesort": "lakesort's default"}[self.kind]
+                "write-property": f"table property {self.origin}",
+                "lakesort": "lakesort's default"}[self.kind]
 
 
 class Layer(Frozen):
@@ -88,7 +90,8 @@ class Resolution(Frozen):
     def keys(self) -> dict[str, KeySource]:
         """Every key with its effective value and source; lakesort's defaults for the keys none sets."""
         spec = self.effective or self.spec
-        values = flatten(spec.model_dump(mode="json", exclude={"table", "catalog"}), where=self.table) if spec else {}
+        values = (flatten(spec.model_dump(mode="json", exclude={"table", "catalog"}), where=self.table)
+                  if spec else {})
         if self.sort_keys:
             values["sort.keys"] = [k.model_dump(mode="json") for k in self.sort_keys]
         out = {}
@@ -138,7 +141,8 @@ def resolve_layers(table: str, catalog: str | None = None, *, spec: TableSpec | 
     (all of them; the `lakesort.*` ones are read), the matching namespace `defaults`, its own `sort_order`
     (None: the table is unknown; empty: unsorted; `sort_order_problem`: why lakesort cannot sort by it) and
     `write_properties`. `columns` (the table's, when known) are checked against the sort keys and the bloom
-    filters. A value no source can hold is a `ConfigError` naming the table, the key, its source and the fix."""
+    filters. A value no source can hold is a `ConfigError` naming the table, the key,
+    its source and the fix."""
     layers = _layers(table, spec, properties or {}, defaults)
     merged = merge(layers)
     run_spec = _run_spec(table, catalog, spec, merged) if merged else None
@@ -159,14 +163,15 @@ def resolve_layers(table: str, catalog: str | None = None, *, spec: TableSpec | 
     if not sort_keys and reason is None:
         reason = ("no sort key anywhere: no spec, no lakesort.sort-keys property, no namespace default sets "
                   "sort.keys, and the Iceberg table has no sort order" if not merged else
-                  f"no sort key: {', '.join(sorted({s.describe() for s in merged.values()}))} set no sort.keys, "
-                  "and the Iceberg table has no sort order")
+                  f"no sort key: {', '.join(sorted({s.describe() for s in merged.values()}))} set no "
+                  "sort.keys, and the Iceberg table has no sort order")
     effective = run_spec
     if run_spec is not None and write_properties:
         effective = resolve_spec(run_spec, write_properties, columns=columns)
         values = flatten(effective.model_dump(mode="json", exclude={"table", "catalog"}), where=table)
         for key in _set_keys(effective) - _set_keys(run_spec):
-            sources.append(KeySource(key=key, kind="write-property", origin=_write_property(key), value=values[key]))
+            sources.append(KeySource(key=key, kind="write-property", origin=_write_property(key),
+                                     value=values[key]))
     return Resolution(table=table, catalog=catalog, spec=run_spec, effective=effective, sort_keys=sort_keys,
                       sources=tuple(sorted(sources, key=lambda s: SPEC_KEYS.index(s.key))), reason=reason)
 
@@ -192,7 +197,8 @@ def _write_property(key: str) -> str:
     return _WRITE_PROPERTY.get(key, "write.parquet.*")
 
 
-def _run_spec(table: str, catalog: str | None, spec: TableSpec | None, merged: Mapping[str, KeySource]) -> TableSpec:
+def _run_spec(table: str, catalog: str | None, spec: TableSpec | None,
+              merged: Mapping[str, KeySource]) -> TableSpec:
     """The spec of sources 1-3: the YAML spec itself when nothing else sets a key (its file and hash kept)."""
     if spec is not None and all(s.kind == "spec" for s in merged.values()):
         return spec
@@ -200,7 +206,8 @@ def _run_spec(table: str, catalog: str | None, spec: TableSpec | None, merged: M
     label = " + ".join(part for kind, part in (
         ("spec", spec.source if spec is not None else ""),
         ("property", f"lakesort.* properties of {table}"),
-        ("default", next((s.origin.partition(": defaults")[0] for s in merged.values() if s.kind == "default"), "")),
+        ("default",
+         next((s.origin.partition(": defaults")[0] for s in merged.values() if s.kind == "default"), "")),
     ) if kind in kinds)
     return _validate(table, catalog if spec is None else spec.catalog, merged, nest({k: s.value for k, s in
                                                                                       merged.items()}), label)
@@ -214,7 +221,8 @@ def _validate(table: str, catalog: str | None, merged: Mapping[str, KeySource], 
     try:
         resolved = TableSpec.model_validate(data)
     except ValidationError as error:
-        raise ConfigError("\n".join(_problem(table, merged, item) for item in error.errors(include_url=False))) \
+        raise ConfigError("\n".join(_problem(table, merged, item)
+                                    for item in error.errors(include_url=False))) \
             from None
     resolved._source = label
     return resolved
@@ -227,8 +235,8 @@ def _problem(table: str, merged: Mapping[str, KeySource], item: Any) -> str:
     source = merged.get(key) if key else None
     if source is None:
         set_by = ", ".join(sorted({f"{s.key} ({s.describe()})" for s in merged.values()}))
-        return (f"{table}: {key or 'the configuration'}: {detail} (the keys set: {set_by}); fix the source that "
-                "sets a conflicting key")
+        return (f"{table}: {key or 'the configuration'}: {detail} (the keys set: {set_by}); fix the source "
+                "that sets a conflicting key")
     return f"{table}: {key}: {detail}, set by {source.describe()}; fix: {fix_for(table, source)}"
 
 
@@ -238,14 +246,15 @@ def fix_for(table: str, source: KeySource, value: str = "<value>") -> str:
         return (f"ALTER TABLE {table} SET TBLPROPERTIES ('{source.origin}'='{value}'), or UNSET it, or set "
                 f"{source.key} in the table's spec, which wins over it")
     if source.kind == "default":
-        return f"change {source.key} in {source.origin}, or set it for {table} in its spec or as table property " \
-               f"{PROPERTY_OF[source.key]}, which win over it"
+        return f"change {source.key} in {source.origin}, or set it for {table} in its spec or as table " \
+               f"property {PROPERTY_OF[source.key]}, which win over it"
     if source.kind == "spec":
         return f"edit {source.key} in {source.origin}"
     return f"set {source.key} in the table's spec or as table property {PROPERTY_OF.get(source.key, '')}"
 
 
-def _check_columns(table: str, spec: TableSpec, merged: Mapping[str, KeySource], columns: Collection[str]) -> None:
+def _check_columns(table: str, spec: TableSpec, merged: Mapping[str, KeySource],
+                   columns: Collection[str]) -> None:
     """Sort keys and bloom filters name columns of the table: refused here, naming where they were set."""
     named = [("sort.keys", [k.column for k in spec.sort.keys]),
              ("writer.bloom_filters", list(spec.writer.bloom_filters))]
@@ -256,4 +265,5 @@ def _check_columns(table: str, spec: TableSpec, merged: Mapping[str, KeySource],
                 close = difflib.get_close_matches(column, list(columns), n=3)
                 hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
                 raise ConfigError(f"{table}: {key}: {column!r} is not a column of {table}{hint}, set by "
-                                  f"{source.describe()}; fix: {fix_for(table, source, 'a column of the table')}")
+                                  f"{source.describe()}; fix: "
+                                  f"{fix_for(table, source, 'a column of the table')}")

@@ -147,8 +147,8 @@ def bar_chart(
     # The value labels sit after their bars: the widest of them (or "not measured") fits on the right.
     missing = [name for name, vs in series
                if len(vs) < len(categories) or any(v is None or not math.isfinite(v) for v in vs)]
-    right = 10 + max([text_width(y_format(v)) for v in values] + [text_width(f"{n}: not measured") for n in missing]
-                     + [0.0])
+    right = 10 + max([text_width(y_format(v)) for v in values]
+                     + [text_width(f"{n}: not measured") for n in missing] + [0.0])
     # The category labels get what the bars (at least 40 px) and their values leave, up to MAX_LABEL: a narrow
     # chart cuts them shorter rather than drawing past its right edge.
     shown = [truncate(c, max(min(MAX_LABEL, width - right - 40 - 12), 12.0)) for c in categories]
@@ -163,10 +163,12 @@ def bar_chart(
     out += legend([(n, False) for n in names], 10, 10 + 12, width - 20)
     for tick in ticks:
         x = left + tick / x_hi * plot_w
-        out.append(f'<line x1="{coord(x)}" y1="{coord(top)}" x2="{coord(x)}" y2="{coord(bottom)}" stroke="{GRID}"/>')
+        out.append(f'<line x1="{coord(x)}" y1="{coord(top)}" x2="{coord(x)}" '
+                   f'y2="{coord(bottom)}" stroke="{GRID}"/>')
         out.append(f'<text x="{coord(x)}" y="{coord(bottom + 16)}" text-anchor="middle" fill="{AXIS}">'
                    f"{attr(y_format(tick))}</text>")
-    out.append(f'<line x1="{coord(left)}" y1="{coord(top)}" x2="{coord(left)}" y2="{coord(bottom)}" stroke="{AXIS}"/>')
+    out.append(f'<line x1="{coord(left)}" y1="{coord(top)}" x2="{coord(left)}" '
+               f'y2="{coord(bottom)}" stroke="{AXIS}"/>')
     if not categories:
         out.append(f'<text x="{coord(width / 2)}" y="{coord(top + group_h / 2)}" text-anchor="middle" '
                    f'fill="{AXIS}">no data yet</text>')
@@ -212,5 +214,6 @@ def sparkline(values: Sequence[float], *, title: str, y_max: float = 1.0, width:
         if len(pts) > 1:
             coords = " ".join(f"{coord(sx(i))},{coord(sy(v))}" for i, v in enumerate(pts))
             out.append(f'<polyline points="{coords}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5"/>')
-        out.append(f'<circle cx="{coord(sx(len(pts) - 1))}" cy="{coord(sy(pts[-1]))}" r="2.5" fill="{PALETTE[0]}"/>')
+        out.append(f'<circle cx="{coord(sx(len(pts) - 1))}" cy="{coord(sy(pts[-1]))}" '
+                   f'r="2.5" fill="{PALETTE[0]}"/>')
     return Markup(close(out))

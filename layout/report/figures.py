@@ -62,16 +62,18 @@ def data_files(view: TableView) -> Markup:
     """Data files before the first run, then after each committed run."""
     counts = [(point.moment.timestamp(), float(point.files)) for point in view.file_points]
     return line_chart([Series("data files", counts)], title=f"{view.table}: data files over time",
-                      y_format=lambda v: f"{v:,.0f}", width=SMALL[0], height=SMALL[1], klass="line-chart files")
+                      y_format=lambda v: f"{v:,.0f}", width=SMALL[0], height=SMALL[1],
+                      klass="line-chart files")
 
 
 def file_size(view: TableView) -> Markup:
     """Average data file size at the same moments (where there are files)."""
     sizes = [(point.moment.timestamp(), point.bytes / point.files) for point in view.file_points
              if point.files > 0]
-    return line_chart([Series("average file size", sizes)], title=f"{view.table}: average file size over time",
-                      y_format=format_size, y_unit=byte_unit(max((s for _, s in sizes), default=0.0)),
-                      width=SMALL[0], height=SMALL[1], klass="line-chart file-size")
+    return line_chart([Series("average file size", sizes)],
+                      title=f"{view.table}: average file size over time", y_format=format_size,
+                      y_unit=byte_unit(max((s for _, s in sizes), default=0.0)), width=SMALL[0],
+                      height=SMALL[1], klass="line-chart file-size")
 
 
 def storage(view: TableView) -> Markup:
@@ -114,5 +116,5 @@ def trend(view: TableView) -> Markup:
     points = view.trend
     last = format_percent(points[-1].efficiency) if points else "none yet"
     return sparkline([p.efficiency for p in points],
-                     title=f"{view.table}: efficiency of the owners' probes over {len(points)} measurement(s), "
-                           f"now {last}")
+                     title=f"{view.table}: efficiency of the owners' probes over {len(points)} "
+                           f"measurement(s), now {last}")

@@ -4,8 +4,8 @@ A run records every finding of `layout.verify.rules` (one per file, row group or
 holds), so a rule that fires for each of 83 files records 83 findings that say the same. The report
 groups them by severity, rule, column and diagnosis (the message): one line per group, with how many
 findings and files it covers, what was observed and intended (the value, up to three different ones, or
-how many with the first as an example), and up to `EXAMPLES` example places. Errors come first, then warnings, then
-information; within a severity the larger groups first. An informational group that holds for every
+how many with the first as an example), and up to `EXAMPLES` example places. Errors come first, then warnings,
+then information; within a severity the larger groups first. An informational group that holds for every
 file the run wrote (its files_added; for a run that added none, every file any finding names) reads
 as one line for all of them, without examples.
 
@@ -61,7 +61,8 @@ class Finding:
     def sort_key(self) -> tuple[Any, ...]:
         """By severity (errors first), rule, path, row group, column and diagnosis."""
         group = self.row_group if isinstance(self.row_group, int) else -1
-        return _SEVERITY_ORDER.get(self.severity, 3), [self.rule, self.path], group, [self.column, self.diagnosis]
+        return (_SEVERITY_ORDER.get(self.severity, 3), [self.rule, self.path], group,
+                [self.column, self.diagnosis])
 
 
 @dataclass(frozen=True, slots=True)

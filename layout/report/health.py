@@ -50,7 +50,8 @@ class KeyHealth:
 
     @property
     def deepest(self) -> tuple[ClusteringRow, ...]:
-        """The latest measurement's partitions that overlap (depth above 1), deepest first, DEEPEST at most."""
+        """The latest measurement's partitions that overlap (depth above 1), deepest first,
+        DEEPEST at most."""
         return tuple(r for r in self.latest.summary.deepest if r.average_depth > 1)[:DEEPEST]
 
     @property

@@ -106,7 +106,8 @@ def environment() -> Environment:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
     env.filters.update(count=format_count, duration=format_duration, moment=format_moment,
-                       percent=format_percent, size=format_size, page_name=table_page_name, signed=format_signed)
+                       percent=format_percent, size=format_size, page_name=table_page_name,
+                       signed=format_signed)
     env.globals.update(DASH=DASH, STATUS_CLASS=_STATUS_CLASS, figures=figures, TOLERANCE=TOLERANCE)
     return env
 
@@ -203,7 +204,8 @@ def write_reports(out_dir: Path | None = None, *, catalog: Catalog | None = None
             names = sorted({spec.catalog or default_catalog() for spec in specs} | set(configured))
         catalogs = [load_catalog(name) for name in names or [None]]
     measurements, runs = read_rows(catalogs)
-    views = table_views(measurements, runs, specs, read_maintenance_rows(catalogs), read_clustering_rows(catalogs))
+    views = table_views(measurements, runs, specs, read_maintenance_rows(catalogs),
+                        read_clustering_rows(catalogs))
     views = [dataclasses.replace(view, advice=_last_advice(catalogs, view.table)) for view in views]
     index = _render(out_dir, views, datetime.now(UTC))
     log.info("wrote the lakesort report: %s", index)

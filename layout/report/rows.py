@@ -28,12 +28,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-__all__ = ["ClusteringRow", "MaintenanceRun", "Measurement", "Run", "read_clustering_rows", "read_maintenance_rows",
-           "read_rows", "typed_rows", "utc"]
+__all__ = ["ClusteringRow", "MaintenanceRun", "Measurement", "Run", "read_clustering_rows",
+           "read_maintenance_rows", "read_rows", "typed_rows", "utc"]
 
 
-_FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS, MaintenanceRun: store.MAINTENANCE_FIELDS,
-           ClusteringRow: store.CLUSTERING_FIELDS}
+_FIELDS = {Measurement: store.METRICS_FIELDS, Run: store.RUNS_FIELDS,
+           MaintenanceRun: store.MAINTENANCE_FIELDS, ClusteringRow: store.CLUSTERING_FIELDS}
 Row = TypeVar("Row", Measurement, Run, MaintenanceRun, ClusteringRow)
 
 

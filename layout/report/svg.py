@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["AXIS", "FONT_SIZE", "GRID", "PALETTE", "TEXT", "attr", "close", "coord", "legend", "legend_height",
-           "open_svg", "text_width", "truncate"]
+__all__ = ["AXIS", "FONT_SIZE", "GRID", "PALETTE", "TEXT", "attr", "close", "coord", "legend",
+           "legend_height", "open_svg", "text_width", "truncate"]
 
 # Colorblind-safe (Okabe-Ito), in the order series get them.
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
@@ -25,10 +25,11 @@ LINE = 16  # pixels between text rows: above the 12.8 px a line of 11 px DejaVu 
 _ADVANCE = (
     0.318, 0.401, 0.46, 0.838, 0.636, 0.95, 0.78, 0.275, 0.39, 0.39, 0.5, 0.838, 0.318, 0.361, 0.318, 0.337,
     0.636, 0.636, 0.636, 0.636, 0.636, 0.636, 0.636, 0.636, 0.636, 0.636, 0.337, 0.337, 0.838, 0.838, 0.838,
-    0.531, 1.0, 0.684, 0.686, 0.698, 0.77, 0.632, 0.575, 0.775, 0.752, 0.295, 0.295, 0.656, 0.557, 0.863, 0.748,
-    0.787, 0.603, 0.787, 0.695, 0.635, 0.611, 0.732, 0.684, 0.989, 0.685, 0.611, 0.685, 0.39, 0.337, 0.39, 0.838,
-    0.5, 0.5, 0.613, 0.635, 0.55, 0.635, 0.615, 0.352, 0.635, 0.634, 0.278, 0.278, 0.579, 0.278, 0.974, 0.634,
-    0.612, 0.635, 0.635, 0.411, 0.521, 0.392, 0.634, 0.592, 0.818, 0.592, 0.592, 0.525, 0.636, 0.337, 0.636, 0.838,
+    0.531, 1.0, 0.684, 0.686, 0.698, 0.77, 0.632, 0.575, 0.775, 0.752, 0.295, 0.295, 0.656, 0.557, 0.863,
+    0.748, 0.787, 0.603, 0.787, 0.695, 0.635, 0.611, 0.732, 0.684, 0.989, 0.685, 0.611, 0.685, 0.39, 0.337,
+    0.39, 0.838, 0.5, 0.5, 0.613, 0.635, 0.55, 0.635, 0.615, 0.352, 0.635, 0.634, 0.278, 0.278, 0.579, 0.278,
+    0.974, 0.634, 0.612, 0.635, 0.635, 0.411, 0.521, 0.392, 0.634, 0.592, 0.818, 0.592, 0.592, 0.525, 0.636,
+    0.337, 0.636, 0.838,
 )
 
 
@@ -102,5 +103,6 @@ def legend(series: Sequence[tuple[str, bool]], x: float, y: float, width: float)
         dash = ' stroke-dasharray="4 3"' if dashed else ""
         out.append(f'<line x1="{coord(cx)}" y1="{coord(cy - 4)}" x2="{coord(cx + 16)}" y2="{coord(cy - 4)}" '
                    f'stroke="{color}" stroke-width="2.5"{dash}/>')
-        out.append(f'<text x="{coord(cx + 21)}" y="{coord(cy)}" fill="{TEXT}">{attr(_name(name, width))}</text>')
+        out.append(f'<text x="{coord(cx + 21)}" y="{coord(cy)}" '
+                   f'fill="{TEXT}">{attr(_name(name, width))}</text>')
     return out

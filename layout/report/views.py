@@ -183,7 +183,8 @@ class TableView:
 
     @property
     def storage_points(self) -> tuple[StoragePoint, ...]:
-        """Each maintenance run's start (what had accumulated), and the end of each real one (what it left)."""
+        """Each maintenance run's start (what had accumulated),
+        and the end of each real one (what it left)."""
         points = []
         for run in self.maintenance:
             if run.status == "failed":
@@ -204,7 +205,8 @@ class TableView:
 
     @property
     def last_rewrite(self) -> Run | None:
-        """The newest run that rewrote, or tried to (committed or failed): what last ran, beside a deferral."""
+        """The newest run that rewrote, or tried to (committed or failed): what last ran,
+        beside a deferral."""
         return next((r for r in reversed(self.runs) if r.status in ("committed", "failed")), None)
 
     @property

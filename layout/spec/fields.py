@@ -1,6 +1,7 @@
 """The field types of a table spec: sizes, durations, column lists and the literals its keys take, each with
-the JSON schema an editor validates against (`layout.spec.schema`). Validation widens what YAML allows (``128MiB``
-for bytes, one column for a list); the published schema says so, and is never narrower than validation."""
+the JSON schema an editor validates against (`layout.spec.schema`). Validation widens what YAML allows
+(``128MiB`` for bytes, one column for a list); the published schema says so,
+and is never narrower than validation."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def _size_schema(minimum: int) -> dict[str, Any]:
         {
             "type": "string",
             "pattern": rf"^\s*{positive}\d+(\.\d+)?\s*([KkMmGgTt][Ii][Bb]|[Bb])?\s*$",
-            "description": "a number with a binary unit: B, KiB, MiB, GiB or TiB, e.g. 512KiB, 128MiB, 1.5GiB",
+            "description": ("a number with a binary unit: B, KiB, MiB, GiB or TiB, e.g. 512KiB, 128MiB, "
+                            "1.5GiB"),
         },
     ]}
 
@@ -66,7 +68,9 @@ def _column_list(value: object) -> object:
 Size = Annotated[int, BeforeValidator(parse_size), Field(gt=0), WithJsonSchema(_size_schema(1))]
 SizeOrZero = Annotated[int, BeforeValidator(parse_size), Field(ge=0), WithJsonSchema(_size_schema(0))]
 Columns = Annotated[
-    tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_column_list), WithJsonSchema(_columns_schema())
+    tuple[Annotated[str, Field(min_length=1)], ...],
+    BeforeValidator(_column_list),
+    WithJsonSchema(_columns_schema()),
 ]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Duration = Annotated[

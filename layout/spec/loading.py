@@ -58,7 +58,8 @@ def parse_spec(data: object, *, source: str = "<spec>") -> TableSpec:
     if data is None:
         raise ConfigError(f"{source}: the table spec is empty; it needs at least table and owner")
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: expected a mapping of keys (table, owner, sort, ...), got {type(data).__name__}")
+        raise ConfigError(f"{source}: expected a mapping of keys (table, owner, sort, ...), "
+                          f"got {type(data).__name__}")
     try:
         spec = TableSpec.model_validate(data)
     except ValidationError as error:
@@ -68,8 +69,9 @@ def parse_spec(data: object, *, source: str = "<spec>") -> TableSpec:
 
 
 def load_specs(directory: str | Path) -> list[TableSpec]:
-    """Every ``*.yaml``/``*.yml`` in `directory`, sorted by file name; one table per file. A file whose name starts
-    with ``_`` is no table's spec (`_defaults.yaml`: namespace defaults, `layout.registry.defaults`)."""
+    """Every ``*.yaml``/``*.yml`` in `directory`, sorted by file name; one table per file. A file whose name
+    starts with ``_`` is no table's spec (`_defaults.yaml`: namespace defaults,
+    `layout.registry.defaults`)."""
     root = Path(directory)
     if not root.is_dir():
         raise ConfigError(f"{root}: not a directory of table specs")
@@ -122,7 +124,8 @@ def _message(item: Any) -> str:
 
 
 def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
-    """The keys allowed at `loc`: follow model fields; list indexes and mapping keys keep the element's model."""
+    """The keys allowed at `loc`: follow model fields;
+    list indexes and mapping keys keep the element's model."""
     model: Any = TableSpec
     for part in loc:
         if model is not None and isinstance(part, str) and part in model.model_fields:

@@ -110,7 +110,8 @@ class SortKey(Frozen):
     column: NonEmpty = Field(description="Column to sort by, a column name of the Iceberg table.")
     direction: Direction = Field("asc", description="Sort direction: asc (default) or desc.")
     nulls: Annotated[
-        NullOrder, WithJsonSchema({"anyOf": [{"type": "string", "enum": ["first", "last"]}, {"type": "null"}]})
+        NullOrder, WithJsonSchema({"anyOf": [{"type": "string", "enum": ["first", "last"]},
+                                             {"type": "null"}]})
     ] = Field(
         "first",
         description="Where nulls sort: first or last. Absent or null: as Iceberg does, first for asc and "
@@ -146,8 +147,8 @@ class SortSpec(Frozen):
     strategy: Strategy = Field(
         "linear",
         description="linear (default): rows are ordered by the keys, the first key most significant. zorder "
-        "and hilbert: rows are ordered along a curve over the keys, so that filters on any of them skip data; "
-        "each key is first scaled to its rank among sampled quantiles of its values (numbers, dates, "
+        "and hilbert: rows are ordered along a curve over the keys, so that filters on any of them skip "
+        "data; each key is first scaled to its rank among sampled quantiles of its values (numbers, dates, "
         "timestamps, strings), so skewed keys spread over the curve as evenly as uniform ones. zorder "
         "interleaves the ranks' bits and needs at least 2 keys; hilbert follows the Hilbert curve (no "
         "jumps across the key space) and takes 2 to 4 keys. Directions do not apply to a curve. "
@@ -155,8 +156,8 @@ class SortSpec(Frozen):
     )
     keys: tuple[SortKey, ...] = Field(
         (),
-        description="The sort columns, each at most once. Absent or empty: the Iceberg table's own sort order "
-        "(identity transforms only).",
+        description="The sort columns, each at most once. Absent or empty: the Iceberg table's own sort "
+        "order (identity transforms only).",
     )
 
     @model_validator(mode="after")
@@ -197,8 +198,8 @@ class VerifySpec(Frozen):
     )
     bloom_filter_columns: Columns | None = Field(
         None,
-        description="Columns whose bloom filters every file must carry; each must be in writer.bloom_filters. "
-        "Absent or null: the writer's bloom filter columns.",
+        description="Columns whose bloom filters every file must carry; each must be in "
+        "writer.bloom_filters. Absent or null: the writer's bloom filter columns.",
     )
     min_row_group_size: SizeOrZero = Field(0, description="Smallest row group allowed. Default 0.")
     max_row_group_size: Size | None = Field(
@@ -282,8 +283,8 @@ class Retention(Frozen):
     )
     min_snapshots: Annotated[int, Field(ge=1)] = Field(
         5,
-        description="The newest snapshots of every branch (the main one included) always kept, whatever their "
-        "age. At least 1. Default 5.",
+        description="The newest snapshots of every branch (the main one included) always kept, whatever "
+        "their age. At least 1. Default 5.",
     )
     orphan_grace: Duration = Field(
         "3d",
@@ -308,8 +309,8 @@ class TableSpec(Frozen):
     `spec_hash` fingerprints what changes the bytes written (sort, sizes that shape files, writer,
     keys), so a planner can tell whether a partition was compacted under the same spec. Owner,
     probes, catalog, table name, verification bounds, retention and the planning thresholds
-    (`small_file_size`, `min_small_files`, the delete thresholds) do not enter it: changing them must not make every
-    partition look stale.
+    (`small_file_size`, `min_small_files`, the delete thresholds) do not enter it: changing them must not make
+    every partition look stale.
     """
 
     table: str = Field(
@@ -344,16 +345,16 @@ class TableSpec(Frozen):
     )
     max_sorted_runs: Annotated[int, Field(ge=1)] = Field(
         4,
-        description="Most sorted runs a partition may hold (linear, unkeyed tables). A nightly rewrite sorts only "
-        "the new files into a run of their own, merged with the smallest runs once the partition holds this "
-        "many (so it never holds more); a reader of a key reads at most this many files of a "
+        description="Most sorted runs a partition may hold (linear, unkeyed tables). A nightly rewrite sorts "
+        "only the new files into a run of their own, merged with the smallest runs once the partition holds "
+        "this many (so it never holds more); a reader of a key reads at most this many files of a "
         "partition. 1: every rewrite merges the partition into one run. Default 4.",
     )
     full_compaction_every: Duration | None = Field(
         None,
         description="A partition holding several sorted runs is merged into one once the oldest run written "
-        "since its last full merge is this old (e.g. 7d: weekly), so readers of old data read one run. Absent "
-        "or null: runs are merged only by size and max_sorted_runs (and `lakesort compact --full`).",
+        "since its last full merge is this old (e.g. 7d: weekly), so readers of old data read one run. "
+        "Absent or null: runs are merged only by size and max_sorted_runs (and `lakesort compact --full`).",
     )
     delete_file_threshold: Annotated[int, Field(ge=1)] | None = Field(
         None,
@@ -363,9 +364,9 @@ class TableSpec(Frozen):
     )
     delete_ratio_threshold: Annotated[float, Field(gt=0, le=1)] = Field(
         0.3,
-        description="Merge-on-read tables: a data file whose deleted rows are at least this share of its rows "
-        "is rewritten with its deletes applied. Rows known deleted are those of the position delete files "
-        "that reference that file alone (Iceberg's measure too). Default 0.3 (Iceberg's "
+        description="Merge-on-read tables: a data file whose deleted rows are at least this share of its "
+        "rows is rewritten with its deletes applied. Rows known deleted are those of the position delete "
+        "files that reference that file alone (Iceberg's measure too). Default 0.3 (Iceberg's "
         "delete-ratio-threshold).",
     )
     max_group_size: Size = Field(
@@ -422,7 +423,8 @@ class TableSpec(Frozen):
         if small > target:
             raise ValueError(f"small_file_size ({small}) must not exceed target_file_size ({target})")
         if self.max_group_size < target:
-            raise ValueError(f"max_group_size ({self.max_group_size}) must be at least target_file_size ({target})")
+            raise ValueError(f"max_group_size ({self.max_group_size}) "
+                             f"must be at least target_file_size ({target})")
         verify = self.verify
         writer_blooms = tuple(sorted(self.writer.bloom_filters))
         missing = sorted(set(verify.bloom_filter_columns or ()) - set(writer_blooms))
@@ -439,7 +441,8 @@ class TableSpec(Frozen):
         }
         for low, high in (("min_row_group_size", "max_row_group_size"), ("min_file_size", "max_file_size")):
             if getattr(verify, low) > derived[high]:
-                raise ValueError(f"verify.{low} ({getattr(verify, low)}) exceeds verify.{high} ({derived[high]})")
+                raise ValueError(f"verify.{low} ({getattr(verify, low)}) "
+                                 f"exceeds verify.{high} ({derived[high]})")
         # Frozen models: derived defaults are filled in once, here, so that everything downstream
         # (and the hash) sees one normalized value.
         object.__setattr__(self, "small_file_size", small)
@@ -460,8 +463,8 @@ class TableSpec(Frozen):
         """16 hex digits of sha256 over the canonical JSON of what changes the bytes written."""
         layout = self.model_dump(mode="json", include=set(_HASH_FIELDS))
         # Added after hashes were first recorded: left out while unset, so those hashes stay the same; and
-        # left out at parquet-mr's default, which an unset size writes too (a table property of 1 MiB, filled in
-        # where the spec is silent, made every earlier run of the table look like another layout's).
+        # left out at parquet-mr's default, which an unset size writes too (a table property of 1 MiB, filled
+        # in where the spec is silent, made every earlier run of the table look like another layout's).
         if layout["writer"].get("dictionary_page_size") in (None, DEFAULT_DICTIONARY_PAGE_SIZE):
             layout["writer"].pop("dictionary_page_size", None)
         canonical = json.dumps({"v": _HASH_VERSION, **layout}, sort_keys=True, separators=(",", ":"))

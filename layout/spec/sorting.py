@@ -72,9 +72,10 @@ def _table_keys(table: Table) -> tuple[SortKey, ...]:
 
 
 def written_sort_order_id(table: Table, strategy: str, keys: Sequence[Any]) -> int | None:
-    """The id of the table's sort order when rows written by `strategy` over `keys` are in that order (a linear
-    sort by exactly its keys (`SortKey`s or the plan's), directions and null orders, whether the spec named them or took them from the
-    table), else None: a data file's sort_order_id promises readers that order, so it is left out otherwise."""
+    """The id of the table's sort order when rows written by `strategy` over `keys` are in that order (a
+    linear sort by exactly its keys (`SortKey`s or the plan's), directions and null orders, whether the spec
+    named them or took them from the table), else None: a data file's sort_order_id promises readers that
+    order, so it is left out otherwise."""
     order = table.sort_order()
     if order.is_unsorted or strategy != "linear":
         return None

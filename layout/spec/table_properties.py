@@ -1,4 +1,5 @@
-"""The Iceberg table's own write properties, honoured where the spec is silent: a spec resolved against its table.
+"""The Iceberg table's own write properties, honoured where the spec is silent:
+a spec resolved against its table.
 
 Iceberg's writers read a table's ``write.parquet.*`` properties and ``write.target-file-size-bytes``
 (Iceberg's "Table properties" documentation); lakesort writes with them too. Precedence, per setting: what the
@@ -6,8 +7,8 @@ spec file sets (in its YAML, not a default) wins, then the table's property, the
 sort follows the same rule in `layout.spec.sorting` (the spec's `sort.keys`, else the table's sort order).
 
 A property lakesort's writer cannot honour (a codec parquet-mr is not built with here, a malformed number, a
-bloom filter on a column the table lacks) is refused with a `ConfigError` naming the table, the property and the
-fix, at plan time: nothing is written with settings the table's owner did not choose.
+bloom filter on a column the table lacks) is refused with a `ConfigError` naming the table, the property and
+the fix, at plan time: nothing is written with settings the table's owner did not choose.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from layout.spec.writer import WriterSpec
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["TARGET_FILE_SIZE", "WRITE_PROPERTY_PREFIX", "resolve_for_table", "resolve_spec", "write_properties"]
+__all__ = ["TARGET_FILE_SIZE", "WRITE_PROPERTY_PREFIX", "resolve_for_table", "resolve_spec",
+           "write_properties"]
 
 WRITE_PROPERTY_PREFIX = "write.parquet."
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
@@ -36,7 +38,8 @@ BLOOM_ENABLED = "write.parquet.bloom-filter-enabled.column."
 BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
 BLOOM_NDV = "write.parquet.bloom-filter-ndv.column."
 BLOOM_MAX_BYTES = "write.parquet.bloom-filter-max-bytes"
-# Iceberg's defaults where lakesort needs one to read the others: the codec a level belongs to, a filter's size.
+# Iceberg's defaults where lakesort needs one to read the others:
+# the codec a level belongs to, a filter's size.
 ICEBERG_CODEC = "zstd"
 ICEBERG_FPP = 0.01
 ICEBERG_BLOOM_MAX_BYTES = 1024 * 1024
@@ -48,7 +51,8 @@ _SIZES = {
     "write.parquet.page-row-limit": "page_row_count_limit",
     "write.parquet.dict-size-bytes": "dictionary_page_size",
 }
-# Iceberg's codec names (case-insensitive) -> lakesort's; lz4 (Hadoop's framing) and brotli are not lakesort's.
+# Iceberg's codec names (case-insensitive) -> lakesort's; lz4
+# (Hadoop's framing) and brotli are not lakesort's.
 _CODECS: dict[str, Compression] = {
     "zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "uncompressed", "lz4_raw": "lz4_raw",
 }
@@ -56,7 +60,8 @@ _CODECS: dict[str, Compression] = {
 
 def write_properties(properties: Mapping[str, str]) -> dict[str, str]:
     """The properties of a table that shape what lakesort writes: what a run records and resolves with."""
-    return {k: v for k, v in sorted(properties.items()) if k.startswith(WRITE_PROPERTY_PREFIX) or k == TARGET_FILE_SIZE}
+    return {k: v for k, v in sorted(properties.items())
+            if k.startswith(WRITE_PROPERTY_PREFIX) or k == TARGET_FILE_SIZE}
 
 
 def resolve_for_table(spec: TableSpec, table: Table) -> TableSpec:
@@ -64,7 +69,8 @@ def resolve_for_table(spec: TableSpec, table: Table) -> TableSpec:
     return resolve_spec(spec, write_properties(table.properties), columns=table.schema().column_names)
 
 
-def resolve_spec(spec: TableSpec, properties: Mapping[str, str], *, columns: Collection[str] | None = None) -> TableSpec:
+def resolve_spec(spec: TableSpec, properties: Mapping[str, str], *,
+                 columns: Collection[str] | None = None) -> TableSpec:
     """The spec with the table's write `properties` in every setting its file does not set; the spec itself
     when they change nothing. `columns` (the table's), when given, are checked against bloom filter columns.
 
@@ -92,8 +98,8 @@ def resolve_spec(spec: TableSpec, properties: Mapping[str, str], *, columns: Col
                            for e in error.errors(include_url=False))
         raise ConfigError(
             f"{spec.source}: {spec.table}: the spec and the table's write properties "
-            f"({', '.join(f'{k}={properties[k]}' for k in props.used)}) do not go together: {detail}; set the "
-            "setting in the spec or change the table property (ALTER TABLE ... SET TBLPROPERTIES)"
+            f"({', '.join(f'{k}={properties[k]}' for k in props.used)}) do not go together: {detail}; set "
+            "the setting in the spec or change the table property (ALTER TABLE ... SET TBLPROPERTIES)"
         ) from None
     resolved._source = spec.source
     return resolved
@@ -161,7 +167,8 @@ class _Properties:
             try:
                 level = int(raw)
             except ValueError:
-                raise self._refuse(LEVEL, "expected a whole number", self._fix("writer.compression_level")) from None
+                raise self._refuse(LEVEL, "expected a whole number",
+                                   self._fix("writer.compression_level")) from None
             try:
                 WriterSpec(compression=codec, compression_level=level)
             except ValidationError as error:

@@ -24,7 +24,8 @@ def _bloom_bytes(ndv: int, fpp: float) -> int:
 # parquet-mr's ParquetProperties.DEFAULT_DICTIONARY_PAGE_SIZE (its default page size), passed when the spec
 # and the table leave it unset, so the files do not depend on the cluster's defaults.
 DEFAULT_DICTIONARY_PAGE_SIZE = 1 * MiB
-_SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4_raw": "lz4_raw", "uncompressed": "none"}
+_SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4_raw": "lz4_raw",
+                 "uncompressed": "none"}
 _LEVELS = {"zstd": (1, 22), "gzip": (1, 9)}
 # Hadoop's GzipCodec reads `zlib.compress.level` with Configuration.getEnum, so it wants the enum
 # constant's name of ZlibCompressor.CompressionLevel, not the number.
@@ -38,10 +39,12 @@ class BloomFilter(Frozen):
     """A split-block bloom filter sized for `ndv` distinct values at false-positive rate `fpp`."""
 
     ndv: Annotated[int, Field(gt=0)] = Field(
-        description="Distinct values the filter is sized for, per row group (parquet.bloom.filter.expected.ndv)."
+        description="Distinct values the filter is sized for, per row group "
+                    "(parquet.bloom.filter.expected.ndv)."
     )
     fpp: Annotated[float, Field(gt=0, lt=1)] = Field(
-        0.01, description="False-positive probability, between 0 and 1 (parquet.bloom.filter.fpp). Default 0.01."
+        0.01, description="False-positive probability, between 0 and 1 "
+                          "(parquet.bloom.filter.fpp). Default 0.01."
     )
 
 
@@ -49,13 +52,14 @@ class WriterSpec(Frozen):
     """Parquet settings the Spark job passes to parquet-mr; `spark_options` turns them into writer options."""
 
     row_group_size: Size = Field(
-        128 * MiB, description="Size a row group aims for, buffered bytes (parquet.block.size). Absent: the table's "
-        "write.parquet.row-group-size-bytes, else 128MiB."
+        128 * MiB, description="Size a row group aims for, buffered bytes (parquet.block.size). Absent: the "
+        "table's write.parquet.row-group-size-bytes, else 128MiB."
     )
     page_size: Size = Field(
         1 * MiB,
         description="Size a data page aims for (parquet.page.size); a page ends at this size or at "
-        "page_row_count_limit rows, whichever comes first. Absent: the table's write.parquet.page-size-bytes, else 1MiB.",
+        "page_row_count_limit rows, whichever comes first. Absent: the table's "
+        "write.parquet.page-size-bytes, else 1MiB.",
     )
     page_row_count_limit: Annotated[int, Field(gt=0)] = Field(
         20_000,
@@ -69,8 +73,8 @@ class WriterSpec(Frozen):
     )
     statistics_truncate_length: Annotated[int, Field(gt=0)] | None = Field(
         None,
-        description="Bytes kept of min/max values in the footer statistics (parquet.statistics.truncate.length). "
-        "Absent or null: parquet-mr does not truncate.",
+        description="Bytes kept of min/max values in the footer statistics "
+        "(parquet.statistics.truncate.length). Absent or null: parquet-mr does not truncate.",
     )
     compression: Compression = Field(
         "zstd",
@@ -80,7 +84,8 @@ class WriterSpec(Frozen):
     compression_level: int | None = Field(
         None,
         description="Codec level: zstd 1-22, gzip 1-9; the other codecs have none. Absent: the table's "
-        "write.parquet.compression-level when the codec is the table's; else (or null) the codec's default level.",
+        "write.parquet.compression-level when the codec is the table's; else (or null) "
+        "the codec's default level.",
     )
     dictionary: bool = Field(
         True,
@@ -96,8 +101,8 @@ class WriterSpec(Frozen):
     bloom_filters: dict[NonEmpty, BloomFilter] = Field(
         default_factory=dict,
         description="Column -> the bloom filter written for it, so point lookups skip row groups without "
-        "the value. Absent: the table's write.parquet.bloom-filter-enabled.column.<col> properties (with their "
-        "-fpp and -ndv, and bloom-filter-max-bytes), else none.",
+        "the value. Absent: the table's write.parquet.bloom-filter-enabled.column.<col> properties (with "
+        "their -fpp and -ndv, and bloom-filter-max-bytes), else none.",
     )
 
     @field_validator("compression_level")

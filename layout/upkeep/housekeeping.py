@@ -59,9 +59,9 @@ def own_retention() -> Retention:
         return Retention.model_validate({**OWN_RETENTION.model_dump(), **given})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '?'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"$LAKESORT_HOUSEKEEPING_RETENTION={json.dumps(given)}: {problems}. It takes a table "
-                          "spec's retention fields, max_age (a duration: 36h, 3d, 2w), min_snapshots (at least 1) "
-                          "and orphan_grace (at least 1h); unset it for 7d, 10 and 1d") from None
+        raise ConfigError(f"$LAKESORT_HOUSEKEEPING_RETENTION={json.dumps(given)}: {problems}. It takes a "
+                          "table spec's retention fields, max_age (a duration: 36h, 3d, 2w), min_snapshots "
+                          "(at least 1) and orphan_grace (at least 1h); unset it for 7d, 10 and 1d") from None
 
 
 class OwnTable(Frozen):
@@ -109,8 +109,8 @@ def housekeep(catalog: Catalog, *, dry_run: bool = False, now: dt.datetime | Non
             except (CommitFailedException, ValidationException) as exc:
                 result = OwnTable(table=name, files_before=before, files_after=before, rewritten=False,
                                   snapshots_expired=0, files_deleted=0, bytes_deleted=0,
-                                  error=f"another writer committed while its rows were rewritten ({exc}); the "
-                                        "next housekeeping retries")
+                                  error=f"another writer committed while its rows were rewritten ({exc}); "
+                                        "the next housekeeping retries")
                 log.warning("%s", result.summary())
                 results.append(result)
                 continue

@@ -224,10 +224,10 @@ def _remove_leftovers(path: Path) -> None:
 
 
 def _process_gone(held: LeaseOwner) -> bool:
-    """Whether the holder is a `lakesort` command (a compaction or a cleanup: the lease lives and dies with its
-    process) whose process, on this host, no longer exists: killed, its lease is free at once instead of after
-    the TTL. A DAG run's lease outlives each task's process (the next task takes it again), so it waits for
-    the TTL; so does a holder on another host, or one whose pid this host has given to a new process."""
+    """Whether the holder is a `lakesort` command (a compaction or a cleanup: the lease lives and dies with
+    its process) whose process, on this host, no longer exists: killed, its lease is free at once instead of
+    after the TTL. A DAG run's lease outlives each task's process (the next task takes it again), so it waits
+    for the TTL; so does a holder on another host, or one whose pid this host has given to a new process."""
     if held.kind == "dag" or held.pid is None or held.host != socket.gethostname():
         return False
     try:
@@ -255,8 +255,9 @@ def _busy(table: str, path: Path, held: LeaseOwner, ttl: dt.timedelta) -> TableB
         settled = (held.committing_at + COMMIT_SETTLE).isoformat()
         return TableBusy(
             f"{table}: {held.describe()} died while committing (its commit was sent at "
-            f"{held.committing_at.isoformat()}; {held.where()}; lease {path}); the catalog may still complete "
-            f"that commit, so the lease is kept until {settled}: try again then", table=table, path=path,
+            f"{held.committing_at.isoformat()}; {held.where()}; lease {path}); the catalog may still "
+            "complete that commit, so the lease is kept until "
+            f"{settled}: try again then", table=table, path=path,
             holder=held)
     return TableBusy(
         f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
@@ -323,9 +324,9 @@ def refuse_if_held(table: str, owner: LeaseOwner, *, why: str) -> None:
     held, path = read_lease(table), lease_path(table)
     if held is None or held.same_run(owner) or _now() - held.acquired_at > lease_ttl() or _dead(held):
         return
-    raise TableBusy(f"{table}: {held.describe()} is working on this table since {held.acquired_at.isoformat()} "
-                    f"({held.where()}; lease {path}): {why}; wait for it to finish, or, if that run is dead, "
-                    f"remove {path}", table=table, path=path, holder=held)
+    raise TableBusy(f"{table}: {held.describe()} is working on this table since "
+                    f"{held.acquired_at.isoformat()} ({held.where()}; lease {path}): {why}; wait for it to "
+                    f"finish, or, if that run is dead, remove {path}", table=table, path=path, holder=held)
 
 
 def mark_committing(table: str, owner: LeaseOwner) -> bool:

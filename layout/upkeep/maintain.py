@@ -3,8 +3,8 @@ retention, under the table's lease, recorded in `lakesort.maintenance_runs`.
 
 What a run expires and deletes is `layout.maintenance`'s; this module adds what every lakesort run has:
 the table is loaded first with the spec the caller resolved (a missing table fails before any work), the
-table's lease is held throughout (a dry run takes none but refuses like a real run while another run holds it),
-and the outcome, or the failure, is recorded for the report.
+table's lease is held throughout (a dry run takes none but refuses like a real run while another run holds
+it), and the outcome, or the failure, is recorded for the report.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 
 def maintain_table(table: str, *, owner: LeaseOwner, spec: TableSpec, dry_run: bool = False,
-                   trigger: MaintenanceTrigger = "manual", now: dt.datetime | None = None) -> MaintenanceResult:
+                   trigger: MaintenanceTrigger = "manual",
+                   now: dt.datetime | None = None) -> MaintenanceResult:
     """Expire `table`'s snapshots by its `spec`'s retention (the caller resolved it: the command, or the DAG's
     first task) and delete what nothing retained references, under the table's lease taken as `owner`
     (TableBusy, nothing done, when another run holds it). The run id is the owner's: a retried DAG task
@@ -39,7 +40,8 @@ def maintain_table(table: str, *, owner: LeaseOwner, spec: TableSpec, dry_run: b
         raise UsageError(f"the spec {spec.source} is for table {spec.table}, not {table}")
     iceberg = load_table(spec.table, spec.catalog)  # InputError when the table does not exist
     if dry_run:
-        refuse_if_held(table, owner, why="maintenance waits for it (a dry run too: its files would be counted)")
+        refuse_if_held(table, owner, why="maintenance waits for it (a dry run too: "
+                                         "its files would be counted)")
         lease: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     else:
         lease = table_lease(table, owner)

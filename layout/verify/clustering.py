@@ -51,11 +51,11 @@ class KeyClustering:
 
     def describe(self) -> str:
         """One line for a finding's `observed`."""
-        return (f"files: overlap depth {self.file_depth_average:.2f} on average, {self.file_depth_max} at most; "
-                f"row groups: depth {self.row_group_depth_average:.2f} on average, {self.row_group_depth_max} at "
-                f"most; a point lookup touches {100 * self.lookup_share:.1f}% of a partition's row groups "
-                f"(average over {self.lookups} lookups, one inside each row group's range, taken from the "
-                "row groups' own bounds)")
+        return (f"files: overlap depth {self.file_depth_average:.2f} on average, {self.file_depth_max} at "
+                f"most; row groups: depth {self.row_group_depth_average:.2f} on average, "
+                f"{self.row_group_depth_max} at most; a point lookup touches {100 * self.lookup_share:.1f}% "
+                f"of a partition's row groups (average over {self.lookups} lookups, one inside each row "
+                "group's range, taken from the row groups' own bounds)")
 
 
 def _row_group_spans(f: OpenedFile, column: str) -> list[tuple[Any, Any]]:
@@ -127,7 +127,8 @@ def key_clustering(files: Sequence[OpenedFile], column: str) -> KeyClustering | 
         file_depth_max=max(file_depths, default=0),
         row_group_depth_average=sum(group_depths) / len(group_depths) if group_depths else 0.0,
         row_group_depth_max=max(group_depths, default=0),
-        lookup_share=lookup_total / lookups if lookups else 0.0, lookups=lookups, unbounded_row_groups=unbounded)
+        lookup_share=lookup_total / lookups if lookups else 0.0, lookups=lookups,
+        unbounded_row_groups=unbounded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +151,9 @@ def curve_notes(files: Sequence[OpenedFile], strategy: str, keys: Sequence[str])
         notes.append(CurveNote(
             column, found.describe(),
             f"a {strategy} layout: narrow `{column}` ranges (depth near 1, few row groups per lookup)",
-            f"{strategy} orders rows along a curve over {', '.join(keys)}, so no column's pages are ordered and "
-            f"BoundaryOrder is not checked; over {found.files} file(s) and {found.row_groups} row group(s) in "
-            f"{found.partitions} partition(s), the lower the depths and the lookup share, the more a reader "
-            f"filtering on `{column}` skips (`lakesort advise` compares layouts by the probes' bytes)"))
+            f"{strategy} orders rows along a curve over {', '.join(keys)}, so no column's pages are ordered "
+            f"and BoundaryOrder is not checked; over {found.files} file(s) and {found.row_groups} row "
+            f"group(s) in {found.partitions} partition(s), the lower the depths and the lookup share, the "
+            f"more a reader filtering on `{column}` skips (`lakesort advise` compares "
+            "layouts by the probes' bytes)"))
     return notes

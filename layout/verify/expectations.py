@@ -1,10 +1,13 @@
 """The layout rules as Great Expectations (GX Core 1.x) suites, with Data Docs.
 
-    suite = suite_for(spec, sort_keys)                  # ExpectationSuite "lakesort.<table>" over layout facts
-    save_suites(specs, repo_root)                       # <repo_root>/gx/expectations/lakesort/<ns>/<name>.json
+    suite = suite_for(spec, sort_keys)                  # ExpectationSuite "lakesort.<table>" over layout
+                                                        # facts
+    save_suites(specs, repo_root)                       # <repo_root>/gx/expectations/lakesort/<ns>/
+                                                        # <name>.json
     result = validate_facts(facts, spec, sort_keys, docs_dir=Path(".lakesort/reports/gx"))
     result = validate_staged_data(manifest, spec)       # suite "lakesort.<table>.data": rows, keys (figures)
-    verify = gx_verifier(spec, sort_keys, docs_dir=...) # the verify step's GX check: raises ExpectationsFailed
+    verify = gx_verifier(spec, sort_keys, docs_dir=...) # the verify step's GX check: raises
+                                                        # ExpectationsFailed
 
 The facts suite runs on `layout.verify.rules.layout_facts` (one row per file x row group x column) as a
 pandas DataFrame; rules about one column select its rows with a row condition (`column == "x"`,
@@ -83,8 +86,8 @@ class GxResult:
     docs_index: Path | None = None
 
     def merge(self, other: GxResult) -> GxResult:
-        return GxResult(self.success and other.success, self.errors + other.errors, self.warnings + other.warnings,
-                        other.docs_index or self.docs_index)
+        return GxResult(self.success and other.success, self.errors + other.errors,
+                        self.warnings + other.warnings, other.docs_index or self.docs_index)
 
 
 # --- GX setup ---------------------------------------------------------------------------------------
@@ -180,7 +183,8 @@ class _Session:
             with _quiet():
                 self.context.build_data_docs(site_names=[SITE_NAME])
 
-    def run(self, suite: ExpectationSuite, df: pd.DataFrame, parameters: Mapping[str, Any] | None = None) -> GxResult:
+    def run(self, suite: ExpectationSuite, df: pd.DataFrame,
+            parameters: Mapping[str, Any] | None = None) -> GxResult:
         gx = self.gx
         name = suite.name
         with _quiet():
@@ -192,8 +196,10 @@ class _Session:
             # No UpdateDataDocsAction: `publish` builds the site once for all of the session's suites.
             checkpoint = self.context.checkpoints.add(gx.Checkpoint(
                 name=name, validation_definitions=[definition], actions=[],
-                result_format={"result_format": "SUMMARY", "unexpected_index_column_names": _index_columns(df)}))
-            result = checkpoint.run(batch_parameters={"dataframe": df}, expectation_parameters=dict(parameters or {}))
+                result_format={"result_format": "SUMMARY",
+                               "unexpected_index_column_names": _index_columns(df)}))
+            result = checkpoint.run(batch_parameters={"dataframe": df},
+                                    expectation_parameters=dict(parameters or {}))
         errors: list[str] = []
         warns: list[str] = []
         for validation in result.run_results.values():
@@ -238,16 +244,19 @@ def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None
     name = f"lakesort.{spec.table}" if spec is not None else "lakesort.default"
     suite: list[Any] = []
     with _quiet():
-        required = set(intent.boundary_orders) | set(intent.bloom_columns) | {k.column for k in intent.sort_keys}
+        required = (set(intent.boundary_orders) | set(intent.bloom_columns)
+                    | {k.column for k in intent.sort_keys})
         if intent.index_columns != "all":
             required |= set(intent.index_columns)
         if spec is not None and spec.keys is not None:
             required |= set(spec.keys.columns)
-        _add(suite, E.ExpectTableRowCountToBeBetween, "error", "files", "there are files to check", min_value=1)
+        _add(suite, E.ExpectTableRowCountToBeBetween, "error", "files",
+             "there are files to check", min_value=1)
         if required:
             _add(suite, E.ExpectColumnDistinctValuesToContainSet, "error", "columns",
                  "every column the spec names is in the files", column="column", value_set=sorted(required))
-        index_rows = None if intent.index_columns == "all" else Column("column").is_in(sorted(intent.index_columns))
+        index_rows = (None if intent.index_columns == "all"
+                      else Column("column").is_in(sorted(intent.index_columns)))
         which = "every column" if index_rows is None else ", ".join(sorted(intent.index_columns))
         # parquet-mr writes no column index for a float/double chunk holding NaN, whatever its settings: such
         # a chunk is reported (a warning), not refused (`layout.verify.rules`, rule nan_column_index).
@@ -262,8 +271,8 @@ def suite_for(spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None
                  + (" without NaN" if what == "column_index" else ""), column=f"has_{what}", value_set=[True],
                  **({"row_condition": where} if where is not None else {}))
         _add(suite, E.ExpectColumnValuesToBeInSet, "warning", "nan_column_index",
-             f"float/double chunks of {which} holding NaN have no column index (parquet-mr writes none): readers "
-             "cannot prune them by page", column="has_column_index", value_set=[True],
+             f"float/double chunks of {which} holding NaN have no column index (parquet-mr writes none): "
+             "readers cannot prune them by page", column="has_column_index", value_set=[True],
              row_condition=with_nan if index_rows is None else index_rows & with_nan)
         for column, order in sorted(intent.boundary_orders.items()):
             if order == "UNORDERED":
@@ -318,7 +327,8 @@ def data_suite_for(spec: TableSpec) -> ExpectationSuite:
         if spec.keys is not None:
             for figure in ("duplicate_keys", "null_keys"):
                 _add(suite, E.ExpectColumnValuesToBeBetween, "error", "keys",
-                     f"no {figure.replace('_', ' ')} in the staged files (keys {', '.join(spec.keys.columns)})",
+                     f"no {figure.replace('_', ' ')} in the staged files "
+                     f"(keys {', '.join(spec.keys.columns)})",
                      column=figure, min_value=0, max_value=0)
         data_suite: ExpectationSuite = gx.ExpectationSuite(name=f"lakesort.{spec.table}.data",
                                                            expectations=suite)
@@ -376,12 +386,17 @@ def save_suites(specs: Iterable[TableSpec], project_dir: str | os.PathLike[str])
 
 def _stale(suite: ExpectationSuite, project_dir: str | os.PathLike[str]) -> bool:
     """True (and a warning) when the reviewed suite in the project differs from the spec's."""
-    path = (_project_root(project_dir) / GX_DIR / "expectations").joinpath(*suite.name.split(".")).with_suffix(".json")
+    path = (
+        (_project_root(project_dir) / GX_DIR / "expectations")
+        .joinpath(*suite.name.split("."))
+        .with_suffix(".json")
+    )
     saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
     if saved == _suite_json(suite):
         return False
     state = "missing" if saved is None else "out of date"
-    log.warning("GX suite %s in %s is %s; run save_suites (the spec's suite is used)", suite.name, path, state)
+    log.warning("GX suite %s in %s is %s; run save_suites (the spec's suite is used)", suite.name,
+                path, state)
     return True
 
 
@@ -389,7 +404,8 @@ def _stale(suite: ExpectationSuite, project_dir: str | os.PathLike[str]) -> bool
 
 
 def validate_facts(facts: pa.Table, spec: TableSpec | None, sort_keys: Sequence[SortKey] | None = None, *,
-                   project_dir: str | os.PathLike[str] | None = None, docs_dir: str | os.PathLike[str] | None = None,
+                   project_dir: str | os.PathLike[str] | None = None,
+                   docs_dir: str | os.PathLike[str] | None = None,
                    _session: _Session | None = None) -> GxResult:
     """Validate a `layout_facts` table with `suite_for(spec, sort_keys)`; Data Docs into
     `<docs_dir>/gx-data-docs/` when `docs_dir` is given. `project_dir`: warn when its saved suite is stale."""
@@ -424,8 +440,10 @@ def staged_figures(manifest: StagedManifest) -> pa.Table:
     })
 
 
-def validate_staged_data(manifest: StagedManifest, spec: TableSpec, sort_keys: Sequence[SortKey] | None = None, *,
-                         docs_dir: str | os.PathLike[str] | None = None, _session: _Session | None = None) -> GxResult:
+def validate_staged_data(manifest: StagedManifest, spec: TableSpec,
+                         sort_keys: Sequence[SortKey] | None = None, *,
+                         docs_dir: str | os.PathLike[str] | None = None,
+                         _session: _Session | None = None) -> GxResult:
     """The data suite on the manifest's figures (`staged_figures`): rows as expected; keyed tables: no
     duplicate or null keys. Reads no data: Spark's executors counted it when they read the files back."""
 
@@ -439,14 +457,17 @@ def validate_staged_data(manifest: StagedManifest, spec: TableSpec, sort_keys: S
 def gx_verifier(spec: TableSpec, sort_keys: Sequence[SortKey], *,
                 docs_dir: str | os.PathLike[str] | None = None) -> Callable[..., None]:
     """The verify step's GX check, after the layout rules (`layout.compaction.pipeline.steps`): run the facts
-    and data suites on the staged outputs; raise `ExpectationsFailed` when an error-severity expectation fails."""
+    and data suites on the staged outputs; raise `ExpectationsFailed` when an error-severity
+    expectation fails."""
     def verify(manifest: StagedManifest, opened: Sequence[OpenedFile] | None = None) -> None:
-        """`opened`: the staged files already opened for the layout rules (`open_staged`); else opened here."""
+        """`opened`: the staged files already opened for the layout rules (`open_staged`);
+        else opened here."""
         if opened is not None:
             facts = layout_facts(opened)
         else:
             files = _staged_paths(manifest)
-            facts = layout_facts([(fs, p) for fs, p, _ in files], partitions={p: part for _, p, part in files})
+            facts = layout_facts([(fs, p) for fs, p, _ in files],
+                                 partitions={p: part for _, p, part in files})
         session = _Session(Path(docs_dir) if docs_dir is not None else None)
         result = validate_facts(facts, spec, sort_keys, _session=session).merge(
             validate_staged_data(manifest, spec, sort_keys, _session=session))
@@ -487,10 +508,15 @@ def _describe(config: Any, outcome: Any) -> str:
     meta = config.meta or {}
     pair = " = ".join(kwargs[k] for k in ("column_A", "column_B") if kwargs.get(k))
     target = kwargs.get("column") or ", ".join(kwargs.get("column_list") or ()) or pair or "table"
-    bounds = {k: kwargs[k] for k in ("value_set", "min_value", "max_value", "value") if kwargs.get(k) is not None}
+    bounds = {k: kwargs[k] for k in ("value_set", "min_value", "max_value", "value")
+              if kwargs.get(k) is not None}
     where = _condition_text(kwargs.get("row_condition"))
-    head = f"[{meta.get('rule', '?')}] {config.type}({target}" + "".join(f", {k}={v!r}" for k, v in bounds.items()) \
-        + ")" + (f" where {where}" if where else "")
+    head = (
+        f"[{meta.get('rule', '?')}] {config.type}({target}"
+        + "".join(f", {k}={v!r}" for k, v in bounds.items())
+        + ")"
+        + (f" where {where}" if where else "")
+    )
     result = outcome.result or {}
     if "observed_value" in result:
         observed = f"observed {result['observed_value']!r}"
@@ -502,8 +528,11 @@ def _describe(config: Any, outcome: Any) -> str:
         located = result.get("partial_unexpected_index_list") or []
         if located and isinstance(located[0], Mapping) and "path" in located[0]:
             first = located[0]
-            observed += f" (first: {first['path']}" + (f", row group {first['row_group']}" if "row_group" in first
-                                                       else "") + ")"
+            observed += (
+                f" (first: {first['path']}"
+                + (f", row group {first['row_group']}" if "row_group" in first else "")
+                + ")"
+            )
     elif outcome.exception_info and outcome.exception_info.get("raised_exception"):
         observed = f"could not be evaluated: {outcome.exception_info.get('exception_message')}"
     else:

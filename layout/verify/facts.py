@@ -41,8 +41,8 @@ def open_files(files: Iterable[Any], partitions: Mapping[str, str] | None,
             continue
         filesystem, path = item if isinstance(item, tuple) else resolve(item)
         pf = ParquetFile.open(path, filesystem=filesystem)
-        # Every rule reads the page indexes and bloom filters of every chunk: all of them in one coalesced read
-        # (on an object store one request per file instead of a HEAD and a GET per chunk and structure).
+        # Every rule reads the page indexes and bloom filters of every chunk: all of them in one coalesced
+        # read (on an object store one request per file instead of a HEAD and a GET per chunk and structure).
         chunks = [(rg, column.index) for rg in range(pf.num_row_groups) for column in pf.columns]
         pf.prefetch(column_index=chunks, offset_index=chunks, bloom_filter=chunks)
         # Default partition: the directory (Hive-style partition directories, one per partition).
@@ -130,7 +130,8 @@ FACTS_COLUMNS = {
     "has_column_index": ("bool", "the chunk has a column index"),
     "has_offset_index": ("bool", "the chunk has an offset index"),
     "has_bloom_filter": ("bool", "the chunk has a bloom filter"),
-    "has_nan": ("bool", "a float/double chunk holds NaN, as its footer statistics say (parquet-mr: a NaN max)"),
+    "has_nan": ("bool", ("a float/double chunk holds NaN, as its footer statistics say "
+                         "(parquet-mr: a NaN max)")),
     "dictionary_only": ("bool", "every data page of the chunk is dictionary-encoded"),
     "boundary_order": ("string", "ASCENDING, DESCENDING, UNORDERED; null without a column index"),
     "pages": ("int32", "data pages (offset index); null without one"),

@@ -1,6 +1,6 @@
 """What verification reports: findings (one observation each, with a diagnosis that names the fix), the report
-of a set of files, the failure that refuses a commit, and the spec's promises flattened for the rules (`Intent`).
-The rules themselves are `layout.verify.rules`."""
+of a set of files, the failure that refuses a commit, and the spec's promises flattened for the rules
+(`Intent`). The rules themselves are `layout.verify.rules`."""
 
 from __future__ import annotations
 

@@ -91,20 +91,23 @@ def table_runs(table: Table) -> dict[str, str]:
 
 def open_staged(manifest: StagedManifest) -> list[OpenedFile]:
     """A run's staged output files opened (footers read), each group's files one partition: what the layout
-    rules and the GX facts both read (`verify_staged(..., opened=)`, `gx_verifier(...)(manifest, opened=)`)."""
+    rules and the GX facts both read (`verify_staged(..., opened=)`,
+    `gx_verifier(...)(manifest, opened=)`)."""
     return open_files(*staged_files(manifest))
 
 
 def staged_files(manifest: StagedManifest) -> tuple[Files, dict[str, str]]:
     """A run's staged output files; the files of one group in one partition of the table's current spec count
     as one partition (the overlap rule). A group's files can land in several: a group of files under an older
-    partition spec is rewritten under the current one (e.g. a bucket field added), one file per new partition."""
+    partition spec is rewritten under the current one (e.g. a bucket field added),
+    one file per new partition."""
     files, partitions = [], {}
     for group in manifest.groups:
         for out in group.outputs:
             filesystem, path = resolve(out.path)
             files.append((filesystem, path))
-            partitions[path] = group.partition if out.partition_key == "[]" else f"{group.partition} -> {out.partition_key}"
+            partitions[path] = (group.partition if out.partition_key == "[]"
+                                else f"{group.partition} -> {out.partition_key}")
     return files, partitions
 
 

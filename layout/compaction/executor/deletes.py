@@ -1,7 +1,8 @@
 """Reading a rewrite's delete files inside Spark executors, as Iceberg defines their rows.
 
-The job applies deletes in Spark (`jobs/compaction/deletes.py`): it joins the input's rows with the rows of the
-delete files, so no process ever holds a table's deletes. What an executor does here is read one delete file:
+The job applies deletes in Spark (`jobs/compaction/deletes.py`): it joins the input's rows with the rows of
+the delete files, so no process ever holds a table's deletes. What an executor does here is
+read one delete file:
 
 - a position delete file: its `file_path` and `pos` columns, found by their reserved field ids (names as the
   spec gives them where a writer left the ids out), every row; extra columns (`row`) are never read;
@@ -34,7 +35,8 @@ PATH_FIELD_ID = POSITIONAL_DELETE_SCHEMA.find_field("file_path").field_id
 POS_FIELD_ID = POSITIONAL_DELETE_SCHEMA.find_field("pos").field_id
 
 
-def position_batches(source: InputSource, files: Iterator[pa.RecordBatch], out: pa.Schema) -> Iterator[pa.RecordBatch]:
+def position_batches(source: InputSource, files: Iterator[pa.RecordBatch],
+                     out: pa.Schema) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` body: for each position delete file (a row of `files`: `del`, `path`, `record_count`),
     its rows as `out`: the file's `del`, then each row's data file path and position."""
     _, io = metadata_of(source)
@@ -55,13 +57,14 @@ def position_batches(source: InputSource, files: Iterator[pa.RecordBatch], out: 
             except InputError:
                 raise
             except Exception as exc:
-                raise InputError(f"{path}: cannot read this position delete file: {type(exc).__name__}: {exc}; "
-                                 "the table is unchanged") from exc
+                raise InputError(f"{path}: cannot read this position delete file: {type(exc).__name__}: "
+                                 f"{exc}; the table is unchanged") from exc
             _check_count(path, read, row["record_count"])
 
 
 def _position_columns(schema: pa.Schema, path: str) -> list[str]:
-    """The names of the `file_path` and `pos` columns: by their reserved field ids, else by the spec's names."""
+    """The names of the `file_path` and `pos` columns: by their reserved field ids,
+    else by the spec's names."""
     by_id: dict[int, str] = {}
     for f in schema:
         raw = (f.metadata or {}).get(b"PARQUET:field_id")
@@ -70,8 +73,8 @@ def _position_columns(schema: pa.Schema, path: str) -> list[str]:
     names = [by_id.get(PATH_FIELD_ID, "file_path"), by_id.get(POS_FIELD_ID, "pos")]
     missing = [n for n in names if n not in schema.names]
     if missing:
-        raise InputError(f"{path}: a position delete file without column {missing[0]} (field ids {PATH_FIELD_ID}, "
-                         f"{POS_FIELD_ID}); the table is unchanged")
+        raise InputError(f"{path}: a position delete file without column {missing[0]} (field ids "
+                         f"{PATH_FIELD_ID}, {POS_FIELD_ID}); the table is unchanged")
     return names
 
 
@@ -96,11 +99,14 @@ def equality_batches(source: InputSource, files: Iterator[pa.RecordBatch], colum
             task.spec_id = row["spec_id"]
             read = 0
             try:
-                for batch in ArrowScan(metadata, io, projected, AlwaysTrue()).to_record_batches([FileScanTask(task)]):
+                for batch in ArrowScan(metadata, io, projected, AlwaysTrue()).to_record_batches(
+                    [FileScanTask(task)]
+                ):
                     n = batch.num_rows
                     read += n
                     arrays: list[Any] = [pa.repeat(pa.scalar(row["del"], pa.int32()), n)]
-                    arrays += [_column(batch, name).cast(field.type) for name, field in zip(columns, list(target)[1:], strict=True)]
+                    arrays += [_column(batch, name).cast(field.type)
+                               for name, field in zip(columns, list(target)[1:], strict=True)]
                     yield pa.RecordBatch.from_arrays(arrays, schema=target)
             except InputError:
                 raise
@@ -120,6 +126,6 @@ def _column(batch: pa.RecordBatch, dotted: str) -> pa.Array:
 
 def _check_count(path: str, read: int, expected: int) -> None:
     if read != expected:
-        raise InputError(f"{path}: read {read} rows of this delete file, the manifest says {expected}; the table is "
-                         "unchanged")
+        raise InputError(f"{path}: read {read} rows of this delete file, the manifest says {expected}; the "
+                         "table is unchanged")
 

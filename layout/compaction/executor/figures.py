@@ -40,12 +40,13 @@ class ManifestRangeMiss(InputError):
 
 def manifest_figures(groups: Sequence[RewriteGroup],
                      ordinals: Sequence[str | None]) -> tuple[Parts, list[dict[str, Any]]] | None:
-    """Without a first pass, for a job whose every file Spark reads natively (no merge rule; a curve's index has
-    no prefix, so only rows): per (group, partition) its partition key and rows, and the sort prefix's key
-    ranges (figures as `sort_prefix.sort_prefix` takes them), from the manifests (`InputFile.rows`, `.ranges`). None when a key
-    of the prefix has no bounds in some file's manifest entry (metrics off, a column added since, a type
-    promoted since, an older plan): the first pass then measures them. The write checks both: its observed
-    rows against these, its observed key ranges against the bounds (`check_ranges`)."""
+    """Without a first pass, for a job whose every file Spark reads natively (no merge rule; a curve's index
+    has no prefix, so only rows): per (group, partition) its partition key and rows, and the sort prefix's key
+    ranges (figures as `sort_prefix.sort_prefix` takes them), from the manifests (`InputFile.rows`,
+    `.ranges`). None when a key of the prefix has no bounds in some file's manifest entry (metrics off, a
+    column added since, a type promoted since, an older plan): the first pass then measures them. The write
+    checks both: its observed rows against these, its observed key ranges against the bounds
+    (`check_ranges`)."""
     prefix_keys = []
     for i, ordinal in enumerate(ordinals):
         if ordinal is None:
@@ -63,7 +64,8 @@ def manifest_figures(groups: Sequence[RewriteGroup],
             for i in prefix_keys:
                 bound = f.ranges[i] if i < len(f.ranges) else None
                 if bound is None:
-                    log.info("%s: no manifest bounds of sort key %d: measuring the key ranges in a first pass",
+                    log.info("%s: no manifest bounds of sort key %d: "
+                             "measuring the key ranges in a first pass",
                              f.path, i + 1)
                     return None
                 low[i], high[i] = min(low.get(i, bound[0]), bound[0]), max(high.get(i, bound[1]), bound[1])
@@ -73,18 +75,20 @@ def manifest_figures(groups: Sequence[RewriteGroup],
     return parts, figures
 
 
-def check_ranges(prefix: PrefixPlan, observed: Sequence[tuple[int | None, int | None]], names: Sequence[str]) -> None:
+def check_ranges(prefix: PrefixPlan, observed: Sequence[tuple[int | None, int | None]],
+                 names: Sequence[str]) -> None:
     """The write's observed key ranges (smallest, largest ordinal per prefix key; None without values) lie
     within the ranges the prefix was planned with (a value outside would have been clamped onto the range's
     end, and could sort out of order): else ManifestRangeMiss, naming the key."""
     for key, name, (lo, hi) in zip(prefix.keys, names, observed, strict=False):
         if lo is not None and hi is not None and (lo < key.low or hi > key.high):
-            raise ManifestRangeMiss(f"sort key {name}: the input holds ordinals {lo}..{hi}, outside the range "
-                                    f"{key.low}..{key.high} of its files' manifest bounds (the table's metrics "
-                                    "are wrong)", column=name)
+            raise ManifestRangeMiss(f"sort key {name}: the input holds ordinals {lo}..{hi}, outside the "
+                                    f"range {key.low}..{key.high} of its files' manifest bounds (the table's "
+                                    "metrics are wrong)", column=name)
 
 
-def check_native_rows(native: Mapping[str, tuple[str, int]], counted: Iterable[tuple[str | None, int]]) -> None:
+def check_native_rows(native: Mapping[str, tuple[str, int]],
+                      counted: Iterable[tuple[str | None, int]]) -> None:
     """Every natively read file gave the rows its manifest records (pyiceberg's reader checks its own files).
     `native`: Spark's name of each file -> (its path, the manifest's rows); `counted`: (Spark's name or None,
     rows), several per file when it spans partitions."""
@@ -94,8 +98,9 @@ def check_native_rows(native: Mapping[str, tuple[str, int]], counted: Iterable[t
             rows[source] = rows.get(source, 0) + n
     for source, (path, expected) in sorted(native.items()):
         if rows.get(source, 0) != expected:
-            raise InputError(f"{path}: Spark read {rows.get(source, 0)} rows of it, the manifest says {expected}: the "
-                             "file does not hold the rows Iceberg recorded for it; nothing is committed")
+            raise InputError(f"{path}: Spark read {rows.get(source, 0)} rows of it, the manifest says "
+                             f"{expected}: the file does not hold the rows Iceberg recorded for "
+                             "it; nothing is committed")
 
 
 def file_counts(groups: Sequence[RewriteGroup], parts: Parts) -> dict[tuple[int, str], int]:

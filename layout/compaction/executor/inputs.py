@@ -10,8 +10,8 @@ name mapping, type promotion, partition projection, exactly as pyiceberg reads t
 row count as read must equal its manifest `record_count`, or the task fails naming the file.
 
 Rows go back to Spark through `mapInArrow` tagged with their rewrite group and the partition key of
-the table's current spec (`layout.compaction.executor.partitions`): from the manifest for files under the current spec,
-computed per row for files under an older one.
+the table's current spec (`layout.compaction.executor.partitions`): from the manifest for files under the
+current spec, computed per row for files under an older one.
 
 That costs a trip through Python per row batch (at TPC-H SF1 about a third of the job). A file for which
 name and field id resolution cannot differ is read by Spark's own vectorized reader instead (`native_reason`
@@ -52,9 +52,9 @@ GROUP, PART, PART_KEY = partitioning.GROUP, partitioning.PART, partitioning.PART
 
 
 # Paths Spark reads exactly as given: its listing skips names starting with `_` or `.`, and Hadoop's Path
-# decodes `%` escapes and splits on `:`; anything outside this set goes through pyiceberg's reader. A scheme is
-# followed by `//` (s3://bucket/...) or, as Hadoop writes local paths, by one slash: Iceberg's Java writers name
-# local files `file:/tmp/...`, which went through pyiceberg's reader before.
+# decodes `%` escapes and splits on `:`; anything outside this set goes through pyiceberg's reader. A scheme
+# is followed by `//` (s3://bucket/...) or, as Hadoop writes local paths, by one slash: Iceberg's Java writers
+# name local files `file:/tmp/...`, which went through pyiceberg's reader before.
 _PLAIN_PATH = re.compile(r"^([a-z][a-z0-9+.-]*:(?=/))?[A-Za-z0-9/._=+-]+$")
 
 
@@ -64,7 +64,8 @@ def native_reason(path: str, file_schema: pa.Schema, table_schema: Schema) -> st
     name = path.rstrip("/").rsplit("/", 1)[-1]
     if not _PLAIN_PATH.match(path) or name.startswith(("_", ".")):
         return "its path needs pyiceberg's reader"
-    nested = [f.name for f in table_schema.fields if not f.field_type.is_primitive and _has_required(f.field_type)]
+    nested = [f.name for f in table_schema.fields
+              if not f.field_type.is_primitive and _has_required(f.field_type)]
     if nested:
         # Spark reads every column as nullable; the job restores REQUIRED only for top-level primitives.
         return f"column {nested[0]} has required nested fields"
@@ -92,7 +93,8 @@ def _struct_reason(wanted: it.StructType, written: it.StructType, prefix: str) -
         return f"{prefix or 'the file'} has {len(written.fields)} column(s), the schema {len(wanted.fields)}"
     for want, got in zip(wanted.fields, written.fields, strict=True):
         if (want.name, want.field_id) != (got.name, got.field_id):
-            return f"column {prefix}{got.name} (id {got.field_id}) is {want.name} (id {want.field_id}) in the schema"
+            return (f"column {prefix}{got.name} (id {got.field_id}) "
+                    f"is {want.name} (id {want.field_id}) in the schema")
         reason = _type_reason(want.field_type, got.field_type, f"{prefix}{want.name}")
         if reason:
             return reason
@@ -172,15 +174,16 @@ def read_file(source: InputSource, schema: Schema, row: dict[str, Any]) -> Itera
     except InputError:
         raise
     except Exception as exc:
-        raise InputError(f"{row['path']}: cannot read this input file as Iceberg does: {type(exc).__name__}: {exc}; "
-                         "the table is unchanged") from exc
+        raise InputError(f"{row['path']}: cannot read this input file as Iceberg does: {type(exc).__name__}: "
+                         f"{exc}; the table is unchanged") from exc
     if rows != row["record_count"]:
-        raise InputError(f"{row['path']}: read {rows} rows, the manifest says {row['record_count']}: the file does "
-                         "not hold the rows Iceberg recorded for it; nothing is committed")
+        raise InputError(f"{row['path']}: read {rows} rows, the manifest says {row['record_count']}: the "
+                         "file does not hold the rows Iceberg recorded for it; nothing is committed")
 
 
 def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target: pa.Schema,
-                   current_spec_id: int, *, positions: tuple[str, str] | None = None) -> Iterator[pa.RecordBatch]:
+                   current_spec_id: int, *,
+                   positions: tuple[str, str] | None = None) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` body: for each planned file (one row of `files`), its rows cast to `target` (the
     table's columns as Spark declares them) plus the group id, the partition key and its directory name.
     `positions`: the names of two more columns, the file's index in the job (`file_index` of its row) and
@@ -198,8 +201,9 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
             position = 0
             for batch in read_file(source, schema, row):
                 if positions is not None:
-                    batch = batch.append_column(_POSITION, pa.array(range(position, position + batch.num_rows),
-                                                                    pa.int64()))
+                    batch = batch.append_column(
+                        _POSITION, pa.array(range(position, position + batch.num_rows), pa.int64())
+                    )
                     position += batch.num_rows
                 parts: Iterable[tuple[str, pa.RecordBatch]]
                 if row["spec_id"] == current_spec_id:
@@ -213,7 +217,8 @@ def tagged_batches(source: InputSource, files: Iterator[pa.RecordBatch], target:
                                pa.repeat(pa.scalar(partitioning.key_dir(key), pa.string()), n),
                                pa.repeat(pa.scalar(key, pa.string()), n)]
                     if positions is not None:
-                        arrays += [pa.repeat(pa.scalar(row["file_index"], pa.int32()), n), rows.column(_POSITION)]
+                        arrays += [pa.repeat(pa.scalar(row["file_index"], pa.int32()), n),
+                                   rows.column(_POSITION)]
                     yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 

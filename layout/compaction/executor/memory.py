@@ -1,11 +1,11 @@
 """How much of the input one write task can sort without spilling to disk, and so how large a piece may be.
 
-A write task sorts all of its rows in memory before writing them (`layout.compaction.executor.slots`: a piece of an
-output file per task). Spark's sorter holds each row as an UnsafeRow: an 8-byte null bitset per 64 fields,
-8 bytes per field, variable-length values (strings, binary, nested) after them rounded up to 8 bytes; and per
-row a 4-byte length, an 8-byte pointer and an 8-byte key prefix, with a second pointer array for its radix
-sort. When the rows outgrow the task's share of the executor's execution memory the sorter spills them to
-disk and merges them back, which costs about as much as the sort itself: TPC-H SF10 into 52 pieces of
+A write task sorts all of its rows in memory before writing them (`layout.compaction.executor.slots`: a piece
+of an output file per task). Spark's sorter holds each row as an UnsafeRow: an 8-byte null bitset per 64
+fields, 8 bytes per field, variable-length values (strings, binary, nested) after them rounded up to 8 bytes;
+and per row a 4-byte length, an 8-byte pointer and an 8-byte key prefix, with a second pointer array for its
+radix sort. When the rows outgrow the task's share of the executor's execution memory the sorter spills them
+to disk and merges them back, which costs about as much as the sort itself: TPC-H SF10 into 52 pieces of
 32 MiB at Spark's default 1 GiB spilled 4.0 GiB, and the sort and write took 110 s against 77 s for a plain
 Spark sort in 100 tasks that did not spill (one run, two cores).
 
@@ -40,7 +40,8 @@ MIN_PIECE_BYTES = 4 << 20  # below this a piece (and so a row group) is smaller 
 
 def row_bytes(fields: int, variable_fields: int, value_bytes_per_row: float) -> float:
     """Bytes one row of `fields` top-level fields takes in Spark's sorter, `variable_fields` of them
-    variable-length with `value_bytes_per_row` bytes of values together (each rounded up to 8: 4 on average)."""
+    variable-length with `value_bytes_per_row` bytes of values together
+    (each rounded up to 8: 4 on average)."""
     bitset = 8 * math.ceil(fields / 64)
     return SORTER_BYTES + bitset + 8 * fields + value_bytes_per_row + 4 * variable_fields
 
@@ -51,7 +52,8 @@ def task_memory(heap: int, fraction: float, cores: int) -> int:
     return max(0, int((heap - RESERVED) * fraction / max(1, cores)))
 
 
-def memory_per_input_byte(groups: Sequence[RewriteGroup], *, fields: int, variable_fields: int) -> float | None:
+def memory_per_input_byte(groups: Sequence[RewriteGroup], *, fields: int,
+                          variable_fields: int) -> float | None:
     """The most bytes in the sorter per byte on disk over the groups' inputs (rows of `fields` fields,
     `variable_fields` of them variable-length, whose values `InputFile.value_bytes` estimates; a file the
     prepare step did not measure counts its bytes on disk); None without input bytes."""
@@ -60,7 +62,9 @@ def memory_per_input_byte(groups: Sequence[RewriteGroup], *, fields: int, variab
         size = sum(f.size for f in g.inputs)
         if size:
             values = sum(f.value_bytes if f.value_bytes is not None else f.size for f in g.inputs)
-            ratios.append((sum(f.rows for f in g.inputs) * row_bytes(fields, variable_fields, 0) + values) / size)
+            ratios.append(
+                (sum(f.rows for f in g.inputs) * row_bytes(fields, variable_fields, 0) + values) / size
+            )
     return max(ratios) if ratios else None
 
 
@@ -75,14 +79,15 @@ def memory_piece_bytes(task_bytes: int, memory_per_input_byte: float) -> int:
 def value_bytes(metadata: pq.FileMetaData) -> int:
     """Estimated bytes of a Parquet file's variable-length values once decoded: per column chunk of strings,
     binary or a nested column, its uncompressed size (a plain-encoded string's bytes plus a 4-byte length), or
-    where larger its non-null values times the mean length of its minimum and maximum (a dictionary-encoded chunk is
-    small on disk whatever its values' length). Fixed-width columns count in `row_bytes` instead."""
+    where larger its non-null values times the mean length of its minimum and maximum (a dictionary-encoded
+    chunk is small on disk whatever its values' length). Fixed-width columns count in `row_bytes` instead."""
     total = 0
     for rg in range(metadata.num_row_groups):
         group = metadata.row_group(rg)
         for c in range(group.num_columns):
             chunk = group.column(c)
-            if chunk.physical_type not in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY") and "." not in chunk.path_in_schema:
+            if chunk.physical_type not in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY") \
+                    and "." not in chunk.path_in_schema:
                 continue
             total += max(chunk.total_uncompressed_size, _from_statistics(chunk))
     return total
@@ -96,7 +101,8 @@ def _from_statistics(chunk: pq.ColumnChunkMetaData) -> int:
             return 0
         values = chunk.num_values - (stats.null_count if stats.has_null_count else 0)
         return int(values * (_length(stats.min) + _length(stats.max)) / 2)
-    except (ValueError, TypeError, NotImplementedError, pa.ArrowException):  # statistics pyarrow cannot convert
+    # statistics pyarrow cannot convert
+    except (ValueError, TypeError, NotImplementedError, pa.ArrowException):
         return 0
 
 

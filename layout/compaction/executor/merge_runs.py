@@ -48,7 +48,8 @@ class KeyPages:
 
     path: str
     rows: int
-    # Each non-null page: (row group, first row in it, rows, lowest order key, highest order key), in file order.
+    # Each non-null page: (row group, first row in it, rows, lowest order key,
+    # highest order key), in file order.
     pages: tuple[tuple[int, int, int, Any, Any], ...] = ()
     null_groups: tuple[int, ...] = ()  # row groups holding rows whose first key is null
     group_rows: tuple[int, ...] = ()
@@ -107,7 +108,8 @@ def key_pages(path: str, size: int | None, keys: Sequence[str]) -> KeyPages:
                         for rg in pf.row_groups)
 
     def refused(why: str) -> KeyPages:
-        return KeyPages(path=path, rows=pf.num_rows, group_rows=group_rows, group_bytes=group_bytes, unsorted=why)
+        return KeyPages(path=path, rows=pf.num_rows, group_rows=group_rows, group_bytes=group_bytes,
+                        unsorted=why)
 
     for key in keys:
         if not pf.has_column(key):
@@ -169,12 +171,15 @@ def plan_slices(files: Sequence[KeyPages], count: int) -> list[Slice]:
     slices = [_slice(files, searched, lo, hi) for lo, hi in itertools.pairwise(edges)]
     slices = [s for s in slices if s.reads]
     if any(f.null_groups for f in files):
-        reads = tuple(SliceRead(i, rg, 0, f.group_rows[rg]) for i, f in enumerate(files) for rg in f.null_groups)
-        slices.append(Slice(lo=None, hi=None, nulls=True, reads=reads, rows=sum(r.stop - r.start for r in reads)))
+        reads = tuple(SliceRead(i, rg, 0, f.group_rows[rg]) for i, f in enumerate(files)
+                      for rg in f.null_groups)
+        slices.append(Slice(lo=None, hi=None, nulls=True, reads=reads,
+                            rows=sum(r.stop - r.start for r in reads)))
     return slices
 
 
-def _slice(files: Sequence[KeyPages], searched: Sequence[tuple[list[Any], list[Any]]], lo: Any, hi: Any) -> Slice:
+def _slice(files: Sequence[KeyPages], searched: Sequence[tuple[list[Any], list[Any]]],
+           lo: Any, hi: Any) -> Slice:
     """The pages of each file that may hold a first key in (lo, hi], as row ranges per row group (`searched`:
     each file's page minima and maxima)."""
     reads: list[SliceRead] = []
@@ -192,5 +197,10 @@ def _slice(files: Sequence[KeyPages], searched: Sequence[tuple[list[Any], list[A
 def bytes_read(files: Sequence[KeyPages], slices: Sequence[Slice]) -> int:
     """About the compressed bytes the slices' reads take: each read's share of its row group's bytes by rows
     (a reader skipping pages by their column index reads pages, not row groups)."""
-    return sum(files[r.file].group_bytes[r.row_group] * (r.stop - r.start) // max(1, files[r.file].group_rows[r.row_group])
-               for s in slices for r in s.reads)
+    return sum(
+        files[r.file].group_bytes[r.row_group]
+        * (r.stop - r.start)
+        // max(1, files[r.file].group_rows[r.row_group])
+        for s in slices
+        for r in s.reads
+    )

@@ -59,7 +59,8 @@ def decode(key: str, spec: PartitionSpec, schema: Schema) -> Record:
     raw = json.loads(key)
     fields = spec.partition_type(schema).fields
     if len(raw) != len(fields):
-        raise ValueError(f"partition key {key} has {len(raw)} value(s); the spec {spec.spec_id} has {len(fields)} field(s)")
+        raise ValueError(f"partition key {key} has {len(raw)} value(s); the spec {spec.spec_id} has "
+                         f"{len(fields)} field(s)")
     types = [cast(PrimitiveType, f.field_type) for f in fields]  # primitive, as in `encode`
     return Record(*[None if v is None else from_bytes(t, bytes.fromhex(v))
                     for t, v in zip(types, raw, strict=True)])
@@ -75,7 +76,8 @@ def label(key: str, spec: PartitionSpec, schema: Schema) -> str:
     return spec.partition_to_path(decode(key, spec, schema), schema) if spec.fields else ""
 
 
-def split_by_partition(batch: pa.RecordBatch, spec: PartitionSpec, schema: Schema) -> Iterator[tuple[str, pa.RecordBatch]]:
+def split_by_partition(batch: pa.RecordBatch, spec: PartitionSpec,
+                       schema: Schema) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Rows of `batch` (columns named as in `schema`) split by the spec's partition values: (key, rows).
 
     As pyiceberg's writer does (`_determine_partitions`): the transforms over whole columns, the unique
@@ -94,7 +96,8 @@ def split_by_partition(batch: pa.RecordBatch, spec: PartitionSpec, schema: Schem
         table = table.append_column(name, field.transform.pyarrow_transform(source.field_type)(column))
     for combo in table.select(names).group_by(names).aggregate([]).to_pylist():
         key = PartitionKey(
-            field_values=[PartitionFieldValue(field=f, value=combo[n]) for f, n in zip(spec.fields, names, strict=True)],
+            field_values=[PartitionFieldValue(field=f, value=combo[n])
+                          for f, n in zip(spec.fields, names, strict=True)],
             partition_spec=spec, schema=schema,
         )
         mask = functools.reduce(operator.and_, [

@@ -34,15 +34,17 @@ from collections.abc import Mapping, Sequence
 
 from layout.models import Frozen
 
-__all__ = ["Slot", "SlotPlan", "edges_on_values", "flat_destinations", "plan_slots", "quantile_picks", "spark_hash_int",
-           "stitch_lists", "task_keys"]
+__all__ = ["Slot", "SlotPlan", "edges_on_values", "flat_destinations", "plan_slots", "quantile_picks",
+           "spark_hash_int", "stitch_lists", "task_keys"]
 
-PIECE_BYTES = 32 << 20  # input bytes a piece of a file aims for (Spark conf spark.lakesort.compact.pieceBytes)
+# input bytes a piece of a file aims for (Spark conf spark.lakesort.compact.pieceBytes)
+PIECE_BYTES = 32 << 20
 PACK_BYTES = 8 << 20  # input bytes the slots sharing a task stay within (their files are open together)
 
 
 class Slot(Frozen):
-    """Piece `piece` of output file `file` of (group_id, part), written by task `task`, its `position`-th slot."""
+    """Piece `piece` of output file `file` of (group_id, part), written by task `task`,
+    its `position`-th slot."""
 
     group_id: int
     part: str
@@ -73,8 +75,8 @@ class SlotPlan(Frozen):
         return max(per_file.values(), default=1)
 
     def slot_counts(self) -> dict[tuple[int, str], int]:
-        """Slots per (group, partition): its files times their pieces (the key ranges its rows are cut in), and
-        its NaN slot."""
+        """Slots per (group, partition): its files times their pieces (the key ranges its rows are cut in),
+        and its NaN slot."""
         counts: dict[tuple[int, str], int] = {}
         for s in self.slots:
             counts[s.group_id, s.part] = counts.get((s.group_id, s.part), 0) + 1
@@ -88,9 +90,10 @@ class SlotPlan(Frozen):
         return counts
 
     def nan_remap(self) -> tuple[list[int], list[int]] | None:
-        """For a row placed among the regular slots only (numbered as if there were no NaN slot: the partitions
-        in order, each its `regular_counts`), the index in `slots` of its slot, and of its partition's NaN slot
-        (the same slot where the partition has none). None when no partition has a NaN slot."""
+        """For a row placed among the regular slots only (numbered as if there were no NaN slot: the
+        partitions in order, each its `regular_counts`), the index in `slots` of its slot, and of its
+        partition's NaN slot (the same slot where the partition has none). None when no
+        partition has a NaN slot."""
         if not any(s.nan for s in self.slots):
             return None
         regular = [i for i, s in enumerate(self.slots) if not s.nan]
@@ -120,7 +123,8 @@ def plan_slots(parts: Mapping[tuple[int, str], tuple[int, float]], *, piece_byte
         files = max(1, files)
         k = max(1, math.ceil(size / files / piece_bytes))
         pieces.append((gid, part, k))
-        nan = [(gid, part, 0 if nan_first else files - 1, -1 if nan_first else k, nan_parts[gid, part], True)] \
+        nan = [(gid, part, 0 if nan_first else files - 1, -1 if nan_first else k,
+                nan_parts[gid, part], True)] \
             if (gid, part) in nan_parts else []
         regular = [(gid, part, f, p, size / files / k, False) for f in range(files) for p in range(k)]
         laid += [*nan, *regular] if nan_first else [*regular, *nan]
@@ -145,7 +149,8 @@ def plan_slots(parts: Mapping[tuple[int, str], tuple[int, float]], *, piece_byte
 _TASK = re.compile(r"^part-(\d+)-")  # Spark's file names: part-<task's partition id, 5 digits>-<job uuid>...
 
 
-def stitch_lists(plan: SlotPlan, paths: Sequence[str], group_column: str, part_column: str) -> list[list[str]]:
+def stitch_lists(plan: SlotPlan, paths: Sequence[str], group_column: str,
+                 part_column: str) -> list[list[str]]:
     """The written files (paths under `<group_column>=<id>/<part_column>=<value>/`) as output files: per file
     its pieces' paths in key order (one path: nothing to stitch). A piece is found by its directory and the
     task in its name; a file that is none of the plan's pieces, or two for one piece, is an error (the
@@ -154,7 +159,8 @@ def stitch_lists(plan: SlotPlan, paths: Sequence[str], group_column: str, part_c
     found: dict[tuple[int, str, int], list[tuple[int, str]]] = {}
     for path in paths:
         parts = path.rstrip("/").split("/")
-        name, part_dir, group_dir = parts[-1], parts[-2] if len(parts) > 1 else "", parts[-3] if len(parts) > 2 else ""
+        name, part_dir, group_dir = (parts[-1], parts[-2] if len(parts) > 1 else "",
+                                     parts[-3] if len(parts) > 2 else "")
         task = _TASK.match(name)
         slot = None
         if task and group_dir.startswith(f"{group_column}=") and part_dir.startswith(f"{part_column}="):
@@ -166,8 +172,9 @@ def stitch_lists(plan: SlotPlan, paths: Sequence[str], group_column: str, part_c
                              f"{group_column}=<group>/{part_column}=<partition>/part-<task>-...)")
         pieces = found.setdefault((slot.group_id, slot.part, slot.file), [])
         if any(piece == slot.piece for piece, _ in pieces):
-            raise ValueError(f"{path}: a second file for piece {slot.piece} of file {slot.file} in {group_column}="
-                             f"{slot.group_id}/{part_column}={slot.part} (a task rolled over to a new file)")
+            raise ValueError(f"{path}: a second file for piece {slot.piece} of file {slot.file} in "
+                             f"{group_column}={slot.group_id}/{part_column}={slot.part} (a task "
+                             "rolled over to a new file)")
         pieces.append((slot.piece, path))
     return [[path for _, path in sorted(pieces)] for _, pieces in sorted(found.items())]
 
@@ -176,7 +183,8 @@ def flat_destinations(plan: SlotPlan, names: Sequence[str], group_column: str,
                       part_column: str) -> list[tuple[str, str]]:
     """For a write of one slot per task into one directory (no partition columns): each written file's name
     and the directory, `<group_column>=<id>/<part_column>=<value>`, its slot's files go to (a task's file is
-    its slot's: Spark names it part-<task>-...). A file of no task of the plan, or two of one task, is an error."""
+    its slot's: Spark names it part-<task>-...). A file of no task of the plan,
+    or two of one task, is an error."""
     by_task = {s.task: s for s in plan.slots}
     if len(by_task) != len(plan.slots):
         raise ValueError("a write into one directory needs one slot per task; the plan packs several")
@@ -186,10 +194,11 @@ def flat_destinations(plan: SlotPlan, names: Sequence[str], group_column: str,
         task = _TASK.match(name)
         slot = by_task.get(int(task.group(1))) if task else None
         if slot is None:
-            raise ValueError(f"{name}: a written file of no task of the write's plan (expected part-<task>-...)")
+            raise ValueError(f"{name}: a written file of no task of the write's plan "
+                             "(expected part-<task>-...)")
         if slot.task in seen:
-            raise ValueError(f"{name}: a second file of task {slot.task} (after {seen[slot.task]}): a task rolled "
-                             "over to a new file")
+            raise ValueError(f"{name}: a second file of task {slot.task} (after {seen[slot.task]}): a task "
+                             "rolled over to a new file")
         seen[slot.task] = name
         out.append((name, f"{group_column}={slot.group_id}/{part_column}={slot.part}"))
     return out
@@ -233,8 +242,8 @@ def quantile_picks(ordered: Sequence[int], slots: int) -> list[int]:
     return [ordered[j * size // slots] for j in range(1, slots)] if size else []
 
 
-# How far a file edge may move to the start of a first key's value: this share of a file's sampled rows. A day of
-# TPC-H lineitem is 0.1% of an SF1 file of 2M rows; a first key of a few values is left cut where it falls.
+# How far a file edge may move to the start of a first key's value: this share of a file's sampled rows. A day
+# of TPC-H lineitem is 0.1% of an SF1 file of 2M rows; a first key of a few values is left cut where it falls.
 EDGE_SLACK = 0.1
 
 
@@ -252,7 +261,8 @@ def edges_on_values(bounds: Sequence[int], ordered: Sequence[int], pieces: int, 
         return out
     files = (len(out) + 1) // pieces
     most = slack * len(ordered) / max(1, files)
-    for j in range(pieces, len(out) + 1, pieces):  # boundary j (1-based) opens slot j: the first piece of a file
+    # boundary j (1-based) opens slot j: the first piece of a file
+    for j in range(pieces, len(out) + 1, pieces):
         b = out[j - 1]
         start = (b >> shift) << shift
         if start == b:

@@ -82,8 +82,8 @@ def bound_ordinal(field_type: I.IcebergType, value: Any) -> int | None:
 
 
 class PrefixKey(Frozen):
-    """One key's part of the prefix: positions of its ordinals from `low` to `high` (the first pass's), shifted
-    right by `shift`, in `bits` bits."""
+    """One key's part of the prefix: positions of its ordinals from `low` to `high` (the first pass's),
+    shifted right by `shift`, in `bits` bits."""
 
     ordinal: str
     direction: Direction
@@ -118,8 +118,8 @@ class PrefixKey(Frozen):
 
 
 class PrefixPlan(Frozen):
-    """The prefix of the first `len(keys)` sort keys. `exact`: every sort key is in it unshifted, so sorting by
-    the prefix alone is the sort order (rows with equal prefixes have equal keys)."""
+    """The prefix of the first `len(keys)` sort keys. `exact`: every sort key is in it unshifted, so sorting
+    by the prefix alone is the sort order (rows with equal prefixes have equal keys)."""
 
     keys: tuple[PrefixKey, ...]
     exact: bool
@@ -144,8 +144,8 @@ class PrefixPlan(Frozen):
 
 
 def key_ordinals(schema: Schema, names: Sequence[str]) -> tuple[str | None, ...]:
-    """Per sort key (a top-level column of the table's `schema`), `ordinal_sql`; None for the others (the curve
-    index: a single long key needs no prefix of its own)."""
+    """Per sort key (a top-level column of the table's `schema`), `ordinal_sql`; None for the others (the
+    curve index: a single long key needs no prefix of its own)."""
     top = {f.name: f for f in schema.fields}
     return tuple(ordinal_sql(name, top[name].field_type) if name in top else None for name in names)
 
@@ -158,11 +158,14 @@ def sort_prefix(keys: Sequence[SortKeyModel], ordinals: Sequence[str | None],
     for i, (key, ordinal) in enumerate(zip(keys, ordinals, strict=True)):
         lows = [r[f"__low{i}"] for r in figures if ordinal is not None and r[f"__low{i}"] is not None]
         highs = [r[f"__high{i}"] for r in figures if ordinal is not None and r[f"__high{i}"] is not None]
-        described.append((ordinal, key.direction, key.nulls, min(lows, default=None), max(highs, default=None)))
+        described.append((ordinal, key.direction, key.nulls, min(lows, default=None),
+                          max(highs, default=None)))
     return plan_prefix(described)
 
 
-def plan_prefix(keys: Sequence[tuple[str | None, Direction, Nulls, int | None, int | None]]) -> PrefixPlan | None:
+def plan_prefix(
+    keys: Sequence[tuple[str | None, Direction, Nulls, int | None, int | None]],
+) -> PrefixPlan | None:
     """The prefix for sort keys given as (ordinal SQL or None, direction, nulls, low, high), low/high the
     smallest and largest ordinal in the input (None: no non-null value). None when the prefix would hold no
     more than Spark's own prefix of the first key (fewer than two keys in it)."""
@@ -181,8 +184,8 @@ def plan_prefix(keys: Sequence[tuple[str | None, Direction, Nulls, int | None, i
             exact = False
             break
         bits = _bits((high >> shift) - (low >> shift) + 2)
-        parts.append(PrefixKey(ordinal=ordinal, direction=direction, nulls=nulls, low=low, high=high, shift=shift,
-                               bits=bits))
+        parts.append(PrefixKey(ordinal=ordinal, direction=direction, nulls=nulls, low=low, high=high,
+                               shift=shift, bits=bits))
         used += bits
         if shift:
             exact = False

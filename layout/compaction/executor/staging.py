@@ -5,8 +5,8 @@ parquet-mr writes a struct field's `parquet.field.id` as its Parquet field id, b
 elements and map keys/values. `nested_field_ids` gives those by the Parquet path Spark writes
 (`x.list.element`, `x.key_value.key`, `x.key_value.value`), and `patch_staged_file` splices them into a
 written footer (`layout.parquet.field_ids`), in the executors. `finish_staged_file` does that for one
-output file, first stitching it from its pieces when several tasks wrote it (`layout.compaction.executor.slots`,
-`layout.parquet.stitch`).
+output file, first stitching it from its pieces when several tasks wrote it
+(`layout.compaction.executor.slots`, `layout.parquet.stitch`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def finish_staged_file(pieces: list[str], ids: dict[tuple[str, ...], int]) -> in
     locals_ = [resolve(location)[1] for location in pieces]
     directory, name = locals_[0].rsplit("/", 1)
     target = f"{directory}/{STITCHED}{name}"
-    sources = [(location, filesystem.open_input_file(local)) for location, local in zip(pieces, locals_, strict=True)]
+    sources = [(location, filesystem.open_input_file(local))
+               for location, local in zip(pieces, locals_, strict=True)]
     try:
         with filesystem.open_output_stream(target) as out:
             stitch(sources, out, footer_patch=(lambda footer: with_field_ids(footer, ids)) if ids else None)

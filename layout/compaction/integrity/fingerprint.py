@@ -147,7 +147,8 @@ class Fingerprint:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise InputError(f"fingerprint: `rows` must be a non-negative integer, got {rows!r}")
         if isinstance(hash_sum, bool) or not isinstance(hash_sum, (int, str)):
-            raise InputError(f"fingerprint: `hash_sum` must be an integer or its decimal string, got {hash_sum!r}")
+            raise InputError("fingerprint: `hash_sum` must be an integer or its decimal "
+                             f"string, got {hash_sum!r}")
         try:
             hash_sum = int(hash_sum)
         except ValueError as exc:
@@ -229,13 +230,14 @@ child (the values' hash inputs are prepared once), then called once per list pos
 
 
 # Fewer values than this are hashed one by one: `hash_binary`'s reordering and per-length steps cost more than
-# they save on a few values (a list position of long lists: 0.27 s against 0.02 s for 40 lists of 0-3,000 strings).
+# they save on a few values (a list position of long lists:
+# 0.27 s against 0.02 s for 40 lists of 0-3,000 strings).
 _VECTOR_FROM = 1024
 
 
 def _binary_hasher(arr: pa.Array) -> _Hasher:
-    """hashUnsafeBytes over a large_binary array (nulls get a throwaway hash the caller discards): many values at
-    once (`hash_binary`), a few one by one."""
+    """hashUnsafeBytes over a large_binary array (nulls get a throwaway hash the caller discards): many values
+    at once (`hash_binary`), a few one by one."""
     offsets = np.frombuffer(arr.buffers()[1], dtype="<i8", count=arr.offset + len(arr) + 1)[arr.offset :]
     data = memoryview(arr.buffers()[2]) if arr.buffers()[2] is not None else memoryview(b"")
 
@@ -354,7 +356,8 @@ def _hasher(arr: pa.Array, name: str) -> _Hasher:
         hasher = _lane_hasher(hash_int, _filled(arr, False).astype(_U64))
     elif t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16()) or pa.types.is_date32(t):
         # Spark reads Parquet UINT_8/UINT_16 as short/int: the value, hashed as an int.
-        hasher = _lane_hasher(hash_int, _int_lane(_filled(arr.cast(pa.int32()) if pa.types.is_date32(t) else arr, 0)))
+        hasher = _lane_hasher(hash_int,
+                              _int_lane(_filled(arr.cast(pa.int32()) if pa.types.is_date32(t) else arr, 0)))
     elif pa.types.is_date64(t):
         days = _filled(arr.cast(pa.int64()), 0) // 86_400_000
         hasher = _lane_hasher(hash_int, _int_lane(days))
@@ -378,7 +381,8 @@ def _hasher(arr: pa.Array, name: str) -> _Hasher:
         hasher = _lane_hasher(hash_long, bits)
     elif pa.types.is_decimal(t):
         if t.precision > 38:
-            raise UsageError(f"fingerprint: column {name!r} has type {t}: Spark decimals hold at most 38 digits")
+            raise UsageError(f"fingerprint: column {name!r} has type {t}: "
+                             "Spark decimals hold at most 38 digits")
         if t.precision <= 18:
             hasher = _lane_hasher(hash_long, _decimal_small_lane(arr))
         else:
@@ -394,7 +398,8 @@ def _hasher(arr: pa.Array, name: str) -> _Hasher:
         hasher = _binary_hasher(arr.cast(pa.large_binary()))
     elif pa.types.is_struct(t):
         hasher = _struct_hasher(arr, name)
-    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_map(t):
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) \
+            or pa.types.is_map(t):
         hasher = _list_hasher(arr, name, valid)
     else:
         raise UsageError(
@@ -477,7 +482,8 @@ def _selected(schema: pa.Schema, columns: list[str] | None, where: str = "") -> 
         i = schema.get_field_index(name)
         if i < 0:
             what = "is ambiguous in" if schema.get_all_field_indices(name) else "is not in"
-            raise UsageError(f"fingerprint: column {name!r} {what} {where or 'the data'} (columns: {schema.names})")
+            raise UsageError(f"fingerprint: column {name!r} {what} {where or 'the data'} "
+                             f"(columns: {schema.names})")
         indices.append(i)
     return indices
 

@@ -419,16 +419,18 @@ def compare(inputs: GroupStats, outputs: GroupStats, schema: Schema, *, merged: 
 
     `merged`: a keyed table's merge keeps one whole input row per key, so the output has at most the
     input's rows, at most its values, nulls and NaNs per column, and bounds within the input's.
-    `deleted`: merge-on-read inputs, the rows their delete files deleted (counted by the job apart from the rows
-    it wrote): the output holds exactly the input's rows less these (a keyed merge: at most), and, every output
-    row being an input row, the per-column figures are checked as a merge's are. 0 deleted: exact equality.
+    `deleted`: merge-on-read inputs, the rows their delete files deleted (counted by the job apart from the
+    rows it wrote): the output holds exactly the input's rows less these (a keyed merge: at most), and, every
+    output row being an input row, the per-column figures are checked as a merge's are. 0
+    deleted: exact equality.
     """
     differences: list[Difference] = [*inputs.issues, *outputs.issues]
     unproven_lines: list[str] = []
     expected_rows = inputs.rows - (deleted or 0)
     if (outputs.rows > expected_rows) if merged else (outputs.rows != expected_rows):
         differences.append(Difference(None, "", "rows", expected_rows, outputs.rows,
-                                      _MEANING["merged rows" if merged else "deleted rows" if deleted else "rows"]))
+                                      _MEANING["merged rows" if merged else "deleted rows" if deleted
+                                               else "rows"]))
     merged = merged or bool(deleted)
     for leaf in _leaves(schema):
         i, o = inputs.columns.get(leaf.field_id), outputs.columns.get(leaf.field_id)

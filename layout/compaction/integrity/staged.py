@@ -4,9 +4,9 @@
 executors as they read the input) with what Spark read back from the staged files in storage after the write,
 file by file, and re-reads a seeded sample of the files (or all, or none: $LAKESORT_RECHECK) outside Spark
 with pyarrow to confirm Spark's figures with a second reader. `prove_staged` proves the output against
-Iceberg's manifest statistics of the input, by field id, from metadata only (`layout.compaction.integrity.proof`).
-`confirm_unchanged` is what the commit repeats: every verified file is still there with its size. Nothing here
-reads all the data in one Python process.
+Iceberg's manifest statistics of the input, by field id, from metadata only
+(`layout.compaction.integrity.proof`). `confirm_unchanged` is what the commit repeats: every verified file is
+still there with its size. Nothing here reads all the data in one Python process.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def confirm_unchanged(manifest: StagedManifest) -> None:
             size = filesystem.get_file_info(path).size
             if size != f.size:
                 what = "is gone" if size is None else f"has {size} bytes, {f.size} when it was verified"
-                raise CommitRefused(f"group {group.group_id} ({group.partition}): staged file {f.path} {what}; "
-                                    "nothing committed, rerun the compaction")
+                raise CommitRefused(f"group {group.group_id} ({group.partition}): staged file {f.path} "
+                                    f"{what}; nothing committed, rerun the compaction")
 
 
 def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Recheck | None = None,
@@ -64,26 +64,29 @@ def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Reche
     """Each group's staged files hold its input's rows: sizes as written, the rows Spark read back from every
     file equal to the footer's rows and, summed, to the group's input rows, and the fingerprints Spark read
     back, summed over all groups, to the input's (each row's hash salted with its group id, so a row in the
-    wrong group shows; keyed tables: no duplicate or null key). Then `recheck` files ($LAKESORT_RECHECK: a seeded sample up to
-    $LAKESORT_RECHECK_SAMPLE_BYTES, all, or none) are re-read with pyarrow and must give Spark's figures."""
+    wrong group shows; keyed tables: no duplicate or null key). Then `recheck` files ($LAKESORT_RECHECK: a
+    seeded sample up to $LAKESORT_RECHECK_SAMPLE_BYTES, all, or none) are re-read with pyarrow and must give
+    Spark's figures."""
 
     confirm_unchanged(manifest)
     for group in manifest.groups:
         where = f"group {group.group_id} ({group.partition})"
-        unchecked = [f.path for f in group.outputs if f.read_back_rows is None or f.read_back_hash_sum is None]
+        unchecked = [f.path for f in group.outputs
+                     if f.read_back_rows is None or f.read_back_hash_sum is None]
         if unchecked:
-            raise CommitRefused(f"{where}: the job did not read back {unchecked[0]} (a manifest from an older job?); "
-                                "nothing committed, rerun the compaction")
+            raise CommitRefused(f"{where}: the job did not read back {unchecked[0]} (a manifest from an "
+                                "older job?); nothing committed, rerun the compaction")
         for f in group.outputs:
             if f.read_back_rows != f.rows:
-                raise CommitRefused(f"{where}: {f.path} reads back {f.read_back_rows} rows, its footer says {f.rows}; "
-                                    "nothing committed")
+                raise CommitRefused(f"{where}: {f.path} reads back {f.read_back_rows} rows, its footer says "
+                                    f"{f.rows}; nothing committed")
         if group.deleted_rows is not None:
             left = group.input_rows - group.deleted_rows
             keyed = group.duplicate_keys is not None
             if (group.expected_rows > left) if keyed else (group.expected_rows != left):
-                raise CommitRefused(f"{where}: {group.input_rows} rows read less {group.deleted_rows} deleted leave "
-                                    f"{left}, but the job meant to write {group.expected_rows}; nothing committed")
+                raise CommitRefused(f"{where}: {group.input_rows} rows read less {group.deleted_rows} "
+                                    f"deleted leave {left}, but the job meant to write "
+                                    f"{group.expected_rows}; nothing committed")
         rows = sum(f.read_back_rows or 0 for f in group.outputs)
         if rows != group.expected_rows:
             raise CommitRefused(f"{where}: staged files hold {rows} rows, the input {group.expected_rows}; "
@@ -93,9 +96,10 @@ def check_staged(manifest: StagedManifest, columns: list[str], *, recheck: Reche
                                 f"{group.null_keys} null key(s); nothing committed")
     hash_sum = sum(int(f.read_back_hash_sum or 0) for g in manifest.groups for f in g.outputs)
     if str(hash_sum) != manifest.expected_hash_sum:
-        raise CommitRefused(f"content fingerprint of the staged files of {len(manifest.groups)} group(s) ({hash_sum}) "
-                            f"differs from the input's ({manifest.expected_hash_sum}): a row was lost, changed, "
-                            "duplicated or written to another group's files; nothing committed")
+        raise CommitRefused(f"content fingerprint of the staged files of {len(manifest.groups)} group(s) "
+                            f"({hash_sum}) differs from the input's ({manifest.expected_hash_sum}): a row "
+                            "was lost, changed, duplicated or written to another group's "
+                            "files; nothing committed")
     rechecked = _recheck(manifest, columns, recheck or settings().recheck,
                          sample_bytes if sample_bytes is not None else settings().recheck_sample_bytes)
     log.info("staged output checked: %d group(s), %d file(s): rows and fingerprints match (Spark read-back); "
@@ -123,15 +127,16 @@ def _recheck(manifest: StagedManifest, columns: list[str], mode: Recheck, budget
         got = fingerprint_files([path], filesystem=filesystem, columns=columns, salt=group_of[f.path])
         if got != Fingerprint(f.read_back_rows or 0, int(f.read_back_hash_sum or 0)):
             raise CommitRefused(f"{f.path}: re-read outside Spark it holds {got.rows} rows (fingerprint "
-                                f"{got.hash_sum}), Spark read back {f.read_back_rows} ({f.read_back_hash_sum}); "
-                                "nothing committed")
+                                f"{got.hash_sum}), Spark read back {f.read_back_rows} "
+                                f"({f.read_back_hash_sum}); nothing committed")
     return len(files)
 
 
 def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> None:
-    """The metadata proof (`layout.compaction.integrity.proof`) of every group: Iceberg's manifest statistics of its inputs
-    against its staged files' footers, by field id. Reads metadata only; trusts neither Spark nor pyarrow's
-    reading of the data. Raises `ProofFailed` (a `CommitRefused`) naming the group and column."""
+    """The metadata proof (`layout.compaction.integrity.proof`) of every group: Iceberg's manifest statistics
+    of its inputs against its staged files' footers, by field id. Reads metadata only; trusts neither Spark
+    nor pyarrow's reading of the data. Raises `ProofFailed`
+    (a `CommitRefused`) naming the group and column."""
 
     started = time.perf_counter()
     table = table.refresh()
@@ -139,13 +144,14 @@ def prove_staged(table: Table, plan: RewritePlan, manifest: StagedManifest) -> N
     live = live_inputs(table, inputs)
     gone = sorted(inputs - live.keys())
     if gone:
-        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table}, e.g. {gone[0]}; nothing "
-                            "committed, the next run retries")
+        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table}, e.g. {gone[0]}; "
+                            "nothing committed, the next run retries")
     unproven: Counter[str] = Counter()
     for g in manifest.groups:
         try:
             result = check_group([live[p] for p in g.inputs], [f.path for f in g.outputs], table.metadata,
-                                 table.io, group=f"{plan.table} group {g.group_id} ({g.partition or 'unpartitioned'})",
+                                 table.io, group=f"{plan.table} group {g.group_id} "
+                                                 f"({g.partition or 'unpartitioned'})",
                                  merged=plan.keys is not None, deleted=g.deleted_rows)
         except ProofFailed as exc:
             raise CommitRefused(str(exc)) from exc
@@ -173,7 +179,8 @@ class ManifestScans:
         self._seen: dict[str, tuple[list[ManifestEntry], list[ManifestEntry]]] = {}
         self._planned = planned_manifests  # the manifests of the snapshot planned against
         self._delete_entries: dict[str, list[ManifestEntry]] = {}  # delete manifest -> its live entries
-        # Delete files the commit removes with the inputs (`delete_files.DeleteState.dangling`), set per attempt.
+        # Delete files the commit removes with the inputs
+        # (`delete_files.DeleteState.dangling`), set per attempt.
         self.removed: set[str] = set()
 
     def is_new(self, manifest: ManifestFile) -> bool:

@@ -70,8 +70,8 @@ def hash_binary(arr: pa.Array, seeds: np.ndarray) -> np.ndarray:
     caller keeps its seed). Values of one length are hashed together, as the rows of one byte matrix: the
     array is reordered by length with Arrow's `take`, so each length's values lie side by side. Per value
     through the `xxhash` package the call itself costs about 0.2 us; this took the six string columns of
-    680,000 TPC-H lineitem rows (3.6M values) from 0.64 s to 0.30 s (`tests/compaction/integrity/test_fingerprint.py` checks it
-    against the package)."""
+    680,000 TPC-H lineitem rows (3.6M values) from 0.64 s to 0.30 s
+    (`tests/compaction/integrity/test_fingerprint.py` checks it against the package)."""
     n = len(arr)
     out = np.empty(n, dtype=_U64)
     if n == 0:
@@ -92,7 +92,8 @@ def hash_binary(arr: pa.Array, seeds: np.ndarray) -> np.ndarray:
         begin = int(starts[first])
         if size > _VECTOR_MAX:
             view = memoryview(data)  # type: ignore[arg-type]  # numpy stubs: __buffer__ from 3.12
-            out[rows] = hash_bytes([view[begin + i * size:begin + (i + 1) * size] for i in range(count)], seeds[rows])
+            out[rows] = hash_bytes([view[begin + i * size:begin + (i + 1) * size] for i in range(count)],
+                                   seeds[rows])
         else:
             block = data[begin:begin + count * size].reshape(count, size)
             out[rows] = _hash_block(block, seeds[rows])

@@ -3,17 +3,17 @@ the JVM maps into memory, so that each job's JVM starts without parsing and veri
 
 A job's JVM spends seconds of CPU loading Spark's classes before its first task. TPC-H SF1 by month, on two
 cores, alternating runs: the compaction job's start-up and stop (its wall time minus its own clock) took
-8.5-10.4 s without an archive and 6.3-8.0 s with one (three runs each), of a 45-60 s job; the benchmark's plain
-Spark sort 7.7-9.1 s and 5.0 s (two runs each). `lakesort spark-archive` (run by `make setup`) builds the
-archive by running a small job (`jobs/warm_classes.py`) that does what a compaction does, with the JVM's
+8.5-10.4 s without an archive and 6.3-8.0 s with one (three runs each), of a 45-60 s job; the benchmark's
+plain Spark sort 7.7-9.1 s and 5.0 s (two runs each). `lakesort spark-archive` (run by `make setup`) builds
+the archive by running a small job (`jobs/warm_classes.py`) that does what a compaction does, with the JVM's
 `-XX:ArchiveClassesAtExit`; every job then starts with `-XX:SharedArchiveFile` (`java_options`) while the
 archive exists and LAKESORT_SPARK_CLASS_ARCHIVE is on.
 
 The archive lives in this environment (`<venv>/share/lakesort/`), named for what it depends on: the Java
-runtime and Spark's jars (those of $SPARK_HOME when it is set: the Spark the job runs on). Another Java or Spark
-(a new lock, a new JDK, another SPARK_HOME) names another file, so a stale archive is never used, nor one built
-for another Spark; the JVM checks it too, and starts without it (-Xshare:auto) when anything differs, such as a
-cluster-mode driver on a machine without the file.
+runtime and Spark's jars (those of $SPARK_HOME when it is set: the Spark the job runs on). Another Java or
+Spark (a new lock, a new JDK, another SPARK_HOME) names another file, so a stale archive is never used, nor
+one built for another Spark; the JVM checks it too, and starts without it (-Xshare:auto) when anything
+differs, such as a cluster-mode driver on a machine without the file.
 """
 
 from __future__ import annotations
@@ -99,15 +99,17 @@ def with_java_options(conf: Mapping[str, str], options: str | None) -> dict[str,
     """`conf` with `options` added to the driver's Java options (after the user's own, which stay)."""
     merged = dict(conf)
     if options:
-        merged[DRIVER_OPTIONS] = f"{merged[DRIVER_OPTIONS]} {options}" if merged.get(DRIVER_OPTIONS) else options
+        merged[DRIVER_OPTIONS] = (f"{merged[DRIVER_OPTIONS]} {options}" if merged.get(DRIVER_OPTIONS)
+                                  else options)
     return merged
 
 
 def build_archive(*, spark_submit: str, directory: Path | None = None, force: bool = False) -> Path:
     """Build the archive by running `jobs/warm_classes.py` once with the JVM dumping the classes it loaded
     (about 40 s on two cores, most of it the dump). Written under a temporary name and renamed, so that a job
-    never sees half an archive. `spark_submit`: the binary (`layout.compaction.pipeline.spark_home.spark_submit_binary`).
-    Returns its path; raises ArchiveFailed with the log's tail."""
+    never sees half an archive. `spark_submit`: the binary
+    (`layout.compaction.pipeline.spark_home.spark_submit_binary`). Returns its path;
+    raises ArchiveFailed with the log's tail."""
     path = archive_path(directory)
     if path is None:
         raise ArchiveFailed("no Java or no Spark to build a class archive for: run `make setup`")
@@ -127,8 +129,8 @@ def build_archive(*, spark_submit: str, directory: Path | None = None, force: bo
                                    "PYSPARK_DRIVER_PYTHON": sys.executable})
         if done.returncode != 0 or not partial.is_file():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-            raise ArchiveFailed(f"the class archive's job failed (exit {done.returncode}); jobs run without an "
-                                f"archive. Its output ends:\n{tail}")
+            raise ArchiveFailed(f"the class archive's job failed (exit {done.returncode}); jobs run without "
+                                f"an archive. Its output ends:\n{tail}")
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)

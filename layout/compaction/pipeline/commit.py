@@ -3,9 +3,10 @@
 The verify step checked the staged output (`layout.compaction.integrity.staged`). The commit checks only that
 the verified files are unchanged (`confirm_unchanged`: the manifest's digest, by the caller, and every file's
 size) and that every input file is still live; one Iceberg snapshot removes exactly the input files and adds
-the staged ones, and the delete files that applied to the inputs alone. Any failure before that leaves the table as it was and deletes the staged files
-(`layout.upkeep.cleanup.delete_staged`). pyiceberg's optimistic commit fails cleanly when another writer
-committed in between, and the commit retries at once on the new state while every input is still live.
+the staged ones, and the delete files that applied to the inputs alone. Any failure before that leaves the
+table as it was and deletes the staged files (`layout.upkeep.cleanup.delete_staged`). pyiceberg's optimistic
+commit fails cleanly when another writer committed in between, and the commit retries at once on the new state
+while every input is still live.
 
 The snapshot's operation is `replace`, as Iceberg's own compaction (Java's `RewriteFiles`) commits, with the
 summary Java writes: readers of a table's changes skip a `replace` (Spark's streaming source, pyiceberg's
@@ -99,7 +100,8 @@ def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest) ->
     except CommitStateUnknownException:
         # The catalog may have taken the commit: deleting the staged files could delete live data.
         log.error("commit of run %s: state unknown; staged files kept. Check the table's history, then run "
-                  "`lakesort cleanup %s`, which removes only unreferenced staged files", plan.run_id, plan.table)
+                  "`lakesort cleanup %s`, which removes only "
+                  "unreferenced staged files", plan.run_id, plan.table)
         raise
     except BaseException:
         removed = delete_staged(table, plan.run_id)
@@ -138,7 +140,8 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     gone = sorted(inputs - live.keys())
     if gone:
         raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
-                            f"rewrote or removed them), e.g. {gone[0]}; nothing committed, the next run retries")
+                            f"rewrote or removed them), e.g. {gone[0]}; "
+                            "nothing committed, the next run retries")
     new_files = output_data_files(table, plan, outputs)
     removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
     props = {
@@ -154,12 +157,16 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
         if attempt > 1:
             table = table.refresh()
         if table.spec().spec_id != plan.partition_spec_id:
-            raise CommitRefused(f"{plan.table}: the partition spec changed since planning (now {table.spec().spec_id}, "
-                                f"planned {plan.partition_spec_id}); nothing committed, the next run rewrites into the new spec")
+            raise CommitRefused(f"{plan.table}: the partition spec changed since planning (now "
+                                f"{table.spec().spec_id}, planned {plan.partition_spec_id}); nothing "
+                                "committed, the next run rewrites into the new spec")
         try:
             # The one step that changes the table: atomic in the catalog. Each attempt is built on the state
             # just read; the inputs' DataFiles (equal by path) are the ones read once above.
-            with _one_shot(table).transaction() as tx, _RewriteFiles.start(tx, table, props, scans, deletes) as rewrite:
+            with (
+                _one_shot(table).transaction() as tx,
+                _RewriteFiles.start(tx, table, props, scans, deletes) as rewrite,
+            ):
                 for path in sorted(inputs):
                     rewrite.delete_data_file(live[path])
                 for df in new_files:
@@ -168,13 +175,15 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
             removed_deletes = len(rewrite._removed_deletes)  # type: ignore[attr-defined]
             break
         except ValidationException as exc:
-            # An input was removed or got deletes since planning (the producer checks it against the new state).
-            raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next run "
-                                "retries") from exc
+            # An input was removed or got deletes since planning
+            # (the producer checks it against the new state).
+            raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next "
+                                "run retries") from exc
         except CommitFailedException as exc:
             if time.monotonic() > deadline:
-                raise CommitRefused(f"{plan.table}: {attempt} commit attempts in {COMMIT_TIMEOUT_S}s lost the race to "
-                                    f"other writers ({exc}); nothing committed, the next run retries") from exc
+                raise CommitRefused(f"{plan.table}: {attempt} commit attempts in {COMMIT_TIMEOUT_S}s lost "
+                                    f"the race to other writers ({exc}); "
+                                    "nothing committed, the next run retries") from exc
             (log.warning if attempt % 10 == 1 else log.debug)(
                 "commit of run %s: the table moved on (attempt %d): %s; retrying at once on the new state",
                 plan.run_id, attempt, exc)
@@ -182,11 +191,12 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
         snapshot = _snapshot_of_run(table.refresh(), plan.run_id)
     except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup
         snapshot = None
-    result = CommitResult(plan.run_id, snapshot.snapshot_id if snapshot else None, len(inputs), len(outputs), rows,
-                          removed_bytes, added_bytes, time.perf_counter() - started, removed_deletes)
-    log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows%s", plan.run_id, result.snapshot_id,
-             len(inputs), len(outputs), rows,
-             f"; {removed_deletes} delete file(s) that applied to them alone removed" if removed_deletes else "")
+    result = CommitResult(plan.run_id, snapshot.snapshot_id if snapshot else None, len(inputs), len(outputs),
+                          rows, removed_bytes, added_bytes, time.perf_counter() - started, removed_deletes)
+    log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows%s", plan.run_id,
+             result.snapshot_id, len(inputs), len(outputs), rows,
+             f"; {removed_deletes} delete file(s) that applied to them alone removed" if removed_deletes
+             else "")
     return result
 
 
@@ -248,7 +258,8 @@ def _one_shot(table: Table) -> Table:
     and on freshly read state, where pyiceberg would back off up to seconds and revalidate each time."""
 
     properties = {**table.metadata.properties, "commit.retry.num-retries": "0"}
-    return IcebergTable(identifier=table._identifier, metadata=table.metadata.model_copy(update={"properties": properties}),
+    return IcebergTable(identifier=table._identifier,
+                        metadata=table.metadata.model_copy(update={"properties": properties}),
                         metadata_location=table.metadata_location, io=table.io, catalog=table.catalog)
 
 
@@ -279,14 +290,16 @@ class _RewriteFiles:
             _head: list[ManifestFile] | None = None
 
             def _validate_concurrency(self) -> None:
-                """Never reached: pyiceberg's own retries are off (`_one_shot`); each attempt is built anew."""
+                """Never reached: pyiceberg's own retries are off (`_one_shot`);
+                each attempt is built anew."""
 
             def _head_manifests(self) -> list[ManifestFile]:
                 if self._head is None:  # once per attempt: both manifest passes below ask
                     metadata = self._transaction.table_metadata
                     snapshot = metadata.snapshot_by_name(name=self._target_branch)
                     manifests = snapshot.manifests(io=self._io) if snapshot else []
-                    # Refuses a delete committed since planning that applies to an input (ValidationException).
+                    # Refuses a delete committed since planning that applies to an input
+                    # (ValidationException).
                     deletes.update(manifests, self._io, metadata)
                     scans.removed = set(deletes.dangling())
                     self._head = manifests
@@ -309,26 +322,30 @@ class _RewriteFiles:
                         removed += [e.data_file for e in deleted]
                         with self._delete_manifest_writer(spec) as writer:
                             for entry in kept:
-                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING, entry.snapshot_id, entry))
+                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING,
+                                                        entry.snapshot_id, entry))
                             for entry in deleted:
-                                writer.add_entry(_entry(ManifestEntryStatus.DELETED, self._snapshot_id, entry))
+                                writer.add_entry(_entry(ManifestEntryStatus.DELETED,
+                                                        self._snapshot_id, entry))
                         out.append(writer.to_manifest_file())
                     elif kept:
                         with self.new_manifest_writer(spec) as writer:
                             for entry in kept:
-                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING, entry.snapshot_id, entry))
+                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING,
+                                                        entry.snapshot_id, entry))
                         out.append(writer.to_manifest_file())
                 self._manifest_counts = {"manifests-replaced": replaced}
                 self._removed_deletes = removed
                 return out
 
             def _delete_manifest_writer(self, spec: PartitionSpec) -> DeleteManifestWriter:
-                return DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id,
-                                            self._compression)
+                return DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(),
+                                            self._snapshot_id, self._compression)
 
             def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
                 created = sum(m.added_snapshot_id == self._snapshot_id for m in manifests)
-                self._manifest_counts.update({"manifests-created": created, "manifests-kept": len(manifests) - created})
+                self._manifest_counts.update({"manifests-created": created,
+                                              "manifests-kept": len(manifests) - created})
                 return manifests
 
             def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:
@@ -348,23 +365,25 @@ class _RewriteFiles:
 
 def _entry(status: ManifestEntryStatus, snapshot_id: int | None, entry: ManifestEntry) -> ManifestEntry:
     """`entry` with a new status (and the snapshot that gave it), its sequence numbers kept."""
-    return ManifestEntry.from_args(status=status, snapshot_id=snapshot_id, sequence_number=entry.sequence_number,
+    return ManifestEntry.from_args(status=status, snapshot_id=snapshot_id,
+                                   sequence_number=entry.sequence_number,
                                    file_sequence_number=entry.file_sequence_number, data_file=entry.data_file)
 
 
-# The operation of lakesort's commits. Older lakesort wrote `overwrite` (tests set it back to build such a history).
+# The operation of lakesort's commits. Older lakesort wrote `overwrite`
+# (tests set it back to build such a history).
 OPERATION = Operation.REPLACE
 
 
 def _replace_summary(producer: _OverwriteFiles, snapshot_properties: dict[str, str],
                      table_name: str) -> Summary:
-    """The summary Java's `RewriteFiles` writes: files, records and bytes added and removed, the changed partitions
-    (per partition too, up to `write.summary.partition-limit`), the manifests created, kept and replaced, and the
-    table's totals carried over from the parent; then lakesort's own properties.
+    """The summary Java's `RewriteFiles` writes: files, records and bytes added and removed, the changed
+    partitions (per partition too, up to `write.summary.partition-limit`), the manifests created, kept and
+    replaced, and the table's totals carried over from the parent; then lakesort's own properties.
 
     pyiceberg 0.12's `update_snapshot_summaries` refuses a `replace` ("Operation not implemented") though its
-    arithmetic of the totals is the same for every operation: the totals are computed as for an overwrite, and the
-    operation set after.
+    arithmetic of the totals is the same for every operation: the totals are computed as for an overwrite, and
+    the operation set after.
     """
 
     metadata = producer._transaction.table_metadata
@@ -379,7 +398,8 @@ def _replace_summary(producer: _OverwriteFiles, snapshot_properties: dict[str, s
     for data_file in (*producer._deleted_data_files, *removed_deletes):
         collector.remove_file(data_file, schema, specs[data_file.spec_id])
     figures = collector.build()
-    # Java counts the partitions by path, the unpartitioned one ("") included; pyiceberg skips unpartitioned files.
+    # Java counts the partitions by path, the unpartitioned one ("") included;
+    # pyiceberg skips unpartitioned files.
     changed = {specs[f.spec_id].partition_to_path(f.partition, schema)
                for f in (*producer._added_data_files, *producer._deleted_data_files, *removed_deletes)}
     figures[CHANGED_PARTITION_COUNT_PROP] = str(len(changed))
@@ -387,11 +407,13 @@ def _replace_summary(producer: _OverwriteFiles, snapshot_properties: dict[str, s
     added, removed = int(figures.get(ADDED_RECORDS, 0)), int(figures.get(DELETED_RECORDS, 0))
     if added > removed:
         # Java's SnapshotProducer refuses this too: a rewrite never adds rows (a keyed merge may drop some).
-        raise CommitRefused(f"{table_name}: run {snapshot_properties.get(RUN_ID)} would add {added} rows but remove "
-                            f"{removed}, and a rewrite never adds rows; nothing committed. A bug in lakesort: report "
-                            "it with the run's run.json")
-    parent = metadata.snapshot_by_id(producer._parent_snapshot_id) if producer._parent_snapshot_id is not None else None
-    totals = update_snapshot_summaries(Summary(operation=Operation.OVERWRITE, **figures, **snapshot_properties),
+        raise CommitRefused(f"{table_name}: run {snapshot_properties.get(RUN_ID)} would add {added} rows but "
+                            f"remove {removed}, and a rewrite never adds rows; nothing committed. A bug in "
+                            "lakesort: report it with the run's run.json")
+    parent = (metadata.snapshot_by_id(producer._parent_snapshot_id)
+              if producer._parent_snapshot_id is not None else None)
+    totals = update_snapshot_summaries(Summary(operation=Operation.OVERWRITE, **figures,
+                                               **snapshot_properties),
                                        previous_summary=parent.summary if parent is not None else None)
     return Summary(operation=producer._operation, **totals.additional_properties)
 

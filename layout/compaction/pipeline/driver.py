@@ -85,7 +85,8 @@ def compact(
     `lakesort compact` passes, so that its run's record says where each setting came from).
     The plan is made by `runs.prepare_table`, the DAGs' prepare step, which also maps `dates` to partitions.
     `verify(manifest)` replaces the layout rules and GX (tests); it may raise to refuse the commit.
-    The whole run holds the table's lease (`layout.upkeep.lease`), the one the DAGs and `lakesort cleanup` take:
+    The whole run holds the table's lease (`layout.upkeep.lease`),
+    the one the DAGs and `lakesort cleanup` take:
     another run on the table makes it fail with `TableBusy` before any work.
     """
     started = time.perf_counter()
@@ -134,7 +135,8 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
             steps.abandon(prepared, f"spark: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             raise
         steps.verify(prepared, verifier=verify)
-        # Killed from here on, the command's lease outlives it a while: the catalog may still complete the commit.
+        # Killed from here on, the command's lease outlives it a while:
+        # the catalog may still complete the commit.
         mark_committing(table, planned.owner)
         result = steps.commit(prepared)
     except BaseException as exc:
@@ -151,8 +153,8 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
         except Exception as exc:
             raise FailedAfterCommit(
                 f"{table}: committed snapshot {result.snapshot_id} ({result.files_removed} files -> "
-                f"{result.files_added} files, {result.rows} rows); then measuring failed: {exc}. The table is "
-                f"compacted; measure it again with `lakesort measure {table}`") from exc
+                f"{result.files_added} files, {result.rows} rows); then measuring failed: {exc}. The table "
+                f"is compacted; measure it again with `lakesort measure {table}`") from exc
     return CompactResult(planned, plan, result.snapshot_id, prepared.files_before, files_after,
                          result.files_removed, result.files_added, result.rows, time.perf_counter() - started,
                          result.delete_files_removed)

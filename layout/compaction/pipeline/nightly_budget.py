@@ -1,6 +1,6 @@
-"""The nightly's budget, where every table's plan is known (the DAG's `planned` task): the planned runs ranked by
-predicted benefit over cost (`layout.compaction.planning.benefit`, `.budget`), the admitted ones returned in
-that order (their Spark jobs are mapped, and so queued through the pool, in it), the deferred ones recorded
+"""The nightly's budget, where every table's plan is known (the DAG's `planned` task): the planned runs ranked
+by predicted benefit over cost (`layout.compaction.planning.benefit`, `.budget`), the admitted ones returned
+in that order (their Spark jobs are mapped, and so queued through the pool, in it), the deferred ones recorded
 in `lakesort.compaction_runs` (status "deferred", the decision in `reason`) and their leases released.
 
 A run the budget trims to some of its partitions is saved trimmed (`steps.keep_partitions`) before it is
@@ -50,8 +50,8 @@ def histories(tables: Mapping[str, str | None]) -> dict[str, History]:
             readings = _rows(store.read(cat, store.PRUNING_METRICS, store.METRICS_FIELDS), names)
             advice = _rows(store.read(cat, ADVICE, ADVICE_FIELDS), names)
         except Exception as exc:  # noqa: BLE001 - the nightly goes on, on the fallback prediction
-            log.warning("budget: lakesort's records in catalog %s could not be read (%s): its tables are ranked "
-                        "by the fallback prediction", catalog or "(default)", exc)
+            log.warning("budget: lakesort's records in catalog %s could not be read (%s): its tables are "
+                        "ranked by the fallback prediction", catalog or "(default)", exc)
             continue
         for name in names:
             out[name] = History(
@@ -80,7 +80,8 @@ def budget_decisions(prepared: Iterable[PreparedRun], *, budget_bytes: int | Non
     return decide(candidates, budget_bytes=budget_bytes)
 
 
-def _defer(deferred: list[BudgetDecision], prepared: Mapping[str, PreparedRun], *, budget: str, of: int) -> None:
+def _defer(deferred: list[BudgetDecision], prepared: Mapping[str, PreparedRun], *,
+           budget: str, of: int) -> None:
     """The deferred runs' rows in `lakesort.compaction_runs` (a trimmed run's: its deferred partitions'), one
     snapshot per catalog; a failure is logged (the runs are deferred all the same)."""
     by_catalog: dict[str | None, list[RunRecord]] = defaultdict(list)
@@ -98,29 +99,31 @@ def _defer(deferred: list[BudgetDecision], prepared: Mapping[str, PreparedRun], 
                                          "partitions_rewritten": len(d.deferred_partitions),
                                          "groups": sum(1 for g in run.plan().groups
                                                        if g.partition in set(d.deferred_partitions)),
-                                         "reason": f"{reason}; {sum(shares[p] for p in d.deferred_partitions)} B "
+                                         "reason": f"{reason}; "
+                                                   f"{sum(shares[p] for p in d.deferred_partitions)} B "
                                                    "deferred"})
         by_catalog[run.catalog].append(row)
     for catalog, rows in by_catalog.items():
         try:
             record_runs(load_catalog(catalog), rows)
         except Exception as exc:  # noqa: BLE001 - a metrics hiccup must never fail the nightly
-            log.warning("could not record %d deferred run(s) in catalog %s: %s", len(rows), catalog or "(default)",
-                        exc)
+            log.warning("could not record %d deferred run(s) in catalog %s: %s", len(rows),
+                        catalog or "(default)", exc)
 
 
 def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) -> list[PlannedTable]:
     """The runs with Spark work (`to_compact`) that the budget admits, most valuable first, a run admitted for
     some of its partitions trimmed to them (saved so, its payload to match); the others, and the partitions
-    trimmed off, are recorded as deferred, with the reason, and the leases of the runs deferred whole released.
-    Logs the ranking, the order, what was trimmed and what was deferred."""
+    trimmed off, are recorded as deferred, with the reason, and the leases of the runs deferred whole
+    released. Logs the ranking, the order, what was trimmed and what was deferred."""
     planned = {r.table: r for r in to_compact(results)}
     if not planned:
         return []
     prepared = {table: run.prepared() for table, run in planned.items()}
     decisions = budget_decisions(prepared.values(), budget_bytes=budget_bytes)
     budget = "unlimited" if budget_bytes is None else f"{budget_bytes} B"
-    log.info("budget: %d planned run(s) ranked by predicted benefit over cost, budget %s:", len(decisions), budget)
+    log.info("budget: %d planned run(s) ranked by predicted benefit over cost, budget %s:",
+             len(decisions), budget)
     for d in decisions:
         log.info("  %s", d.describe())
     # Trimmed runs saved trimmed first: a run returned must be exactly what its jobs, verify and commit see.
@@ -129,11 +132,13 @@ def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) 
         if d.trimmed:
             try:
                 admitted.append(_trimmed(planned[d.candidate.table], prepared[d.candidate.table], d))
-            except Exception as exc:  # noqa: BLE001 - the budget never fails the nightly: the run waits, whole
+            # The budget never fails the nightly: the run waits, whole.
+            except Exception as exc:  # noqa: BLE001
                 log.warning("%s: could not be trimmed to its admitted partitions (%s): deferred whole",
                             d.candidate.table, exc)
-                decisions[i] = d.model_copy(update={"outcome": "deferred", "deferred_partitions": (),
-                                                    "reason": f"{OVER_BUDGET}, and could not be trimmed ({exc})"})
+                decisions[i] = d.model_copy(update={
+                    "outcome": "deferred", "deferred_partitions": (),
+                    "reason": f"{OVER_BUDGET}, and could not be trimmed ({exc})"})
         elif d.ran:
             admitted.append(planned[d.candidate.table])
     _defer([d for d in decisions if not d.ran or d.trimmed], prepared, budget=budget, of=len(decisions))
@@ -153,8 +158,10 @@ def within_budget(results: Iterable[PlannedTable], *, budget_bytes: int | None) 
 
 
 def _trimmed(run: PlannedTable, prepared: PreparedRun, decision: BudgetDecision) -> PlannedTable:
-    """`run` trimmed to the partitions the budget kept: saved (`steps.keep_partitions`), and its payload to match."""
+    """`run` trimmed to the partitions the budget kept: saved (`steps.keep_partitions`),
+    and its payload to match."""
     kept = steps.keep_partitions(prepared, decision.kept_partitions)
     log.info("%s: trimmed by the budget to %d of %d partition(s): %s", run.table, len(kept.partitions),
              len(prepared.partitions), kept.summary())
-    return run.model_copy(update={"partitions": kept.partitions, "jobs": kept.jobs, "summary": kept.summary()})
+    return run.model_copy(update={"partitions": kept.partitions, "jobs": kept.jobs,
+                                  "summary": kept.summary()})

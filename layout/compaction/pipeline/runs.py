@@ -83,7 +83,8 @@ class TableRequest(Frozen):
         if self.partitions and self.dates:
             raise ValueError(f"{self.table}: give either partitions or a date range ({self.dates}), not both")
         if self.config is not None and self.config.spec.table != self.table:
-            raise ValueError(f"the spec {self.config.source} is for table {self.config.spec.table}, not {self.table}")
+            raise ValueError(f"the spec {self.config.source} is for table "
+                             f"{self.config.spec.table}, not {self.table}")
         return self
 
     def describe(self) -> str:
@@ -120,8 +121,9 @@ class PlanView(Frozen):
         return cls(table=prepared.table, run_id=prepared.run_id, summary=prepared.summary(),
                    plan_path=prepared.plan_path, forced=plan.forced, input_bytes=plan.input_bytes,
                    partitions=plan.partitions, spark_jobs=prepared.jobs,
-                   groups=tuple(GroupView(group_id=g.group_id, partition=g.partition, input_files=len(g.inputs),
-                                          bytes=g.bytes, rows=g.rows, output_files=g.output_files)
+                   groups=tuple(GroupView(group_id=g.group_id, partition=g.partition,
+                                          input_files=len(g.inputs), bytes=g.bytes, rows=g.rows,
+                                          output_files=g.output_files)
                                 for g in plan.groups))
 
 
@@ -169,16 +171,17 @@ class CommittedRun(Frozen):
     rows: int
     bytes_removed: int = 0  # the input files' bytes (0: a payload from before these were carried)
     bytes_added: int = 0  # the bytes written (the lineage's output statistics)
-    # The rows the input files held as planned, before a merge-on-read's deletes or a merge rule dropped any (the
-    # lineage's input statistics, as `lakesort compact` reports them); None: a payload from before this was carried.
+    # The rows the input files held as planned, before a merge-on-read's deletes or a merge rule dropped any
+    # (the lineage's input statistics, as `lakesort compact` reports them); None:
+    # a payload from before this was carried.
     rows_read: int | None = None
 
     def asset_uri(self) -> str:
         return asset_uri(self.table, catalog=self.catalog)
 
     def event_extra(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", include={"table", "run_id", "trigger", "snapshot_id", "partitions",
-                                                     "files_removed", "files_added", "rows"})
+        return self.model_dump(mode="json", include={"table", "run_id", "trigger", "snapshot_id",
+                                                     "partitions", "files_removed", "files_added", "rows"})
 
     def lineage(self) -> tuple[list[Any], list[Any]]:
         """The table as OpenLineage's input and output datasets (`layout.lineage.datasets`, needs the
@@ -239,7 +242,8 @@ def asset_uri(table: str, *, catalog: str | None) -> str:
 
 
 def nightly_requests() -> list[TableRequest]:
-    """The nightly DAG's first task: a request for every table a source configures (`registry.nightly_resolutions`:
+    """The nightly DAG's first task: a request for every table a source configures
+    (`registry.nightly_resolutions`:
     a YAML spec, `lakesort.*` properties, a namespace default, its own sort order), with its spec, resolved
     once for all of them; a table with no sort key anywhere is skipped, with a log line. A table whose spec
     does not load gets none: its own `prepare` and `maintain` then fail with the spec's error, and the other
@@ -302,8 +306,8 @@ def prepare_table(request: TableRequest, *, owner: LeaseOwner, work_dir: Path | 
             view = PlanView.of(prepared)
             log.info("dry run, nothing changes: %s", prepared.summary())
             for g in view.groups:
-                log.info("  group %d (%s): %d file(s), %d bytes, %d rows -> %d file(s)", g.group_id, g.partition,
-                         g.input_files, g.bytes, g.rows, g.output_files)
+                log.info("  group %d (%s): %d file(s), %d bytes, %d rows -> %d file(s)", g.group_id,
+                         g.partition, g.input_files, g.bytes, g.rows, g.output_files)
             log.info("  plan: %s", prepared.plan_path)
             release_lease(table, owner)
             return planned.model_copy(update={"status": "dry-run", "jobs": (), "plan": view})
@@ -358,8 +362,8 @@ def verify_table(run: PlannedTable) -> VerifiedRun:
         if failed:
             steps.abandon(prepared, f"spark: job(s) {', '.join(map(str, failed))} failed (no manifest)")
             raise SparkJobsFailed(
-                f"{run.table} run {prepared.run_id}: Spark job(s) {failed} failed: run abandoned, staged files "
-                "removed, table unchanged (see the `compact` task logs)")
+                f"{run.table} run {prepared.run_id}: Spark job(s) {failed} failed: run abandoned, staged "
+                "files removed, table unchanged (see the `compact` task logs)")
         outcome = steps.verify(prepared)
     return VerifiedRun(table=run.table, owner=run.owner, run_id=prepared.run_id, work_dir=prepared.work_dir,
                        verification=outcome.status, warnings=len(outcome.findings))
@@ -373,10 +377,10 @@ def commit_table(run: VerifiedRun) -> CommittedRun:
     # A run that reaches its commit has staged output, and a replace of it always makes a snapshot.
     assert result.snapshot_id is not None, f"run {prepared.run_id} committed no snapshot"
     committed = CommittedRun(
-        table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id, work_dir=run.work_dir,
-        trigger=prepared.trigger, snapshot_id=result.snapshot_id, partitions=prepared.partitions,
-        files_removed=result.files_removed, files_added=result.files_added, rows=result.rows,
-        bytes_removed=result.bytes_removed, bytes_added=result.bytes_added,
+        table=run.table, owner=run.owner, catalog=prepared.catalog, run_id=prepared.run_id,
+        work_dir=run.work_dir, trigger=prepared.trigger, snapshot_id=result.snapshot_id,
+        partitions=prepared.partitions, files_removed=result.files_removed, files_added=result.files_added,
+        rows=result.rows, bytes_removed=result.bytes_removed, bytes_added=result.bytes_added,
         rows_read=prepared.plan().input_rows)
     log.info("%s: committed snapshot %s: %d file(s) -> %d file(s), %d rows, %d partition(s); asset %s",
              run.table, result.snapshot_id, result.files_removed, result.files_added, result.rows,
@@ -393,7 +397,8 @@ def measure_table(run: CommittedRun) -> MeasuredRun:
         release_lease(run.table, run.owner)
     before, after = measured.bytes_selected_before, measured.bytes_selected_after
     if before and after is not None:
-        log.info("%s: the owners' probes select %d bytes before and %d after (%.0f%% less), %d probe(s) measured",
+        log.info("%s: the owners' probes select %d bytes before and %d after (%.0f%% "
+                 "less), %d probe(s) measured",
                  run.table, before, after, 100 * (1 - after / before), measured.probes)
     return MeasuredRun(table=run.table, run_id=run.run_id, measured=measured)
 

@@ -6,8 +6,8 @@ The job runs on the cluster's own Spark 3.5, 4.0, 4.1 or 4.2. `$SPARK_HOME` name
 `$SPARK_HOME/bin/spark-submit` when it is set and its own pyspark's (the virtualenv's, 4.2) when it is not.
 The job's Python, driver and executors, stays lakesort's environment (`LAKESORT_SPARK_PYTHON`, else
 `PYSPARK_PYTHON`, else this interpreter): pyarrow, pydantic, pyiceberg come from there, pyspark from the
-Spark's own `python/lib/pyspark.zip`, which spark-submit puts first on the PYTHONPATH (`jobs/installed_pyspark.py`
-keeps it there when it is another pyspark than the environment's).
+Spark's own `python/lib/pyspark.zip`, which spark-submit puts first on the PYTHONPATH
+(`jobs/installed_pyspark.py` keeps it there when it is another pyspark than the environment's).
 
 The version is read from what the home holds, cheapest first: a distribution's `RELEASE` file, a pip
 pyspark's `version.py`, the name of its `jars/spark-core_<scala>-<version>.jar`; only when none of these is
@@ -28,8 +28,8 @@ from pathlib import Path
 from layout.errors import InputError
 from layout.models import Frozen
 
-__all__ = ["SUPPORTED", "SparkInstall", "SparkUnsupported", "check_supported", "find_install", "parse_version",
-           "refusal", "spark_submit_binary"]
+__all__ = ["SUPPORTED", "SparkInstall", "SparkUnsupported", "check_supported", "find_install",
+           "parse_version", "refusal", "spark_submit_binary"]
 
 # (major, minor) of the Sparks the job is tested on (tests/compaction/pipeline/test_spark_versions.py).
 SUPPORTED = ((3, 5), (4, 0), (4, 1), (4, 2))
@@ -73,7 +73,8 @@ def parse_version(kind: str, text: str) -> str | None:
 
 
 def refusal(install: SparkInstall) -> str | None:
-    """Why the job cannot run on `install`, naming the version found and the versions supported; None: it can."""
+    """Why the job cannot run on `install`,
+    naming the version found and the versions supported; None: it can."""
     if install.major_minor in SUPPORTED:
         return None
     where = f"Spark {install.version} (from {install.source})"
@@ -101,13 +102,14 @@ def spark_submit_binary() -> str:
         return str(beside)
     found = shutil.which("spark-submit")
     if not found:
-        raise InputError("spark-submit not found: run `make setup` (pyspark installs it in .venv/bin) or set SPARK_HOME")
+        raise InputError("spark-submit not found: run `make setup` (pyspark installs it in "
+                         ".venv/bin) or set SPARK_HOME")
     return found
 
 
 def find_install(spark_submit: str, spark_home: str | None = None) -> SparkInstall:
-    """The Spark that `spark_submit` runs: `spark_home` ($SPARK_HOME) when given, as the script itself decides;
-    else pip's script's (it sits beside `find_spark_home.py`) is the installed pyspark package, and a
+    """The Spark that `spark_submit` runs: `spark_home` ($SPARK_HOME) when given, as the script itself
+    decides; else pip's script's (it sits beside `find_spark_home.py`) is the installed pyspark package, and a
     distribution's the directory above its `bin/`. Raises SparkUnsupported when no version can be read."""
     home = Path(spark_home) if spark_home else _home_of(Path(spark_submit))
     if home is not None:
@@ -115,7 +117,8 @@ def find_install(spark_submit: str, spark_home: str | None = None) -> SparkInsta
         if found is not None:
             return SparkInstall(home=str(home), spark_submit=spark_submit, version=found[0], source=found[1])
     try:
-        done = subprocess.run([spark_submit, "--version"], capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run([spark_submit, "--version"], capture_output=True, text=True,
+                              timeout=120, check=False)
         version = parse_version("--version", done.stdout + done.stderr)
     except (OSError, subprocess.TimeoutExpired):
         version = None
@@ -136,7 +139,8 @@ def _home_of(spark_submit: Path) -> Path | None:
 
 
 def _version_in(home: Path) -> tuple[str, str] | None:
-    """(version, the file it was read from) from what `home` holds, cheapest first; None: nothing there says."""
+    """(version, the file it was read from) from what `home` holds, cheapest first; None:
+    nothing there says."""
     for name, kind in (("RELEASE", "RELEASE"), ("version.py", "version.py")):
         path = home / name
         if path.is_file():
@@ -164,5 +168,6 @@ def _checked(spark_submit: str, spark_home: str | None) -> SparkInstall:
 def check_supported(spark_submit: str | None = None) -> SparkInstall:
     """The Spark the job would run on (`spark_submit`, default `spark_submit_binary()`, with $SPARK_HOME), or
     SparkUnsupported (exit 2) naming the version found and those supported. Cached per binary and home: the
-    nightly DAG's prepare task asks once per table (giving the `spark-submit` on PATH: SparkSubmitOperator's)."""
+    nightly DAG's prepare task asks once per table (giving the `spark-submit` on PATH:
+    SparkSubmitOperator's)."""
     return _checked(spark_submit or spark_submit_binary(), os.environ.get("SPARK_HOME") or None)

@@ -6,7 +6,8 @@
                 and the output's rows and fingerprints (computed by the executors)
     verify   -> compare those, re-read a sample outside Spark, the metadata proof, layout rules and GX;
                 mark the output verified (the manifest's digest)
-    commit   -> the verified files unchanged (digest, sizes): one atomic Iceberg `replace` snapshot (as RewriteFiles); record the run
+    commit   -> the verified files unchanged (digest, sizes): one atomic Iceberg `replace` snapshot
+                (as RewriteFiles); record the run
     measure  -> every probe on the snapshot before and the one after, same probes; record the rows
 
 Every step takes the `PreparedRun` (a value, saved as JSON in the run's work directory, so each
@@ -64,7 +65,8 @@ from layout.verify.rules import Finding, VerificationFailed, verify_staged
 from layout.verify.sources import open_staged
 
 __all__ = ["MeasureOutcome", "PreparedRun", "SparkJob", "VerifyOutcome", "abandon", "check_inputs", "commit",
-           "keep_partitions", "live_totals", "measure", "prepare", "record", "run_record", "staged_manifest", "verify"]
+           "keep_partitions", "live_totals", "measure", "prepare", "record", "run_record",
+           "staged_manifest", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +98,8 @@ class MeasureOutcome(Frozen):
     probes: int
     bytes_selected_before: int | None = None  # the owners' probes, summed
     bytes_selected_after: int | None = None
-    by_probe: dict[str, tuple[int, int]] = Field(default_factory=dict)  # probe -> (bytes selected before, after)
+    # probe -> (bytes selected before, after)
+    by_probe: dict[str, tuple[int, int]] = Field(default_factory=dict)
 
 
 class SparkJob(Frozen):
@@ -151,7 +154,8 @@ class PreparedRun(Frozen):
         verb = "would rewrite" if self.dry_run else "rewriting"
         return (f"{self.table}: {verb} {len(self.partitions)} of {self.partitions_checked} partition(s) "
                 f"({', '.join(self.partitions[:6])}{', ...' if len(self.partitions) > 6 else ''}): {groups} "
-                f"group(s), {self.input_bytes} input bytes, in {len(self.jobs)} Spark job(s); run {self.run_id}")
+                f"group(s), {self.input_bytes} input bytes, "
+                f"in {len(self.jobs)} Spark job(s); run {self.run_id}")
 
 
 def prune_work_dirs(table_dir: Path, *, keep_days: float | None = None, now: float | None = None) -> int:
@@ -170,8 +174,9 @@ def prune_work_dirs(table_dir: Path, *, keep_days: float | None = None, now: flo
 
 
 def prepare(
-    config: RunConfig, *, partitions: Sequence[str] | None = None, force: bool = False, trigger: Trigger = "manual",
-    dry_run: bool = False, work_dir: Path | None = None, max_job_bytes: int = MAX_JOB_BYTES,
+    config: RunConfig, *, partitions: Sequence[str] | None = None, force: bool = False,
+    trigger: Trigger = "manual", dry_run: bool = False, work_dir: Path | None = None,
+    max_job_bytes: int = MAX_JOB_BYTES,
 ) -> PreparedRun:
     """Plan the run with `config`'s spec, which the run then carries; unless it is a dry run or there is
     nothing to do, check the inputs and write the plan."""
@@ -190,8 +195,8 @@ def prepare(
     plan_path = work / "plan.json"
     plan_path.write_text(plan.to_json())
     prepared = PreparedRun(
-        table=spec.table, catalog=spec.catalog, config=config, run_id=plan.run_id, trigger=trigger, dry_run=dry_run,
-        started_at=started, work_dir=str(work), plan_path=str(plan_path),
+        table=spec.table, catalog=spec.catalog, config=config, run_id=plan.run_id, trigger=trigger,
+        dry_run=dry_run, started_at=started, work_dir=str(work), plan_path=str(plan_path),
         snapshot_before=snapshot.snapshot_id if snapshot else None, files_before=files_before,
         bytes_before=bytes_before, partitions=tuple(sorted({g.partition for g in plan.groups})),
         partitions_checked=len(plan.partitions), input_bytes=plan.input_bytes,
@@ -207,8 +212,8 @@ def prepare(
         log.info("  %s: %s (%s)", decision.partition or "<unpartitioned>", decision.action,
                  "; ".join(decision.reasons) or "-")
     if len(plan.partitions) > LOGGED_DECISIONS:
-        log.info("  ... and %d more partition(s): `lakesort plan-rewrite %s` lists each with its reasons (and the "
-                 "plan is in %s)", len(plan.partitions) - LOGGED_DECISIONS, spec.table, plan_path)
+        log.info("  ... and %d more partition(s): `lakesort plan-rewrite %s` lists each with its reasons "
+                 "(and the plan is in %s)", len(plan.partitions) - LOGGED_DECISIONS, spec.table, plan_path)
     return prepared
 
 
@@ -223,25 +228,25 @@ def _jobs(plan: RewritePlan, work: Path, max_job_bytes: int) -> tuple[SparkJob, 
         batches[-1].append(group)
         size += group.bytes
     return tuple(
-        SparkJob(job_id=i, group_ids=tuple(g.group_id for g in batch), input_bytes=sum(g.bytes for g in batch),
-                 manifest_path=str(work / f"manifest-{i}.json"))
+        SparkJob(job_id=i, group_ids=tuple(g.group_id for g in batch),
+                 input_bytes=sum(g.bytes for g in batch), manifest_path=str(work / f"manifest-{i}.json"))
         for i, batch in enumerate(batches)
     )
 
 
 def keep_partitions(prepared: PreparedRun, partitions: Sequence[str]) -> PreparedRun:
-    """The run trimmed to `partitions` (the nightly's budget admitted only these), saved over the run before any
-    Spark job is made: its plan's groups of the other partitions dropped, and its jobs with them (each job keeps
-    its groups of these, one left with none goes), so that the jobs, the verify and the commit see only the
-    kept groups. Atomic: the trimmed plan is written to a file of its own, then the run's `run.json` is
+    """The run trimmed to `partitions` (the nightly's budget admitted only these), saved over the run before
+    any Spark job is made: its plan's groups of the other partitions dropped, and its jobs with them (each job
+    keeps its groups of these, one left with none goes), so that the jobs, the verify and the commit see only
+    the kept groups. Atomic: the trimmed plan is written to a file of its own, then the run's `run.json` is
     replaced in one rename by the run pointing at it; a crash leaves the whole run or the trimmed one, never
     jobs naming groups their plan lacks. Raises LakesortError for a partition the run does not rewrite."""
     keep = set(partitions)
     plan = prepared.plan()
     unknown = keep - {g.partition for g in plan.groups}
     if unknown:
-        raise LakesortError(f"{prepared.table} run {prepared.run_id}: partition(s) {', '.join(sorted(unknown))} "
-                            "are not in its plan; nothing trimmed")
+        raise LakesortError(f"{prepared.table} run {prepared.run_id}: partition(s) "
+                            f"{', '.join(sorted(unknown))} are not in its plan; nothing trimmed")
     groups = tuple(g for g in plan.groups if g.partition in keep)
     size = {g.group_id: g.bytes for g in groups}
     jobs = tuple(j.model_copy(update={"group_ids": ids, "input_bytes": sum(size[i] for i in ids)})
@@ -255,9 +260,11 @@ def keep_partitions(prepared: PreparedRun, partitions: Sequence[str]) -> Prepare
 
 
 def _write_beside(like: Path, text: str, *, prefix: str) -> Path:
-    """`text` in a new file of `like`'s directory, with `like`'s permissions (a temporary file's are the owner's
-    only; the Spark driver, or another host's task, may read the run's files as another user)."""
-    with tempfile.NamedTemporaryFile("w", dir=like.parent, prefix=prefix, suffix=".json", delete=False) as out:
+    """`text` in a new file of `like`'s directory, with `like`'s permissions (a temporary file's are the
+    owner's only; the Spark driver, or another host's task, may read the run's files as another user)."""
+    with tempfile.NamedTemporaryFile(
+        "w", dir=like.parent, prefix=prefix, suffix=".json", delete=False
+    ) as out:
         out.write(text)
     os.chmod(out.name, stat.S_IMODE(like.stat().st_mode))
     return Path(out.name)
@@ -270,8 +277,8 @@ def staged_manifest(prepared: PreparedRun) -> StagedManifest:
         path = Path(job.manifest_path)
         if not path.exists():
             raise CommitRefused(f"{prepared.table} run {prepared.run_id}: Spark job {job.job_id} (groups "
-                                f"{list(job.group_ids)}) wrote no manifest at {path}: it failed or never ran; "
-                                "nothing committed, rerun the compaction")
+                                f"{list(job.group_ids)}) wrote no manifest at {path}: it failed or never "
+                                "ran; nothing committed, rerun the compaction")
         parts.append(StagedManifest.from_json(path.read_text()))
     first = parts[0]
     return first.model_copy(update={"groups": tuple(g for p in parts for g in p.groups),
@@ -286,8 +293,10 @@ def check_inputs(plan: RewritePlan) -> RewritePlan:
     Returns the plan with each file the job may read with Spark's own reader marked `spark_native`
     (`layout.compaction.executor.inputs.native_reason`, from the same footer) and its `value_bytes` estimated
     (`layout.compaction.executor.memory`: how much of the input a write task sorts in memory)."""
-    # The plan carries no secrets: an object store's credentials come from the table's load (`layout.storage`).
-    io = load_file_io({**plan.io_properties, **storage.properties_for(plan.table_location)}, plan.metadata_location)
+    # The plan carries no secrets: an object store's credentials come from the table's load
+    # (`layout.storage`).
+    io = load_file_io({**plan.io_properties, **storage.properties_for(plan.table_location)},
+                      plan.metadata_location)
     schema = Schema.model_validate_json(plan.table_schema_json)
     native: set[str] = set()
     values: dict[str, int] = {}
@@ -303,7 +312,8 @@ def check_inputs(plan: RewritePlan) -> RewritePlan:
                 raise ParquetError(f.path, f"cannot read the Parquet footer ({exc})",
                                    hint="the file is corrupt or not Parquet; nothing was rewritten") from exc
             if metadata.num_rows != f.rows:
-                raise ParquetError(f.path, f"the footer holds {metadata.num_rows} rows, the table's manifest {f.rows}",
+                raise ParquetError(f.path, f"the footer holds {metadata.num_rows} rows, "
+                                           f"the table's manifest {f.rows}",
                                    hint="the file changed after it was committed; nothing was rewritten")
             if f.spec_id == plan.partition_spec_id and native_reason(
                     f.path, metadata.schema.to_arrow_schema(), schema) is None:
@@ -331,7 +341,8 @@ def verify(prepared: PreparedRun, *, verifier: Verifier | None = None) -> Verify
         check_staged(manifest, staged_columns(plan))
         table = load_table(prepared.table, prepared.catalog)
         prove_staged(table, plan, manifest)
-        findings = verifier(manifest) if verifier is not None else _verify_layout(table, manifest, prepared.spec)
+        findings = (verifier(manifest) if verifier is not None
+                    else _verify_layout(table, manifest, prepared.spec))
         findings = [*_job_findings(manifest), *(findings or ())]
         outcome = VerifyOutcome(run_id=prepared.run_id, manifest=_digest(manifest), status="passed",
                                 findings=tuple(findings))
@@ -356,15 +367,18 @@ def _already_verified(prepared: PreparedRun) -> VerifyOutcome | None:
 
 
 def _job_findings(manifest: StagedManifest) -> list[Finding]:
-    """What the job noticed in its input and worked around (`StagedManifest.warnings`), as warnings of the run."""
+    """What the job noticed in its input and worked around (`StagedManifest.warnings`),
+    as warnings of the run."""
     findings = []
     for warning in manifest.warnings:
         finding = Finding(
             rule=warning.rule, severity="warning", path=None, row_group=None, column=warning.column,
-            observed=warning.message, intended="every value within its file's lower and upper bounds in the manifests",
-            diagnosis=f"{warning.message}. Readers that prune files by these bounds can skip rows of the files "
-                      "not rewritten; the files this run wrote carry bounds from their own footers. Find the writer "
-                      "of the table's other files and rewrite them (e.g. a lakesort run over their partitions).")
+            observed=warning.message, intended="every value within its file's lower and upper "
+                                               "bounds in the manifests",
+            diagnosis=f"{warning.message}. Readers that prune files by these bounds can skip rows of the "
+                      "files not rewritten; the files this run wrote carry bounds from their own footers. "
+                      "Find the writer of the table's other files and rewrite them (e.g. "
+                      "a lakesort run over their partitions).")
         log.warning("%s: %s", finding.rule, finding.diagnosis)
         findings.append(finding)
     return findings
@@ -393,9 +407,9 @@ def commit(prepared: PreparedRun) -> CommitResult:
     """Commit the verified staged output atomically and record the run; returns the CommitResult.
 
     The `verify` step must have passed for exactly this output (its digest); the commit does not repeat its
-    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg `replace` snapshot. A spec
-    changed since the plan refuses the run (`SpecChanged`, naming the file; the staged files are removed),
-    unless this is a retry of a commit that went through.
+    checks, it confirms the files are unchanged (sizes) and swaps them in one Iceberg `replace` snapshot. A
+    spec changed since the plan refuses the run (`SpecChanged`, naming the file; the staged files are
+    removed), unless this is a retry of a commit that went through.
     """
     with _failure_recorded(prepared, "commit"):
         table = load_table(prepared.table, prepared.catalog)
@@ -410,14 +424,16 @@ def commit(prepared: PreparedRun) -> CommitResult:
         result = commit_rewrite(table, prepared.plan(), manifest)
         files_after, bytes_after = live_totals(table.refresh())
         record(prepared, RunOutcome(
-            status="committed", snapshot_after=result.snapshot_id, files_after=files_after, bytes_after=bytes_after,
-            files_removed=result.files_removed, files_added=result.files_added, bytes_rewritten=result.bytes_removed,
-            rows_rewritten=result.rows, verification="passed", findings=_findings_json(verified.findings)))
+            status="committed", snapshot_after=result.snapshot_id, files_after=files_after,
+            bytes_after=bytes_after, files_removed=result.files_removed, files_added=result.files_added,
+            bytes_rewritten=result.bytes_removed, rows_rewritten=result.rows, verification="passed",
+            findings=_findings_json(verified.findings)))
         return result
 
 
 def _refuse_changed_spec(prepared: PreparedRun, table: Table) -> None:
-    """`check_unchanged` before the commit; a run refused for its spec never commits: its staged files go now."""
+    """`check_unchanged` before the commit; a run refused for its spec never commits:
+    its staged files go now."""
     try:
         check_unchanged(prepared.config, table=prepared.table, run_id=prepared.run_id)
     except SpecChanged:
@@ -426,7 +442,8 @@ def _refuse_changed_spec(prepared: PreparedRun, table: Table) -> None:
 
 
 def measure(prepared: PreparedRun, snapshot_after: int | None = None) -> MeasureOutcome:
-    """Every probe of the run's spec on the snapshot before the run and the one after, with the same probes."""
+    """Every probe of the run's spec on the snapshot before the run and the one after,
+    with the same probes."""
     spec = prepared.spec
     table = load_table(prepared.table, prepared.catalog)
     if snapshot_after is None:
@@ -452,8 +469,8 @@ def abandon(prepared: PreparedRun, reason: str) -> int:
     table = load_table(prepared.table, prepared.catalog)
     done = committed_run(table, prepared.run_id)
     if done is not None:
-        log.warning("%s run %s: %s; the run is already committed as snapshot %s: nothing removed", prepared.table,
-                    prepared.run_id, reason, done.snapshot_id)
+        log.warning("%s run %s: %s; the run is already committed as snapshot %s: nothing removed",
+                    prepared.table, prepared.run_id, reason, done.snapshot_id)
         return 0
     removed = delete_staged(table, prepared.run_id)
     record(prepared, RunOutcome(status="failed", error=reason))

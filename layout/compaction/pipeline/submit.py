@@ -10,9 +10,10 @@ locked environment), not this repository; with `installed` the cluster's image h
 $SPARK_HOME's when it is set, else lakesort's own pyspark (`layout.compaction.pipeline.spark_home`, which
 also refuses a Spark the job does not run on).
 
-When the Spark conf runs openlineage-spark's listener (`spark.extraListeners`), the job's own OpenLineage events
-are given a parent: `lakesort compact`'s run (`layout.lineage`: the parent and root confs, here), or in a DAG
-the `compact` task (the Airflow OpenLineage provider's injection, which SparkSubmitOperator does when asked).
+When the Spark conf runs openlineage-spark's listener (`spark.extraListeners`), the job's own OpenLineage
+events are given a parent: `lakesort compact`'s run (`layout.lineage`: the parent and root confs, here), or in
+a DAG the `compact` task (the Airflow OpenLineage provider's injection,
+which SparkSubmitOperator does when asked).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from layout.settings import settings
 if TYPE_CHECKING:
     from layout.compaction.pipeline.steps import PreparedRun
 
-__all__ = ["BASE_CONF", "JOB", "PROGRESS_CONF", "CompactionFailed", "SparkSubmission", "describe_job", "job_arguments",
-           "layout_zip", "operator_kwargs", "spark_submit_binary", "submit", "with_lineage_parent"]
+__all__ = ["BASE_CONF", "JOB", "PROGRESS_CONF", "CompactionFailed", "SparkSubmission", "describe_job",
+           "job_arguments", "layout_zip", "operator_kwargs", "spark_submit_binary", "submit",
+           "with_lineage_parent"]
 
 log = logging.getLogger(__name__)
 # The job logs its progress through this logger (`jobs/compaction/progress.py`'s LOGGER, the same name);
@@ -69,18 +71,20 @@ class SparkSubmission(Frozen):
     application_args: tuple[str, ...]
     name: str  # the Spark application's name (the UI, the cluster's logs, the mapped task's label)
     conf: dict[str, str]
-    env_vars: dict[str, str]  # PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON: one environment on driver and executors
+    # PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON: one environment on driver and executors
+    env_vars: dict[str, str]
     py_files: str | None = None  # the `layout` zip, unless the cluster has `layout` installed
 
     def operator_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of Airflow's SparkSubmitOperator (mapped: one dict per Spark application)."""
-        kwargs: dict[str, Any] = {"application": self.application, "application_args": list(self.application_args),
-                                  "name": self.name, "conf": dict(self.conf), "env_vars": dict(self.env_vars)}
+        kwargs: dict[str, Any] = {"application": self.application,
+                                  "application_args": list(self.application_args), "name": self.name,
+                                  "conf": dict(self.conf), "env_vars": dict(self.env_vars)}
         if self.py_files:
             kwargs["py_files"] = self.py_files
         if spark_listener_enabled(self.conf):
-            # The provider's own injection (its `spark_inject_parent_job_info`, per operator): the parent is the
-            # Airflow task, the root its DAG run. Without the provider, the operator only logs a warning.
+            # The provider's own injection (its `spark_inject_parent_job_info`, per operator): the parent is
+            # the Airflow task, the root its DAG run. Without the provider, the operator only logs a warning.
             kwargs["openlineage_inject_parent_job_info"] = True
         return kwargs
 
@@ -94,7 +98,8 @@ class SparkSubmission(Frozen):
         return [*cmd, "--name", self.name, self.application, *self.application_args]
 
 
-def job_arguments(plan_path: str | Path, manifest_path: str | Path, groups: Sequence[int] | None = None) -> list[str]:
+def job_arguments(plan_path: str | Path, manifest_path: str | Path,
+                  groups: Sequence[int] | None = None) -> list[str]:
     """The arguments of `jobs/compact.py` for one job (all the plan's groups when `groups` is None)."""
     args = ["--plan", str(plan_path), "--manifest", str(manifest_path)]
     if groups is not None:
@@ -111,7 +116,8 @@ def executor_python() -> str:
 def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Sequence[int] | None, name: str,
                  work_dir: str | Path, conf: Mapping[str, str] | None = None) -> SparkSubmission:
     """The one description of a Spark job; `conf` adds to (and overrides) BASE_CONF and $LAKESORT_SPARK_CONF.
-    The driver's Java options get the class archive's (`layout.compaction.pipeline.class_archive`), when there is one.
+    The driver's Java options get the class archive's
+    (`layout.compaction.pipeline.class_archive`), when there is one.
 
     With LAKESORT_SHIP_LAYOUT=zip the run's `layout.zip` in `work_dir` is built when it is not there yet.
     """
@@ -130,9 +136,9 @@ def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Se
 
 
 def with_lineage_parent(conf: Mapping[str, str] | None, parent: ParentJob) -> Mapping[str, str] | None:
-    """`conf` (a job's extra conf, as `describe_job` takes it) with openlineage-spark's parent and root run confs
-    naming `parent`, when the job's whole conf runs openlineage-spark's listener and names no parent itself (as the
-    Airflow provider's injection does); otherwise `conf` as it is."""
+    """`conf` (a job's extra conf, as `describe_job` takes it) with openlineage-spark's parent and root run
+    confs naming `parent`, when the job's whole conf runs openlineage-spark's listener and names no parent
+    itself (as the Airflow provider's injection does); otherwise `conf` as it is."""
     merged = {**BASE_CONF, **settings().spark_conf, **(conf or {})}
     if not spark_listener_enabled(merged) or any(k.startswith("spark.openlineage.parent") for k in merged):
         return conf
@@ -140,10 +146,11 @@ def with_lineage_parent(conf: Mapping[str, str] | None, parent: ParentJob) -> Ma
 
 
 def operator_kwargs(prepared: PreparedRun) -> list[dict[str, Any]]:
-    """SparkSubmitOperator's arguments for every Spark job of a prepared run (what the DAGs' `compact` maps)."""
+    """SparkSubmitOperator's arguments for every Spark job of a prepared run
+    (what the DAGs' `compact` maps)."""
     if not shutil.which("spark-submit"):
-        log.warning("spark-submit is not on this worker's PATH: the Spark tasks will fail (put the venv's bin "
-                    "directory, %s, or $SPARK_HOME/bin on PATH)", Path(sys.executable).parent)
+        log.warning("spark-submit is not on this worker's PATH: the Spark tasks will fail (put the venv's "
+                    "bin directory, %s, or $SPARK_HOME/bin on PATH)", Path(sys.executable).parent)
     return [describe_job(plan_path=prepared.plan_path, manifest_path=job.manifest_path, groups=job.group_ids,
                          name=f"lakesort-compact {prepared.table} {prepared.run_id} job {job.job_id}",
                          work_dir=prepared.work_dir).operator_kwargs()
@@ -160,7 +167,8 @@ def layout_zip(directory: Path) -> Path:
 
 
 def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
-           conf: Mapping[str, str] | None = None, work_dir: Path, groups: Sequence[int] | None = None) -> None:
+           conf: Mapping[str, str] | None = None, work_dir: Path,
+           groups: Sequence[int] | None = None) -> None:
     """Run the compaction job with spark-submit (as `describe_job` describes it); raise CompactionFailed with
     the log tail on failure."""
     if settings().ship_layout == "zip":
@@ -184,8 +192,8 @@ def _run_relaying(cmd: Sequence[str], out: BinaryIO, *, env: Mapping[str, str]) 
     (`jobs/compaction/progress.py`) also to this process's log: `lakesort compact` shows them on stderr unless
     -q. The Airflow task needs none of this: SparkSubmitOperator logs every line spark-submit prints.
 
-    Through a pipe read by a thread, so that spark-submit is still run by `subprocess.run` (which kills it when
-    this process is interrupted)."""
+    Through a pipe read by a thread, so that spark-submit is still run by `subprocess.run` (which kills it
+    when this process is interrupted)."""
     read_fd, write_fd = os.pipe()
     relay = threading.Thread(target=_relay, args=(os.fdopen(read_fd, "rb"), out), name="spark-submit-output",
                              daemon=True)
@@ -214,8 +222,8 @@ def _relay(stream: BinaryIO, out: BinaryIO) -> None:
 
 
 def progress_message(raw: bytes) -> str | None:
-    """The message of one of the job's progress lines (logged as `<time> INFO lakesort.progress: <message>`), None
-    for any other line."""
+    """The message of one of the job's progress lines (logged as `<time> INFO lakesort.progress: <message>`),
+    None for any other line."""
     _, marker, message = raw.partition(_PROGRESS_MARKER)
     return message.decode("utf-8", errors="replace").strip() if marker else None
 
@@ -223,6 +231,7 @@ def progress_message(raw: bytes) -> str | None:
 def failure_summary(log_text: str) -> str:
     """The lines that say what went wrong (exceptions and their causes), then the log's last lines."""
     lines = log_text.splitlines()
-    causes = [ln.strip() for ln in lines if ("Exception" in ln or "Error" in ln) and not ln.lstrip().startswith("at ")]
+    causes = [ln.strip() for ln in lines
+              if ("Exception" in ln or "Error" in ln) and not ln.lstrip().startswith("at ")]
     seen = list(dict.fromkeys(causes))[:8]
     return "\n".join([*seen, "...", *lines[-10:]])

@@ -93,13 +93,13 @@ def _refusal(iceberg_type: IcebergType) -> tuple[str, str]:
     evolve = "or evolve the schema: add a column of a supported type, backfill it, drop this one"
     later = "; lakesort cannot compact this table yet"
     if kind == "UUIDType":
-        why = ("Spark cannot write Iceberg uuid (FIXED_LEN_BYTE_ARRAY(16)): it has no UUID or fixed-length binary "
-               "type and would write BINARY, which Iceberg does not allow for uuid")
+        why = ("Spark cannot write Iceberg uuid (FIXED_LEN_BYTE_ARRAY(16)): it has no UUID or fixed-length "
+               "binary type and would write BINARY, which Iceberg does not allow for uuid")
         return why + later, f"{_OUT_OF_REGISTRY}, {evolve} (e.g. string)"
     if kind == "FixedType":
         n = len(cast("FixedType", iceberg_type))  # FixedType.__len__: its length in bytes
-        why = (f"Spark cannot write Iceberg fixed[{n}] (FIXED_LEN_BYTE_ARRAY({n})): it has no fixed-length binary "
-               "type and would write BINARY, which Iceberg does not allow for fixed")
+        why = (f"Spark cannot write Iceberg fixed[{n}] (FIXED_LEN_BYTE_ARRAY({n})): it has no fixed-length "
+               "binary type and would write BINARY, which Iceberg does not allow for fixed")
         return why + later, f"{_OUT_OF_REGISTRY}, {evolve} (e.g. binary)"
     if kind == "TimeType":
         why = ("Spark 4.2 cannot read or write Iceberg time (its TIME type is a preview, off by default: "
@@ -112,7 +112,8 @@ def _refusal(iceberg_type: IcebergType) -> tuple[str, str]:
         return why + later, f"{_OUT_OF_REGISTRY}, {evolve} ({micros}, if microseconds suffice)"
     if kind == "UnknownType":
         why = "Iceberg's unknown type (v3, always null) has no Spark type the job could write it back as"
-        return why + later, f"{_OUT_OF_REGISTRY}, or drop the column, or give it a type (ALTER COLUMN ... TYPE)"
+        return why + later, (f"{_OUT_OF_REGISTRY}, or drop the column, or give it a type "
+                             "(ALTER COLUMN ... TYPE)")
     if kind in ("GeometryType", "GeographyType"):
         why = f"Spark 4.2 has no {iceberg_type} type the job could write as Iceberg requires"
         return why + later, f"{_OUT_OF_REGISTRY}, {evolve} (e.g. WKB as binary)"
@@ -128,7 +129,8 @@ class _Column:
     path: str  # dotted, as pyiceberg names it: `s.a`, `l.element`, `m.key`, `m.value.x`
     type: IcebergType
     top_level: bool
-    container: str | None  # the nearest list or map above it (its path), None when reached through structs only
+    # the nearest list or map above it (its path), None when reached through structs only
+    container: str | None
     struct: str | None  # the struct it is a field of (its path), None at the top level
 
 
@@ -154,7 +156,8 @@ def _walk(schema: Schema) -> Iterator[_Column]:
 
 
 def _struct_levels(schema: Schema) -> Iterator[tuple[str | None, list[str]]]:
-    """(the struct's path or None for the top level, its field names) for every level with user-given names."""
+    """(the struct's path or None for the top level,
+    its field names) for every level with user-given names."""
 
     def visit(path: str, field_type: Any) -> Iterator[tuple[str | None, list[str]]]:  # Any: as in `_walk`
         kind = type(field_type).__name__
@@ -195,7 +198,8 @@ class _Checker:
         self.name = spec.table
         self.schema = table.schema()
         self.columns = {c.path: c for c in _walk(self.schema)}
-        self.refused = {p for p, c in self.columns.items() if type(c.type).__name__ not in _PRIMITIVES | _NESTED}
+        self.refused = {p for p, c in self.columns.items()
+                        if type(c.type).__name__ not in _PRIMITIVES | _NESTED}
         self.problems: list[str] = []
         self.probe_problems: list[str] = []  # the probes' (the compaction only warns about them)
 
@@ -226,18 +230,20 @@ class _Checker:
             for name in names:
                 path = prefix + name
                 if "." in name:
-                    self.column_problem(path, f"has a dot in its name `{name}`: Spark reads `{name}` as a field of "
-                                              "a struct (UNRESOLVED_COLUMN) and lakesort names nested fields by "
-                                              "dotted paths. Fix: rename it without the dot (ALTER TABLE ... "
-                                              "RENAME COLUMN)")
+                    self.column_problem(path, f"has a dot in its name `{name}`: Spark reads `{name}` as a "
+                                              "field of a struct (UNRESOLVED_COLUMN) and lakesort names "
+                                              "nested fields by dotted paths. Fix: rename it without the dot "
+                                              "(ALTER TABLE ... RENAME COLUMN)")
                 if struct is None and "`" in name:
                     self.column_problem(path, "has a backtick in its name: Spark cannot parse it as a column "
-                                              "name (INVALID_ATTRIBUTE_NAME_SYNTAX) and the job addresses top-level "
-                                              "columns by name. Fix: rename it without the backtick")
+                                              "name (INVALID_ATTRIBUTE_NAME_SYNTAX) and the job addresses "
+                                              "top-level columns by name. Fix: "
+                                              "rename it without the backtick")
                 if struct is None and name.lower().startswith(RESERVED_PREFIXES):
-                    self.column_problem(path, f"collides with the compaction job's helper columns ({_HELPERS}): "
-                                              "names starting with `lakesort_` or `__lakesort` (any case) are "
-                                              "reserved. Fix: rename the column (ALTER TABLE ... RENAME COLUMN)")
+                    self.column_problem(path, "collides with the compaction job's helper columns "
+                                              f"({_HELPERS}): names starting with `lakesort_` or "
+                                              "`__lakesort` (any case) are reserved. Fix: rename the column "
+                                              "(ALTER TABLE ... RENAME COLUMN)")
             by_fold: dict[str, list[str]] = {}
             for name in names:
                 by_fold.setdefault(name.lower(), []).append(name)
@@ -246,8 +252,8 @@ class _Checker:
                     paths = [prefix + n for n in same]
                     self.problems.append(
                         f"{self.name}: columns {_quoted(paths)} differ only in case {where}: Spark resolves "
-                        "column names case-insensitively and refuses them (COLUMN_ALREADY_EXISTS). Fix: rename "
-                        "all but one of them (ALTER TABLE ... RENAME COLUMN)")
+                        "column names case-insensitively and refuses them (COLUMN_ALREADY_EXISTS). Fix: "
+                        "rename all but one of them (ALTER TABLE ... RENAME COLUMN)")
 
     # -- 3. spec references
 
@@ -256,7 +262,8 @@ class _Checker:
         """Check one column reference; returns the column's path when usable, else records why not."""
         column = self.columns.get(name)
         if column is None:
-            self.key_problem(key, f"`{name}` is not a column of {self.name}{self.suggest(name, top_level)}{origin}")
+            self.key_problem(key, f"`{name}` is not a column of "
+                                  f"{self.name}{self.suggest(name, top_level)}{origin}")
             return None
         if name in self.refused:
             return None  # the type check reports the column itself
@@ -272,7 +279,8 @@ class _Checker:
             return None
         if kind in _NESTED:
             fields = [p for p, c in self.columns.items() if c.struct == name][:5]
-            hint = f" (its fields: {_quoted(fields)})" if kind == "StructType" and not top_level and fields else ""
+            hint = (f" (its fields: {_quoted(fields)})" if kind == "StructType" and not top_level and fields
+                    else "")
             self.key_problem(key, f"`{name}` is {_describe(column)}, not a primitive column: {role} must be "
                                   f"{self.scope(top_level)}{hint}{origin}")
             return None
@@ -282,8 +290,9 @@ class _Checker:
         return name
 
     def earlier(self, name: str) -> str | None:
-        """What became of `name` when an earlier schema of the table had it (newest first): the column its field
-        id has now (renamed), or that the field is gone (dropped). Iceberg tracks columns by field id."""
+        """What became of `name` when an earlier schema of the table had it (newest first): the column its
+        field id has now (renamed), or that the field is gone
+        (dropped). Iceberg tracks columns by field id."""
         for schema in sorted(self.table.schemas().values(), key=lambda s: -s.schema_id):
             try:
                 field = schema.find_field(name)  # case-sensitive, dotted paths for nested fields
@@ -293,8 +302,8 @@ class _Checker:
             if now is not None:
                 return (f": it was renamed to `{now}` (field id {field.field_id}; `{name}` in schema "
                         f"{schema.schema_id}). Fix: name it `{now}` in the spec")
-            return (f": it was dropped from the table (field id {field.field_id}, last in schema {schema.schema_id}). "
-                    "Fix: remove it from the spec")
+            return (f": it was dropped from the table (field id {field.field_id}, last in schema "
+                    f"{schema.schema_id}). Fix: remove it from the spec")
         return None
 
     @staticmethod
@@ -307,7 +316,8 @@ class _Checker:
         if earlier:
             return earlier
         candidates = [p for p, c in self.columns.items()
-                      if (c.top_level if top_level else c.container is None) and type(c.type).__name__ not in _NESTED]
+                      if (c.top_level if top_level else c.container is None)
+                      and type(c.type).__name__ not in _NESTED]
         folded = [p for p in candidates if p.lower() == name.lower()]
         close = folded or difflib.get_close_matches(name, candidates, n=3)
         if close:
@@ -324,17 +334,19 @@ class _Checker:
         text = f"{_ORDERED_TEXT} (the job's curves rank only those)"
         if spec.sort.keys:
             for index, key in enumerate(spec.sort.keys):
-                self.reference(f"sort.keys[{index}].column", key.column, role=role, top_level=True, allowed=allowed,
-                               allowed_text=text)
+                self.reference(f"sort.keys[{index}].column", key.column, role=role, top_level=True,
+                               allowed=allowed, allowed_text=text)
             return
         keys = self.table_sort_keys()
         for index, key in enumerate(keys):
-            self.reference(f"sort.keys[{index}].column", key.column, role=role, top_level=True, allowed=allowed,
-                           allowed_text=text, origin=f" (from the sort order of {self.name}; set sort.keys "
-                                                     "in the spec to sort otherwise)")
+            self.reference(f"sort.keys[{index}].column", key.column, role=role, top_level=True,
+                           allowed=allowed, allowed_text=text,
+                           origin=f" (from the sort order of {self.name}; set sort.keys in the spec to sort "
+                                  "otherwise)")
 
     def table_sort_keys(self) -> Sequence[SortKey]:
-        """The keys of the table's sort order, as `resolve_sort_keys` takes them; its refusals become lines."""
+        """The keys of the table's sort order, as `resolve_sort_keys` takes them;
+        its refusals become lines."""
 
         try:
             return resolve_sort_keys(self.spec, self.table)
@@ -367,7 +379,8 @@ class _Checker:
                 self.reference(f"verify.bloom_filter_columns[{index}]", name, role="bloom filter columns",
                                top_level=True)
         for name in verify.boundary_order or {}:
-            self.reference(f"verify.boundary_order.{name}", name, role="boundary order columns", top_level=False)
+            self.reference(f"verify.boundary_order.{name}", name, role="boundary order columns",
+                           top_level=False)
 
     def keys(self) -> None:
         keys = self.spec.keys
@@ -392,7 +405,8 @@ class _Checker:
             if all(usable.values()):
                 self.literals(key, expr)
             for position, name in enumerate(probe.columns or ()):
-                self.reference(f"probes[{index}].columns[{position}]", name, role="probe columns", top_level=False)
+                self.reference(f"probes[{index}].columns[{position}]", name, role="probe columns",
+                               top_level=False)
 
     def literals(self, key: str, expr: Expr) -> None:
         """Each comparison of the probe bound on its own, so that every literal that does not fit is named."""
@@ -419,9 +433,16 @@ def _kind(iceberg_type: IcebergType) -> Kind | None:
     """The predicate `Kind` of a column as readers see it (pyiceberg's Arrow types)."""
 
     return {
-        "BooleanType": Kind.BOOLEAN, "IntegerType": Kind.INTEGER, "LongType": Kind.INTEGER,
-        "FloatType": Kind.FLOAT, "DoubleType": Kind.FLOAT, "DecimalType": Kind.DECIMAL, "StringType": Kind.STRING,
-        "BinaryType": Kind.BINARY, "DateType": Kind.DATE, "TimestampType": Kind.TIMESTAMP,
+        "BooleanType": Kind.BOOLEAN,
+        "IntegerType": Kind.INTEGER,
+        "LongType": Kind.INTEGER,
+        "FloatType": Kind.FLOAT,
+        "DoubleType": Kind.FLOAT,
+        "DecimalType": Kind.DECIMAL,
+        "StringType": Kind.STRING,
+        "BinaryType": Kind.BINARY,
+        "DateType": Kind.DATE,
+        "TimestampType": Kind.TIMESTAMP,
         "TimestamptzType": Kind.TIMESTAMP_TZ,
     }.get(type(iceberg_type).__name__)
 
@@ -468,9 +489,9 @@ def check_table(table: Table, spec: TableSpec, *, probes: Literal["refuse", "war
 
 
 # The newest table format version lakesort commits to. pyiceberg 0.12 writes neither a v3 table's metadata
-# ("Writing V3 is not yet supported", apache/iceberg-python#1551) nor its manifests (`write_manifest` raises for
-# 3), so a v3 table (deletion vectors in Puffin files, row lineage) could be planned and compacted but never
-# committed: it is refused before Spark starts instead.
+# ("Writing V3 is not yet supported", apache/iceberg-python#1551) nor its manifests (`write_manifest` raises
+# for 3), so a v3 table (deletion vectors in Puffin files, row lineage) could be planned and compacted but
+# never committed: it is refused before Spark starts instead.
 MAX_FORMAT_VERSION = 2
 
 
@@ -480,7 +501,8 @@ def refuse_format_version(table: Table, name: str) -> None:
     if version > MAX_FORMAT_VERSION:
         raise UsageError(
             f"{name}: the table has format version {version}; lakesort commits through pyiceberg "
-            f"{installed('pyiceberg')}, which writes the metadata and manifests of format versions 1 and 2 only "
-            f"(apache/iceberg-python#1551), so a rewrite could never commit. Nothing was done. Compact v{version} tables with Iceberg's own rewrite_data_files, "
-            "or keep the tables lakesort maintains at 'format-version'='2'"
+            f"{installed('pyiceberg')}, which writes the metadata and manifests of format versions 1 and 2 "
+            "only (apache/iceberg-python#1551), so a rewrite could never commit. Nothing was done. Compact "
+            f"v{version} tables with Iceberg's own rewrite_data_files, or keep the tables lakesort maintains "
+            "at 'format-version'='2'"
         )

@@ -124,7 +124,8 @@ def _located(path: str, io: FileIO | None) -> tuple[Any, str]:
 def _shortfall(f: Finding) -> str:
     """A finding in a few words that are the same for every file that has it (the columns come apart)."""
     if f.rule in ("page_index", "bloom_filter"):
-        return f.observed.split(" in ", 1)[0]  # "no column index", "no bloom filter", "column not in the file"
+        # "no column index", "no bloom filter", "column not in the file"
+        return f.observed.split(" in ", 1)[0]
     if f.rule == "boundary_order":
         return f"pages {f.observed}, not {f.intended}"
     if f.rule == "row_group_order":
@@ -149,16 +150,19 @@ def adopt(data: Sequence[RunFile], candidates: Sequence[RunFile], spec: TableSpe
     by_commit: dict[int, list[RunFile]] = {}
     for f in candidates:
         if f.lo is None or f.hi is None:
-            rejected[f.path] = (f"no manifest bounds of `{first_key}` (its place among sorted runs is unknown)",)
+            rejected[f.path] = ((f"no manifest bounds of `{first_key}` (its place among sorted runs is "
+                                 "unknown)"),)
         elif many_small and f.size < small_size:
-            why = f"a size under small_file_size ({spec.small_file_size} bytes), like {len(small)} file(s) of the partition"
+            why = (f"a size under small_file_size ({spec.small_file_size} bytes), "
+                   f"like {len(small)} file(s) of the partition")
             rejected[f.path] = (why,)
         else:
             by_commit.setdefault(f.snapshot_id, []).append(f)
     runs: list[tuple[str, list[RunFile]]] = []
     for snapshot_id, files in sorted(by_commit.items(), key=lambda kv: max(f.sequence_number for f in kv[1])):
         if overlap_depth((f.lo, f.hi) for f in files) > 1:
-            why = f"files overlapping in `{first_key}` within one commit (snapshot {snapshot_id}): no sorted run"
+            why = (f"files overlapping in `{first_key}` within one commit (snapshot "
+                   f"{snapshot_id}): no sorted run")
             rejected.update({f.path: (why,) for f in files})
         elif runs and overlap_depth((f.lo, f.hi) for f in [*runs[-1][1], *files]) <= 1:
             runs[-1][1].extend(files)

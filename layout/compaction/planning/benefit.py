@@ -11,8 +11,8 @@ The prediction, from the first source that has one (`Candidate.source`):
 2. ``advisor``: the last advice (`lakesort advise`, `lakesort.advice`): the probes' bytes in the current
    layout less those predicted for the spec's layout, per byte of the table, times tonight's bytes.
 3. ``measurement``: the newest measurement of the owner probes (an on-demand one: `lakesort_report`, `lakesort
-   measure`): what each reads beyond a table perfectly clustered for it (`bytes_clustered`, else the page-level
-   `bytes_ideal`), per byte of the table, times tonight's bytes.
+   measure`): what each reads beyond a table perfectly clustered for it (`bytes_clustered`, else the
+   page-level `bytes_ideal`), per byte of the table, times tonight's bytes.
 4. ``fallback`` (a new table: nothing measured, nothing advised): the plan's input bytes that are not yet a
    sorted run of the table's layout (files other writers wrote, or written under another layout), as if one
    probe of weight 1 read them all and a sort let it skip them: an optimistic guess, in the same unit as the
@@ -76,7 +76,8 @@ class ProbeReading(Frozen):
 
 
 class AdvisedLayouts(Frozen):
-    """The last advice of a table (`lakesort.advice`): per probe, the bytes read now and in the spec's layout."""
+    """The last advice of a table (`lakesort.advice`): per probe,
+    the bytes read now and in the spec's layout."""
 
     run_id: str
     advised_at: dt.datetime
@@ -96,8 +97,9 @@ class AdvisedLayouts(Frozen):
         spec = next((r for r in run if r["origin"] == "spec" and r["strategy"] != "current"), None)
         if current is None or spec is None:
             return None
-        return cls(run_id=newest["run_id"], advised_at=newest["advised_at"], table_bytes=newest["table_bytes"],
-                   current=json.loads(current["predicted_bytes"]), spec=json.loads(spec["predicted_bytes"]))
+        return cls(run_id=newest["run_id"], advised_at=newest["advised_at"],
+                   table_bytes=newest["table_bytes"], current=json.loads(current["predicted_bytes"]),
+                   spec=json.loads(spec["predicted_bytes"]))
 
 
 class History(Frozen):
@@ -120,7 +122,8 @@ def shares(plan: RewritePlan, benefit_bytes: float) -> tuple[PartitionShare, ...
     unsorted: dict[str, int] = {}
     for g in plan.groups:
         cost[g.partition] = cost.get(g.partition, 0) + g.bytes
-        unsorted[g.partition] = unsorted.get(g.partition, 0) + sum(f.size for f in g.inputs if f.sorted_run is None)
+        unsorted[g.partition] = (unsorted.get(g.partition, 0)
+                                 + sum(f.size for f in g.inputs if f.sorted_run is None))
     weight = unsorted if sum(unsorted.values()) > 0 else cost
     total = sum(weight.values())
     return tuple(PartitionShare(partition=p, cost_bytes=c,
@@ -129,8 +132,8 @@ def shares(plan: RewritePlan, benefit_bytes: float) -> tuple[PartitionShare, ...
 
 
 def nights_deferred(history: History, *, tonight: dt.date) -> int:
-    """The nights before `tonight` (UTC dates of the runs' starts) on which the budget deferred the table, whole
-    or in part, counted back from the newest until a night when its run had its turn without a deferral
+    """The nights before `tonight` (UTC dates of the runs' starts) on which the budget deferred the table,
+    whole or in part, counted back from the newest until a night when its run had its turn without a deferral
     (committed, failed or nothing to do; dry runs do not count). Nights without a row (the nightly did not
     plan the table) neither count nor break the run."""
     nights: dict[dt.date, set[str]] = {}
@@ -187,11 +190,12 @@ def _measured(history: History, weights: Mapping[str, float]) -> tuple[float, st
     total = max((r.bytes_total for r in newest.values()), default=0)
     if total <= 0:
         return None
-    ideal = {p: r.bytes_clustered if r.bytes_clustered is not None else r.bytes_ideal for p, r in newest.items()}
+    ideal = {p: r.bytes_clustered if r.bytes_clustered is not None else r.bytes_ideal
+             for p, r in newest.items()}
     saved = _weighted({p: r.bytes_selected - ideal[p] for p, r in newest.items()}, weights)
     when = max(r.measured_at for r in newest.values())
-    return (saved / total, (f"measured {when:%Y-%m-%d %H:%M}: the probes read {saved:.0f} weighted bytes beyond "
-                           f"a perfectly clustered {total} B table"))
+    return (saved / total, (f"measured {when:%Y-%m-%d %H:%M}: the probes read {saved:.0f} weighted bytes "
+                           f"beyond a perfectly clustered {total} B table"))
 
 
 def predict(plan: RewritePlan, *, weights: Mapping[str, float], history: History,
@@ -208,11 +212,11 @@ def predict(plan: RewritePlan, *, weights: Mapping[str, float], history: History
     for source, found in sources:
         if found is not None:
             per_byte, detail = found
-            return Candidate(table=plan.table, partitions=parts, benefit_bytes=per_byte * cost, cost_bytes=cost,
-                             source=source, detail=detail, shares=shares(plan, per_byte * cost),
-                             nights_deferred=nights)
+            return Candidate(table=plan.table, partitions=parts, benefit_bytes=per_byte * cost,
+                             cost_bytes=cost, source=source, detail=detail,
+                             shares=shares(plan, per_byte * cost), nights_deferred=nights)
     unsorted = unsorted_bytes(plan)
     return Candidate(table=plan.table, partitions=parts, benefit_bytes=float(unsorted), cost_bytes=cost,
-                     source="fallback", detail=f"nothing measured or advised: {unsorted} B of the input are not "
-                                               "sorted runs yet", shares=shares(plan, float(unsorted)),
+                     source="fallback", detail=f"nothing measured or advised: {unsorted} B of the input are "
+                                               "not sorted runs yet", shares=shares(plan, float(unsorted)),
                      nights_deferred=nights)

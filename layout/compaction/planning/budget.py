@@ -1,5 +1,5 @@
-"""A night's budget spent where it pays most: the planned runs ranked by predicted benefit over predicted cost,
-and admitted in that order while the budget lasts; of a run that does not fit whole, its most valuable
+"""A night's budget spent where it pays most: the planned runs ranked by predicted benefit over predicted
+cost, and admitted in that order while the budget lasts; of a run that does not fit whole, its most valuable
 partitions that do. Pure: the predictions come in (`benefit`), the decisions go out; nothing is read or
 written here.
 
@@ -82,7 +82,8 @@ class Candidate(Frozen):
     cost_bytes: Annotated[int, Field(ge=0)]  # the input bytes the run rewrites
     source: PredictionSource
     detail: str = ""  # how the prediction was made, for the log and the report
-    # Per partition of the run (their costs add up to the run's); none: the run is admitted whole or not at all.
+    # Per partition of the run (their costs add up to the run's); none:
+    # the run is admitted whole or not at all.
     shares: tuple[PartitionShare, ...] = ()
     nights_deferred: Annotated[int, Field(ge=0)] = 0  # nights in a row the budget deferred this table
 
@@ -92,7 +93,8 @@ class Candidate(Frozen):
         if len(set(names)) != len(names):
             raise ValueError(f"{self.table}: a partition has two shares")
         if self.shares and sum(s.cost_bytes for s in self.shares) != self.cost_bytes:
-            raise ValueError(f"{self.table}: the partitions' costs do not add up to the run's {self.cost_bytes} B")
+            raise ValueError(f"{self.table}: the partitions' costs do not add up to the "
+                             f"run's {self.cost_bytes} B")
         return self
 
     @property
@@ -172,8 +174,8 @@ def ranked(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 
 def ranked_shares(candidate: Candidate) -> list[PartitionShare]:
-    """A run's partitions, most benefit per byte first; ties: larger benefit, smaller cost, partition name (the
-    table's ageing multiplies every partition's alike, so it does not change their order)."""
+    """A run's partitions, most benefit per byte first; ties: larger benefit, smaller cost, partition name
+    (the table's ageing multiplies every partition's alike, so it does not change their order)."""
     return sorted(candidate.shares, key=lambda s: (-s.ratio, -s.benefit_bytes, s.cost_bytes, s.partition))
 
 
@@ -190,8 +192,8 @@ def _trim(candidate: Candidate, left: int) -> tuple[int, tuple[str, ...]] | None
 
 
 def decide(candidates: Sequence[Candidate], *, budget_bytes: int | None) -> list[BudgetDecision]:
-    """Every candidate's decision, in rank order (module docstring: the rules). `budget_bytes` None: unlimited.
-    Two candidates of one table are refused (a table has one run a night)."""
+    """Every candidate's decision, in rank order (module docstring: the rules). `budget_bytes` None:
+    unlimited. Two candidates of one table are refused (a table has one run a night)."""
     seen: set[str] = set()
     for c in candidates:
         if c.table in seen:
@@ -217,10 +219,11 @@ def decide(candidates: Sequence[Candidate], *, budget_bytes: int | None) -> list
             elif not with_benefit:
                 outcome[c.table] = ("deferred", NO_BENEFIT, 0, ())
             else:
-                outcome[c.table] = ("deferred", LARGER_THAN_BUDGET if c.cost_bytes > budget_bytes else OVER_BUDGET,
-                                    0, ())
+                outcome[c.table] = ("deferred",
+                                    LARGER_THAN_BUDGET if c.cost_bytes > budget_bytes else OVER_BUDGET, 0, ())
     if not any(o[0] == "ran" for o in outcome.values()):
-        alone = next((c for c in order if c.benefit_bytes > 0 and outcome[c.table][1] == LARGER_THAN_BUDGET), None)
+        alone = next((c for c in order if c.benefit_bytes > 0 and outcome[c.table][1] == LARGER_THAN_BUDGET),
+                     None)
         if alone is not None:
             outcome[alone.table] = ("ran", ALONE, alone.cost_bytes, ())
     decisions, running = [], 0

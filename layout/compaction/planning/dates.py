@@ -60,7 +60,8 @@ def date_range(date_from: str | dt.date | None, date_to: str | dt.date | None, *
         raise UsageError(f"give either {parts} or a date range ({start}/{end}), not both")
     if bool(date_from) != bool(date_to):
         missing = end if date_from else start
-        raise UsageError(f"a date range needs both {start} and {end}: add {missing} (the range includes both days)")
+        raise UsageError(f"a date range needs both {start} and {end}: "
+                         f"add {missing} (the range includes both days)")
     if not date_from or not date_to:
         return None
     first, last = _day(date_from, start), _day(date_to, end)
@@ -87,8 +88,8 @@ def partitions_for_dates(spec: TableSpec, *, dates: DateRange) -> list[str]:
     dated = isinstance(field.transform, TimeTransform | IdentityTransform) and isinstance(
         source, DateType | TimestampType | TimestamptzType)
     if not dated:
-        raise UsageError(f"{spec.table} is partitioned by {field.transform} of a {source} column: a date range "
-                         "maps onto date partitions only; give the partitions instead")
+        raise UsageError(f"{spec.table} is partitioned by {field.transform} of a {source} column: a date "
+                         "range maps onto date partitions only; give the partitions instead")
     transform = field.transform.transform(source)
     step = dt.timedelta(hours=1) if isinstance(field.transform, HourTransform) else dt.timedelta(days=1)
     moment = dt.datetime.combine(dates.first, dt.time())

@@ -1,4 +1,5 @@
-"""Merge-on-read inputs in the rewrite plan: which data files their deletes condemn, and the deletes a group applies.
+"""Merge-on-read inputs in the rewrite plan: which data files their deletes condemn,
+and the deletes a group applies.
 
 Iceberg's own rewrite judges a data file by its deletes (`delete-file-threshold`, `delete-ratio-threshold`);
 lakesort's planner asks `past_thresholds` the same, with the spec's `delete_file_threshold` and
@@ -53,7 +54,8 @@ def past_thresholds(data: Sequence[_Data], deletes: Mapping[str, tuple[DeleteFil
         return None
     parts = []
     if by_count:
-        parts.append(f"{len(by_count)} with at least {spec.delete_file_threshold} delete files (delete_file_threshold)")
+        parts.append(f"{len(by_count)} with at least {spec.delete_file_threshold} delete files "
+                     "(delete_file_threshold)")
     if by_ratio:
         parts.append(f"{len(by_ratio)} with at least {spec.delete_ratio_threshold:g} of their rows deleted "
                      "(delete_ratio_threshold)")
@@ -63,22 +65,24 @@ def past_thresholds(data: Sequence[_Data], deletes: Mapping[str, tuple[DeleteFil
     return reason, by_count | by_ratio
 
 
-def unappliable(table: Table, chosen: Sequence[_Data], deletes: Mapping[str, tuple[DeleteFile, ...]]) -> str | None:
+def unappliable(table: Table, chosen: Sequence[_Data],
+                deletes: Mapping[str, tuple[DeleteFile, ...]]) -> str | None:
     """Why the delete files that apply to the chosen files cannot be applied by the job (None: they can)."""
     schema = table.schema()
     for e in chosen:
         for d in deletes.get(e.path, ()):
             for field_id in d.equality_ids:
                 if equality_column(schema, field_id) is None:
-                    return (f"equality delete file {d.path} compares field id {field_id}, which the table's current "
-                            "schema has not as a column lakesort can compare (dropped, or inside a list or map); "
-                            f"nothing rewritten here: apply it with Iceberg's rewrite_data_files (file {e.path})")
+                    return (f"equality delete file {d.path} compares field id {field_id}, which the table's "
+                            "current schema has not as a column lakesort can compare (dropped, or inside a "
+                            "list or map); nothing rewritten here: apply it with Iceberg's "
+                            f"rewrite_data_files (file {e.path})")
     return None
 
 
 def equality_column(schema: Schema, field_id: int) -> str | None:
-    """The dotted column path of an equality field as the current schema names it; None when the schema lacks it
-    or it lies inside a list or map (Iceberg allows neither)."""
+    """The dotted column path of an equality field as the current schema names it; None when the schema lacks
+    it or it lies inside a list or map (Iceberg allows neither)."""
     name = schema.find_column_name(field_id)
     if name is None or not schema.find_field(field_id).field_type.is_primitive:
         return None
@@ -97,9 +101,9 @@ def delete_inputs(members: Sequence[_Data], deletes: Mapping[str, tuple[DeleteFi
         return ()
     schema = table.schema() if table is not None else None
     return tuple(
-        DeleteInput(path=d.path, kind=d.kind, size=d.size, rows=d.record_count, sequence_number=d.sequence_number,
-                    spec_id=d.spec_id, partition_key=str(d.partition), unpartitioned=d.is_global,
-                    equality_ids=d.equality_ids,
+        DeleteInput(path=d.path, kind=d.kind, size=d.size, rows=d.record_count,
+                    sequence_number=d.sequence_number, spec_id=d.spec_id, partition_key=str(d.partition),
+                    unpartitioned=d.is_global, equality_ids=d.equality_ids,
                     equality_columns=tuple(equality_column(schema, i) or "" for i in d.equality_ids)
                     if schema is not None else ())
         for d in sorted(found.values(), key=lambda d: (d.sequence_number, d.path))

@@ -6,9 +6,10 @@ there are skipped below) the planner reads the manifest entries (no data files) 
 - refuse: delete files apply to the files to rewrite and cannot be applied (an equality delete on a column the
   table no longer has, or inside a list or map);
 - rewrite, with reasons: forced; data files carrying deletes past `delete_file_threshold` or
-  `delete_ratio_threshold` (merge-on-read tables: the rewrite applies them, `layout.read.deletes` says which); at least `min_small_files` files under `small_file_size`; files not
-  written by lakesort under this spec that fall short of it (each shortfall named); sorted runs overlapping
-  in the first sort key (the maximum overlap depth is reported);
+  `delete_ratio_threshold` (merge-on-read tables: the rewrite applies them, `layout.read.deletes` says which);
+  at least `min_small_files` files under `small_file_size`; files not written by lakesort under this spec that
+  fall short of it (each shortfall named); sorted runs overlapping in the first sort key (the maximum overlap
+  depth is reported);
 - skip: already compacted under the same spec and unchanged since, so reruns do nothing.
 
 Files of other writers that already meet the spec (sorted, sized, with the page indexes and bloom filters it
@@ -16,12 +17,12 @@ asks for, by their footers and manifest bounds) are adopted as they are, each fo
 run (`layout.compaction.planning.adoption`): the only reads beyond the manifests are those footers, once per
 file.
 
-Linear, unkeyed tables keep sorted runs (`layout.compaction.planning.sorted_runs`): a nightly rewrite sorts only
-the files that are no run yet (other writers' appends, files of another spec) into a new run of its own
+Linear, unkeyed tables keep sorted runs (`layout.compaction.planning.sorted_runs`): a nightly rewrite sorts
+only the files that are no run yet (other writers' appends, files of another spec) into a new run of its own
 while the partition holds fewer than `max_sorted_runs`, and once every slot is taken merged with the
-smallest runs (`runs_to_merge`). Keyed tables (one row per key needs every overlapping file merged), z-ordered tables
-and `max_sorted_runs: 1` rewrite every file whose key range overlaps a new or small file instead, so the
-partition is one run again. The chosen files are packed into groups of at most `max_group_size` input
+smallest runs (`runs_to_merge`). Keyed tables (one row per key needs every overlapping file merged), z-ordered
+tables and `max_sorted_runs: 1` rewrite every file whose key range overlaps a new or small file instead, so
+the partition is one run again. The chosen files are packed into groups of at most `max_group_size` input
 bytes, never splitting a set of overlapping files. The plan is a frozen, JSON-serialisable value: the
 Spark job and the commit step read it.
 """
@@ -124,12 +125,16 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[li
             if df.content != DataFileContent.DATA:
                 df.spec_id = spec.spec_id
                 deletes.append(delete_file_of(df, sequence_number=entry.sequence_number or 0,
-                                              partition=partitioning.encode(df.partition, spec, schema), spec=spec))
+                                              partition=partitioning.encode(df.partition, spec, schema),
+                                              spec=spec))
                 continue
             label = spec.partition_to_path(df.partition, schema) if spec.fields else ""
             if spec.spec_id != current:
                 label = f"spec-{spec.spec_id}/{label}"
-            lo, hi = (df.lower_bounds or {}).get(key_field.field_id), (df.upper_bounds or {}).get(key_field.field_id)
+            lo, hi = (
+                (df.lower_bounds or {}).get(key_field.field_id),
+                (df.upper_bounds or {}).get(key_field.field_id),
+            )
             out.append(_Entry(
                 path=df.file_path, size=df.file_size_in_bytes, rows=df.record_count, content=int(df.content),
                 # A manifest entry's snapshot id, inherited from its manifest when read (validated here).
@@ -243,8 +248,8 @@ def plan_rewrite(
     decisions: list[PartitionDecision] = []
     groups: list[RewriteGroup] = []
     for label in candidates:
-        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash, verdicts,
-                                   deletes=deletes)
+        decision, chosen = _decide(label, by_partition[label], ours, spec, force, first, layout_hash,
+                                   verdicts, deletes=deletes)
         if decision.action == "rewrite":
             refusal = unappliable(table, chosen, deletes)
             if refusal is not None:
@@ -257,19 +262,21 @@ def plan_rewrite(
     plan = RewritePlan(
         run_id=run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}",
         table=spec.table, catalog=spec.catalog, table_location=table.location(),
-        metadata_location=table.metadata_location, io_properties=shareable_io_properties(dict(table.io.properties)),
+        metadata_location=table.metadata_location,
+        io_properties=shareable_io_properties(dict(table.io.properties)),
         partition_spec_id=table.spec().spec_id,
         snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=layout_hash,
         strategy=spec.sort.strategy if spec.sort else "linear",
         sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
         target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),
-        keys=MergeRuleModel(columns=tuple(spec.keys.columns), sequence=spec.keys.sequence, merge=spec.keys.merge)
-        if spec.keys else None,
+        keys=MergeRuleModel(columns=tuple(spec.keys.columns), sequence=spec.keys.sequence,
+                            merge=spec.keys.merge) if spec.keys else None,
         table_schema_json=table.schema().model_dump_json(), forced=force, created_at=time.time(),
         partitions=tuple(decisions), groups=tuple(groups),
     )
     counts = {a: sum(d.action == a for d in decisions) for a in ("rewrite", "skip", "refuse")}
-    log.info("planned %s: %d partition(s) to rewrite in %d group(s) (%d bytes), %d skipped, %d refused, in %.2fs",
+    log.info("planned %s: %d partition(s) to rewrite in %d group(s) (%d bytes), "
+             "%d skipped, %d refused, in %.2fs",
              spec.table, counts["rewrite"], len(groups), plan.input_bytes, counts["skip"], counts["refuse"],
              time.perf_counter() - started)
     return plan
@@ -290,7 +297,8 @@ def _candidate_partitions(by_partition: dict[str, list[_Entry]], asked: Sequence
 
 def _check_foreign(
     table: Table, spec: TableSpec, keys: Sequence[Any], by_partition: dict[str, list[_Entry]],
-    candidates: Sequence[str], ours: dict[int, dict[str, str]], layout_hash: str, record: AdoptionRecord | None,
+    candidates: Sequence[str], ours: dict[int, dict[str, str]], layout_hash: str,
+    record: AdoptionRecord | None,
 ) -> dict[str, tuple[str, ...]]:
     """Each foreign data file of the candidate partitions -> its shortfalls against the spec's per-file rules
     (empty: it passes), from the record or its footer (`adoption.check_files`). Files under an older partition
@@ -306,7 +314,8 @@ def _check_foreign(
     sizes = {e.path: e.size for entries in by_partition.values() for e in entries}
     record.update({p: sizes[p] for p, shortfalls in fresh.items() if not shortfalls}, sizes)
     if foreign:
-        log.info("%s: %d file(s) of other writers: %d passed before, %d footer(s) read in %.2fs, %d of them pass",
+        log.info("%s: %d file(s) of other writers: %d passed before, %d footer(s) "
+                 "read in %.2fs, %d of them pass",
                  spec.table, len(foreign), len(verdicts), len(fresh), time.perf_counter() - started,
                  sum(not s for s in fresh.values()))
     return {**verdicts, **fresh}
@@ -337,8 +346,8 @@ def _decide(
     facts: dict[str, Any] = {
         "partition": label, "files": len(data), "bytes": sum(e.size for e in data),
         "rows": sum(e.rows for e in data), "small_files": len(small), "foreign_files": len(foreign),
-        "overlap_depth": depth, "delete_files": len(applied), "delete_rows": sum(d.record_count for d in applied.values()),
-        "adopted_files": len(adopted),
+        "overlap_depth": depth, "delete_files": len(applied),
+        "delete_rows": sum(d.record_count for d in applied.values()), "adopted_files": len(adopted),
     }
     if not data:
         return PartitionDecision(action="skip", reasons=("no data files",), **facts), []
@@ -377,7 +386,8 @@ def _decide(
         reasons.append(f"{len(small)} small file(s) under {spec.small_file_size} bytes")
         chosen |= {e.path for e in small}
     if not reasons or not chosen:
-        return PartitionDecision(action="skip", reasons=(_skip_reason(layout_hash, len(adopted)),), **facts), []
+        return (PartitionDecision(action="skip", reasons=(_skip_reason(layout_hash, len(adopted)),), **facts),
+                [])
     # Whatever overlaps a chosen file is rewritten with it, so the outputs' runs are disjoint again.
     picked = [e for comp in _components(data) if any(e.path in chosen for e in comp) for e in comp]
     return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), picked
@@ -399,7 +409,8 @@ def _stamp(entry: _Entry, ours: dict[int, dict[str, str]]) -> tuple[str | None, 
     return stamp_of(entry.path) or (None, None)
 
 
-def _full_merge_due(runs: Sequence[SortedRun], ours: dict[int, dict[str, str]], spec: TableSpec) -> str | None:
+def _full_merge_due(runs: Sequence[SortedRun], ours: dict[int, dict[str, str]],
+                    spec: TableSpec) -> str | None:
     """The reason to merge every run of the partition (`full_compaction_every`): the oldest run written since
     the last full merge (the second oldest run: the oldest is what that merge wrote) is that old."""
     if spec.full_compaction_every is None or len(runs) < 2:
@@ -453,18 +464,20 @@ def _decide_runs(
         merged = len(runs)
     elif merged:
         reasons.append(f"merging the smallest {merged} of {len(runs)} sorted run(s) into the new run "
-                       f"({sum(r.bytes for r in runs[:merged])} bytes): at most {spec.max_sorted_runs} per partition, "
-                       "once every slot is taken")
+                       f"({sum(r.bytes for r in runs[:merged])} bytes): at most {spec.max_sorted_runs} per "
+                       "partition, once every slot is taken")
     chosen = new | {f.path for r in runs[:merged] for f in r.files}
     if not chosen:
         return PartitionDecision(action="skip", reasons=(_skip_reason(layout_hash, len(adopted or {})),),
                                  **facts), []
-    return PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts), [e for e in data if e.path in chosen]
+    return (PartitionDecision(action="rewrite", reasons=tuple(reasons), **facts),
+            [e for e in data if e.path in chosen])
 
 
 def _runs_of(files: Sequence[_Entry], ours: dict[int, dict[str, str]], layout_hash: str) -> dict[str, str]:
     """Per file lakesort wrote under this layout (so sorted by its keys), the run that wrote it."""
-    return {e.path: run for e in files for run, written in [_stamp(e, ours)] if run and written == layout_hash}
+    return {e.path: run for e in files for run, written in [_stamp(e, ours)]
+            if run and written == layout_hash}
 
 
 def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[str], start: int,
@@ -489,9 +502,10 @@ def _pack(label: str, files: list[_Entry], spec: TableSpec, reasons: Sequence[st
         total = sum(e.size for e in members)
         out.append(RewriteGroup(
             group_id=start + i, partition=label,
-            inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo), hi=_jsonable(e.hi),
-                                   ranges=e.ranges, spec_id=e.spec_id, partition_key=e.partition_key,
-                                   sequence_number=e.sequence_number, sorted_run=runs.get(e.path))
+            inputs=tuple(InputFile(path=e.path, size=e.size, rows=e.rows, lo=_jsonable(e.lo),
+                                   hi=_jsonable(e.hi), ranges=e.ranges, spec_id=e.spec_id,
+                                   partition_key=e.partition_key, sequence_number=e.sequence_number,
+                                   sorted_run=runs.get(e.path))
                    for e in members),
             output_files=max(1, math.ceil(total / spec.target_file_size)), reasons=tuple(reasons),
             deletes=delete_inputs(members, deletes, table),

@@ -60,7 +60,8 @@ MERGE_GROWTH = 2.0
 
 
 class RunFile(Protocol):
-    """What the planner knows of a data file from the manifests: its first sort key's bounds and its commit."""
+    """What the planner knows of a data file from the manifests:
+    its first sort key's bounds and its commit."""
 
     # Read-only: the planner's entries are frozen models.
     @property
@@ -111,7 +112,8 @@ def sorted_runs(files: Iterable[RunFile], run_of: Mapping[str, str | None]) -> l
         run = run_of.get(f.path)
         if run is not None:
             by_run.setdefault(run, []).append(f)
-    runs = [SortedRun(run_id, tuple(sorted(members, key=lambda f: f.path))) for run_id, members in by_run.items()]
+    runs = [SortedRun(run_id, tuple(sorted(members, key=lambda f: f.path)))
+            for run_id, members in by_run.items()]
     return sorted(runs, key=lambda r: (-r.sequence, r.run_id))
 
 
@@ -120,7 +122,8 @@ def merge_order(runs: Iterable[SortedRun]) -> list[SortedRun]:
     return sorted(runs, key=SortedRun.merge_key)
 
 
-def runs_to_merge(new_bytes: int, runs: Sequence[SortedRun], max_runs: int, growth: float = MERGE_GROWTH) -> int:
+def runs_to_merge(new_bytes: int, runs: Sequence[SortedRun], max_runs: int,
+                  growth: float = MERGE_GROWTH) -> int:
     """How many runs to merge with the new files (`new_bytes` of them): the first that many of
     `merge_order(runs)` (the smallest), so that the partition then holds at most `max_runs` runs. Nothing
     while a slot is free; with nothing new, runs are merged only when there are too many (and then at least
