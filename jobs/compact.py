@@ -3,18 +3,18 @@
 For the groups of the rewrite plan, in one Spark application and parallel in every stage: read exactly
 the planned input files as Iceberg defines their rows (Spark's own reader for files whose columns match
 the schema by name, field id and type; pyiceberg's reader in the executors for the others:
-`layout.compaction.executor.inputs`), tag each row with its group and the partition of the table's current spec,
-apply the merge rule for keyed tables, and in a pass over the sort and partition columns count rows and
+`layout.compaction.executor.inputs`), tag each row with its group and the partition of the table's current
+spec, apply the merge rule for keyed tables, and in a pass over the sort and partition columns count rows and
 sample the sort key. File boundaries are the sample's quantiles; a file is cut into slots (a large file
-into several pieces, `layout.compaction.executor.slots`) and each row goes to the task of its slot (the pass that
-reads every column for that shuffle fingerprints the input; small files' slots share a task), which sorts it
-(linear: by one long prefix of several keys where their types allow, `layout.compaction.executor.sort_prefix`; or a
-z-order or Hilbert curve over the keys' quantile ranks) and writes Parquet with the spec's writer settings
-and Iceberg field ids to a staging directory under the table's location; a file written in pieces is then
-stitched from their row groups (`layout.parquet.stitch`). Then the staged files are read back
-from storage and fingerprinted file by file. The manifest records it all, with each output file's
-partition values; verify (outside Spark) compares the figures, proves the output against Iceberg's own
-metadata and checks the layout before anything is committed.
+into several pieces, `layout.compaction.executor.slots`) and each row goes to the task of its slot (the pass
+that reads every column for that shuffle fingerprints the input; small files' slots share a task), which sorts
+it (linear: by one long prefix of several keys where their types allow,
+`layout.compaction.executor.sort_prefix`; or a z-order or Hilbert curve over the keys' quantile ranks) and
+writes Parquet with the spec's writer settings and Iceberg field ids to a staging directory under the table's
+location; a file written in pieces is then stitched from their row groups (`layout.parquet.stitch`). Then the
+staged files are read back from storage and fingerprinted file by file. The manifest records it all, with each
+output file's partition values; verify (outside Spark) compares the figures, proves the output against
+Iceberg's own metadata and checks the layout before anything is committed.
 """
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ def prefer_installed() -> list[str]:
 
 def spark_zips_to_drop(path: list[str],
                        installed: Callable[[str, list[str]], tuple[str, str] | None]) -> list[str]:
-    """The entries of `path` that are Spark's zips of pyspark or py4j with the same code installed as a package:
+    """The entries of `path` that are Spark's zips of pyspark or py4j with the same code
+    installed as a package:
     pyspark.zip under the installed pyspark's own directory (so $SPARK_HOME is that package), and py4j's
     `py4j-<version>-src.zip` where the installed py4j has that version. `installed(name, rest)` gives the
     package's directory and version as found on `rest` (the path without the zips), or None."""

@@ -11,7 +11,8 @@ RANK = "__lakesort_rank"  # a keyed table's row among the rows of its key: the m
 CURVE = "__lakesort_z"  # a curve layout's index (z-order or Hilbert: `layout.curves`), what its tasks sort by
 SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.executor.slots`)
 PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.executor.sort_prefix`)
-FILE = "__lakesort_file"  # merge-on-read inputs: the row's input file, by its index in the job (`deletes.file_index`)
+# merge-on-read inputs: the row's input file, by its index in the job (`deletes.file_index`)
+FILE = "__lakesort_file"
 POS = "__lakesort_pos"  # merge-on-read inputs: the row's position in its input file
 DEL = "__lakesort_del"  # a delete file's index in the job's list of delete files
 DPATH = "__lakesort_dpath"  # a position delete's data file path

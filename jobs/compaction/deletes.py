@@ -1,13 +1,14 @@
-"""Merge-on-read inputs: the delete files of the plan applied to the input's rows in Spark, by Iceberg's rules.
+"""Merge-on-read inputs: the delete files of the plan applied to the input's rows in Spark,
+by Iceberg's rules.
 
-Every input row carries its file (FILE, an index over the plan's inputs: `file_index`) and its position in that
-file (POS: Spark's `_metadata.row_index`, or the running count of pyiceberg's reader). The delete files are read
-by the executors (`layout.compaction.executor.deletes`), never collected:
+Every input row carries its file (FILE, an index over the plan's inputs: `file_index`) and its position in
+that file (POS: Spark's `_metadata.row_index`, or the running count of pyiceberg's reader). The delete files
+are read by the executors (`layout.compaction.executor.deletes`), never collected:
 
-- position deletes: (data file path, position) pairs, joined to the planned inputs by path, kept where the rule
-  holds (the delete's partition is the data file's, or its spec is unpartitioned; the data file's sequence
-  number at most the delete's) and the position is one of the file's rows; distinct pairs (FILE, POS) leave
-  the rows by an anti-join;
+- position deletes: (data file path, position) pairs, joined to the planned inputs by path, kept where the
+  rule holds (the delete's partition is the data file's, or its spec is unpartitioned; the data file's
+  sequence number at most the delete's) and the position is one of the file's rows; distinct pairs (FILE, POS)
+  leave the rows by an anti-join;
 - equality deletes, per set of equality columns: an anti-join of the rows with the delete rows on every
   equality column compared null-safe (NULL equals NULL, as Iceberg compares), where the data file's sequence
   number is below the delete's and the partition rule holds (a condition on both sides, so a delete of an
@@ -51,20 +52,24 @@ __all__ = ["Applied", "apply_deletes", "file_index"]
 log = logging.getLogger("lakesort.compact")
 
 # The planned inputs' and the delete files' attributes, as columns of the small frames joined to the rows.
-FPATH, FSEQ, FSPEC, FPART, FROWS = "__lakesort_fpath", "__lakesort_fseq", "__lakesort_fspec", "__lakesort_fpart", "__lakesort_frows"
+FPATH, FSEQ, FSPEC, FPART, FROWS = ("__lakesort_fpath", "__lakesort_fseq", "__lakesort_fspec",
+                                    "__lakesort_fpart", "__lakesort_frows")
 DSEQ, DSPEC, DPART, DGLOBAL = "__lakesort_dseq", "__lakesort_dspec", "__lakesort_dpart", "__lakesort_dglobal"
-# Position pairs up to this many are broadcast to the anti-join (about 40 bytes each in Spark's hash relation).
+# Position pairs up to this many are broadcast to the anti-join
+# (about 40 bytes each in Spark's hash relation).
 BROADCAST_PAIRS = 2_000_000
 
 
 def file_index(groups: Sequence[RewriteGroup]) -> dict[str, int]:
-    """Each planned input's FILE: its index over the groups' inputs in plan order (an input is in one group)."""
+    """Each planned input's FILE: its index over the groups' inputs in plan order
+    (an input is in one group)."""
     return {f.path: i for i, f in enumerate(f for g in groups for f in g.inputs)}
 
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """The rows with every applicable delete applied, and per group the rows deleted by position and by equality."""
+    """The rows with every applicable delete applied,
+    and per group the rows deleted by position and by equality."""
 
     rows: DataFrame
     by_position: dict[int, int]
@@ -75,7 +80,8 @@ class Applied:
         return self.by_position.get(group_id, 0) + self.by_equality.get(group_id, 0)
 
 
-def apply_deletes(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], rows: DataFrame) -> Applied:
+def apply_deletes(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup],
+                  rows: DataFrame) -> Applied:
     """`rows` (the input as read: FILE and POS on each) without the rows the groups' delete files delete."""
     # The executors' readers bring pyiceberg's table module (0.4 s to import): only when deletes apply.
     from layout.compaction.executor.inputs import InputSource
@@ -83,8 +89,8 @@ def apply_deletes(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGro
     plan = job.plan
     deletes = _unique_deletes(groups)
     index = file_index(groups)
-    files = literal_frame(spark, [(index[f.path], f.path, f.sequence_number, f.spec_id, f.partition_key, f.rows,
-                                   g.group_id) for g in groups for f in g.inputs],
+    files = literal_frame(spark, [(index[f.path], f.path, f.sequence_number, f.spec_id, f.partition_key,
+                                   f.rows, g.group_id) for g in groups for f in g.inputs],
                           [FILE, FPATH, FSEQ, FSPEC, FPART, FROWS, GROUP])
     attrs = literal_frame(spark, [(i, d.sequence_number, d.spec_id, d.partition_key, int(d.unpartitioned))
                                   for i, d in enumerate(deletes)], [DEL, DSEQ, DSPEC, DPART, DGLOBAL])
@@ -114,11 +120,17 @@ def apply_deletes(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGro
             chosen = [(i, d) for i, d in equality if d.equality_columns == columns]
             keys = _equality_rows(spark, job, source, chosen, columns).join(F.broadcast(attrs), DEL)
             condition = _equality_condition(rows, keys, columns)
-            for r in rows.join(keys, condition, "left_semi").groupBy(GROUP).agg(F.count(F.lit(1)).alias("n")).collect():
+            for r in (
+                rows.join(keys, condition, "left_semi")
+                .groupBy(GROUP)
+                .agg(F.count(F.lit(1)).alias("n"))
+                .collect()
+            ):
                 by_equality[r[GROUP]] = by_equality.get(r[GROUP], 0) + r["n"]
             rows = rows.join(keys, condition, "left_anti")
         rows = rows.drop(FSEQ, FSPEC, FPART)
-    log.info("applying %d position and %d equality delete file(s): %d rows deleted by position, %d by equality",
+    log.info("applying %d position and %d equality delete file(s): "
+             "%d rows deleted by position, %d by equality",
              len(positional), len(equality), sum(by_position.values()), sum(by_equality.values()))
     return Applied(rows, by_position, by_equality, tuple(cached))
 
@@ -138,14 +150,16 @@ def _listing(spark: SparkSession, chosen: Sequence[tuple[int, DeleteInput]]) -> 
     ordered = sorted(chosen, key=lambda x: -x[1].size)
     rows = [(i, d.path, d.spec_id, d.partition_key, d.rows, d.size) for i, d in ordered]
     schema = T.StructType([T.StructField("del", T.IntegerType()), T.StructField("path", T.StringType()),
-                           T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
+                           T.StructField("spec_id", T.IntegerType()),
+                           T.StructField("partition", T.StringType()),
                            T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType())])
     return spark.createDataFrame(spark.sparkContext.parallelize(rows, tasks), schema)
 
 
 def _position_pairs(spark: SparkSession, source: InputSource, chosen: Sequence[tuple[int, DeleteInput]],
                     files: DataFrame, attrs: DataFrame) -> DataFrame:
-    """Distinct (FILE, POS, GROUP) the position deletes delete: the rule checked, positions within the file."""
+    """Distinct (FILE, POS, GROUP) the position deletes delete: the rule checked,
+    positions within the file."""
     # Executor code of pyiceberg's readers: imported with them, only when deletes apply (`apply_deletes`).
     from layout.compaction.executor.deletes import position_batches
 
@@ -159,16 +173,18 @@ def _position_pairs(spark: SparkSession, source: InputSource, chosen: Sequence[t
 
     raw = _listing(spark, chosen).mapInArrow(read, out)
     applies = (
-        (F.col(FSEQ) <= F.col(DSEQ)) & ((F.col(DGLOBAL) == 1) | ((F.col(FSPEC) == F.col(DSPEC)) & (F.col(FPART) == F.col(DPART))))
+        (F.col(FSEQ) <= F.col(DSEQ)) & ((F.col(DGLOBAL) == 1)
+                                        | ((F.col(FSPEC) == F.col(DSPEC)) & (F.col(FPART) == F.col(DPART))))
         & (F.col(POS) >= 0) & (F.col(POS) < F.col(FROWS))
     )
     return (raw.join(F.broadcast(files), F.col(DPATH) == F.col(FPATH)).join(F.broadcast(attrs), DEL)
             .where(applies).select(FILE, POS, GROUP).distinct())
 
 
-def _equality_rows(spark: SparkSession, job: JobPlan, source: InputSource, chosen: Sequence[tuple[int, DeleteInput]],
-                   columns: tuple[str, ...]) -> DataFrame:
-    """The equality delete files' rows: DEL and each equality column as `__lakesort_eq<i>`, typed as the rows'."""
+def _equality_rows(spark: SparkSession, job: JobPlan, source: InputSource,
+                   chosen: Sequence[tuple[int, DeleteInput]], columns: tuple[str, ...]) -> DataFrame:
+    """The equality delete files' rows: DEL and each equality column as `__lakesort_eq<i>`,
+    typed as the rows'."""
     # Executor code of pyiceberg's readers: imported with them, only when deletes apply (`apply_deletes`).
     from layout.compaction.executor.deletes import equality_batches
 
@@ -188,7 +204,8 @@ def _spark_type(schema: T.StructType, dotted: str) -> T.DataType:
     kind: T.DataType = schema
     for name in dotted.split("."):
         if not isinstance(kind, T.StructType) or name not in kind.fieldNames():
-            raise InputError(f"equality delete column {dotted} is not in the table's schema as the job reads it")
+            raise InputError(f"equality delete column {dotted} is not in the table's "
+                             "schema as the job reads it")
         kind = kind[name].dataType
     return kind
 
@@ -203,6 +220,7 @@ def _equality_condition(rows: DataFrame, keys: DataFrame, columns: tuple[str, ..
             value = value.getField(name)
         same = value.eqNullSafe(keys[f"__lakesort_eq{i}"])
         condition = same if condition is None else condition & same
-    rule = (rows[FSEQ] < keys[DSEQ]) & ((keys[DGLOBAL] == 1) | ((rows[FSPEC] == keys[DSPEC]) & (rows[FPART] == keys[DPART])))
+    rule = (rows[FSEQ] < keys[DSEQ]) & ((keys[DGLOBAL] == 1)
+                                        | ((rows[FSPEC] == keys[DSPEC]) & (rows[FPART] == keys[DPART])))
     # `columns` is never empty (an equality delete names its columns): `condition` is a Column.
     return condition & rule  # type: ignore[operator]

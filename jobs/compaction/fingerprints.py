@@ -50,7 +50,8 @@ class InputFingerprint:
 
     def _sums(self) -> tuple[Column, ...]:
         high, low = self.halves
-        return (F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"), F.sum(F.expr(low)).alias("low"),
+        return (F.count(F.lit(1)).alias("rows"), F.sum(F.expr(high)).alias("high"),
+                F.sum(F.expr(low)).alias("low"),
                 *[agg(F.expr(sql)).alias(f"__{name}{i}") for i, sql in enumerate(self.watched)
                   for name, agg in (("min", F.min), ("max", F.max))])
 
@@ -59,16 +60,18 @@ class InputFingerprint:
         `diagnose`, when the rows still differ in a pass of its own, raises the error that names the file."""
         got = self.observation.get
         if got.get("rows") != rows:
-            log.warning("the write's observed fingerprint counts %s rows, against %d: a stage ran twice, or a file "
-                        "reads differently; fingerprinting the input in a pass of its own", got.get("rows"), rows)
+            log.warning("the write's observed fingerprint counts %s rows, against %d: a stage ran twice, or "
+                        "a file reads differently; fingerprinting the "
+                        "input in a pass of its own", got.get("rows"), rows)
             summed = self.df.agg(*self._sums()).first()
             assert summed is not None  # an aggregate without groups has its one row
             got = summed.asDict()
             if got["rows"] != rows:
                 if diagnose is not None:
                     diagnose()
-                raise InputError(f"Spark read {got['rows']} input rows in one pass and {rows} in another: the "
-                                 "input files changed during the run or a reader is broken; nothing is committed")
+                raise InputError(f"Spark read {got['rows']} input rows in one pass and {rows} in another: "
+                                 "the input files changed during the run or a reader is "
+                                 "broken; nothing is committed")
         self.got = got
         return int(got["rows"]), exact_hash_sum(got["high"], got["low"])
 

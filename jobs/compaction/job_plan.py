@@ -26,7 +26,8 @@ CURVE_KEY = SortKeyModel(column=CURVE, direction="asc", nulls="last")
 
 @dataclass(frozen=True, slots=True)
 class JobPlan:
-    """The plan, its table schema decoded (as pyiceberg's and as Spark's), and what the job derives from them."""
+    """The plan, its table schema decoded (as pyiceberg's and as Spark's),
+    and what the job derives from them."""
 
     plan: RewritePlan
     schema: Schema  # the table's current Iceberg schema (`RewritePlan.table_schema_json`, decoded)

@@ -1,29 +1,31 @@
-"""Groups whose inputs are all sorted runs, merged without a shuffle (`layout.compaction.executor.merge_runs`):
+"""Groups whose inputs are all sorted runs, merged without a shuffle
+(`layout.compaction.executor.merge_runs`):
 which groups qualify (`plan_merges`), and their write (`write_merges`).
 
 A group qualifies when its rows need nothing but a merge: a linear order, no merge rule (keyed tables keep one
-row per key), no deletes, every input read natively (its schema is the table's, by name, id and type) under the
-current partition spec and in one partition, every column primitive, a first key the slices can bound
+row per key), no deletes, every input read natively (its schema is the table's, by name, id and type) under
+the current partition spec and in one partition, every column primitive, a first key the slices can bound
 (`merge_runs.mergeable_keys`), at least `MIN_BYTES` of input, and every input a lakesort run of the plan's
 layout (`InputFile.sorted_run`, from the runs' snapshot summaries) whose page index says it is sorted by the
 first key (`merge_runs.key_pages`, in the driver for up to 64 files, else in Spark tasks: no data page is
 read). The rest go through the sort.
 
-The write: one Spark task per key-range slice (`merge_runs.plan_slices`), reading the group's runs with Spark's
-Parquet reader and the slice's range of the first key pushed down (`slice_rows`: parquet-mr skips the pages
-outside it by their column index), sorting what it read by every key within the task, and writing it with the
-spec's options: a union of one-partition scans, so no exchange. A file per slice: into a directory of its own
-and then moved into its group's and partition's directory where a move is a rename (local, HDFS), straight
-into that directory on object stores (a move there is a copy). The fingerprint is observed on the slices' rows
-as the sort path observes its input (`InputFingerprint`, salted with the group), their count checked against
-the manifests' rows: a row that no slice's range holds, or two do, fails the job. The read-back, the proof
-against the manifests' statistics, verify and commit are the same as for sorted groups.
+The write: one Spark task per key-range slice (`merge_runs.plan_slices`), reading the group's runs with
+Spark's Parquet reader and the slice's range of the first key pushed down (`slice_rows`: parquet-mr skips the
+pages outside it by their column index), sorting what it read by every key within the task, and writing it
+with the spec's options: a union of one-partition scans, so no exchange. A file per slice: into a directory of
+its own and then moved into its group's and partition's directory where a move is a rename (local, HDFS),
+straight into that directory on object stores (a move there is a copy). The fingerprint is observed on the
+slices' rows as the sort path observes its input (`InputFingerprint`, salted with the group), their count
+checked against the manifests' rows: a row that no slice's range holds, or two do, fails the job. The
+read-back, the proof against the manifests' statistics, verify and commit are the same as for sorted groups.
 
-Before this, each task merged its slice's pages with the loser tree in Python (`layout.read.merge`, pages read by
-`layout.parquet.excerpt`), which sorted nulls and floats of the later keys otherwise than Spark and could only
-fail over to the sort when a run was unsorted by a later key. Both took the same time on TPC-H SF1, 4 runs of
-one unpartitioned table (the merge's write 36.7 s here, 38.9 s through Python; the sort path's sample, shuffle,
-sort and write 39.2 s: tests/benchmarks/README.md, "Peers"), bounded by the fingerprint and the Parquet write.
+Before this, each task merged its slice's pages with the loser tree in Python (`layout.read.merge`, pages read
+by `layout.parquet.excerpt`), which sorted nulls and floats of the later keys otherwise than Spark and could
+only fail over to the sort when a run was unsorted by a later key. Both took the same time on TPC-H SF1, 4
+runs of one unpartitioned table (the merge's write 36.7 s here, 38.9 s through Python; the sort path's sample,
+shuffle, sort and write 39.2 s: tests/benchmarks/README.md, "Peers"),
+bounded by the fingerprint and the Parquet write.
 """
 
 from __future__ import annotations
@@ -70,10 +72,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakesort.compact")
 
 MERGE_CONF = "spark.lakesort.compact.mergeRuns"  # "false": every group is sorted, as before merges existed
-PIECES_CONF = "spark.lakesort.compact.mergePiecesPerFile"  # slices (tasks) an output file is merged in; 0: enough for every core
+# slices (tasks) an output file is merged in; 0: enough for every core
+PIECES_CONF = "spark.lakesort.compact.mergePiecesPerFile"
 # Groups smaller than this are sorted: a slice costs the driver a scan to plan and Spark a task to run, more
 # than a shuffle of a few MiB. TPC-H SF1 by month, 84 groups of 1.8 MiB (bench_peers.py, nightly, one loaded
-# run): merged 168.7 s, sorted 129.7 s; one group of 140 MiB (nightly-flat, quiet): merged 56.4 s, sorted 58.7 s.
+# run): merged 168.7 s, sorted 129.7 s; one group of 140 MiB (nightly-flat, quiet):
+# merged 56.4 s, sorted 58.7 s.
 MIN_BYTES_CONF = "spark.lakesort.compact.mergeMinBytes"
 MIN_BYTES = 32 * 2**20
 DRIVER_FILES = 64  # inputs whose page tables the driver reads itself; more are read by Spark tasks
@@ -108,7 +112,8 @@ class Merged:
 
 
 def why_not(job: JobPlan, group: RewriteGroup) -> str | None:
-    """Why `group` cannot be merged, from the plan alone (None: it may be, if its runs' page indexes agree)."""
+    """Why `group` cannot be merged, from the plan alone (None: it may be,
+    if its runs' page indexes agree)."""
     plan = job.plan
     if plan.strategy != "linear":
         return f"the layout is a {plan.strategy} curve"
@@ -122,14 +127,18 @@ def why_not(job: JobPlan, group: RewriteGroup) -> str | None:
         return "an input is no sorted run of this layout"
     if not all(f.spark_native for f in group.inputs):
         return "an input's schema differs from the table's"
-    if len({(f.spec_id, f.partition_key) for f in group.inputs}) > 1 or group.inputs[0].spec_id != plan.partition_spec_id:
+    if len({(f.spec_id, f.partition_key) for f in group.inputs}) > 1 \
+            or group.inputs[0].spec_id != plan.partition_spec_id:
         return "its inputs span partitions or specs"
-    nested = [f.name for f in job.spark_schema.fields if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType))]
+    nested = [f.name for f in job.spark_schema.fields
+              if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType))]
     if nested:
         return f"column {nested[0]} is nested"
     types = {f.name: f.dataType for f in job.spark_schema.fields}
-    return mergeable_keys(plan.sort_keys, [arrow_schema(T.StructType([T.StructField("k", types[k.column])]))[0].type
-                                           for k in plan.sort_keys])
+    return mergeable_keys(
+        plan.sort_keys,
+        [arrow_schema(T.StructType([T.StructField("k", types[k.column])]))[0].type for k in plan.sort_keys],
+    )
 
 
 def _setting(spark: SparkSession, key: str, default: str) -> str:
@@ -144,8 +153,8 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     if _setting(spark, MERGE_CONF, "true").lower() == "false":
         return None
     least = int(_setting(spark, MIN_BYTES_CONF, str(MIN_BYTES)))
-    reasons = {g.group_id: why_not(job, g) or (f"it is small (under {least / 2**20:g} MiB)" if g.bytes < least else None)
-               for g in groups}
+    reasons = {g.group_id: why_not(job, g)
+               or (f"it is small (under {least / 2**20:g} MiB)" if g.bytes < least else None) for g in groups}
     candidates = [g for g in groups if reasons[g.group_id] is None]
     sorted_because = Counter(r for r in reasons.values() if r is not None)
     if sorted_because:
@@ -165,7 +174,9 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
             tables = list(pool.map(lambda ps: pages(ps[0], ps[1], keys), paths))
     else:
         tasks = max(1, min(len(paths), 2 * spark.sparkContext.defaultParallelism))
-        tables = spark.sparkContext.parallelize(paths, tasks).map(lambda ps: pages(ps[0], ps[1], keys)).collect()
+        tables = (
+            spark.sparkContext.parallelize(paths, tasks).map(lambda ps: pages(ps[0], ps[1], keys)).collect()
+        )
     found = dict(zip([p for p, _ in paths], tables, strict=True))
     merged, files, slices, outputs, instead = [], {}, {}, {}, {}
     # Pieces: an output file may be merged by several tasks, each a slice of it, stitched afterwards, so that
@@ -181,7 +192,8 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
             continue
         cut = plan_slices(inputs, g.output_files * per_file)
         if not _literal_bounds(cut, first_type):
-            instead[g.group_id] = f"a page bound of {keys[0]} is no UTF-8 text (truncated): no Spark literal bounds it"
+            instead[g.group_id] = (f"a page bound of {keys[0]} is no UTF-8 text (truncated): "
+                                   "no Spark literal bounds it")
             continue
         merged.append(g)
         files[g.group_id] = inputs
@@ -191,13 +203,14 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         # Consecutive slices make a file (key ranges in order); the null keys' slice a file of its own.
         outputs[g.group_id] = tuple(i * count // max(1, valued) if not piece.nulls else count
                                     for i, piece in enumerate(cut))
-    plan = MergePlan(groups=tuple(merged), files=files, slices=slices, outputs=outputs, sorted_instead=instead)
+    plan = MergePlan(groups=tuple(merged), files=files, slices=slices, outputs=outputs,
+                     sorted_instead=instead)
     for gid, why in sorted(instead.items())[:5]:
         log.info("group %d is sorted, not merged: %s", gid, why)
     if merged:
         total = sum(g.bytes for g in merged)
-        log.info("merging %d group(s) of sorted runs without a shuffle: %d file(s), %d slice(s), %.1f of %.1f MiB "
-                 "to read (their pages), page indexes read in %.1fs", len(merged),
+        log.info("merging %d group(s) of sorted runs without a shuffle: %d file(s), %d slice(s), %.1f of "
+                 "%.1f MiB to read (their pages), page indexes read in %.1fs", len(merged),
                  sum(len(g.inputs) for g in merged), sum(len(s) for s in slices.values()),
                  plan.bytes_read() / 2**20, total / 2**20, time.perf_counter() - t0)
     return plan if merged else None
@@ -205,9 +218,10 @@ def plan_merges(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
 
 def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: str) -> Merged:
     """Every slice merged and written, a file each, into its group's directories under `target`."""
-    work = [(g.group_id, key_dir(g.inputs[0].partition_key), g.inputs[0].partition_key, tuple(f.path for f in g.inputs),
-             s, out) for g in merges.groups for s, out in zip(merges.slices[g.group_id], merges.outputs[g.group_id],
-                                                                strict=True)]
+    work = [(g.group_id, key_dir(g.inputs[0].partition_key), g.inputs[0].partition_key,
+             tuple(f.path for f in g.inputs), s, out)
+            for g in merges.groups
+            for s, out in zip(merges.slices[g.group_id], merges.outputs[g.group_id], strict=True)]
     rows = _slice_rows(spark, job, work)
     fingerprint = InputFingerprint(rows, list(job.columns))
     declared = [as_declared(f).alias(f.name, metadata=f.metadata) for f in job.spark_schema.fields]
@@ -226,8 +240,10 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
             # An object store copies a file to move it: each task writes into its group's and partition's
             # directory itself (one slice a task, so one writer), beside what the sort wrote there. Sorted by
             # the directory first, as the writer requires: a sort Spark would add for it drops the keys' sort.
-            written = fingerprint.observed.select(*declared, GROUP, PART).sortWithinPartitions(GROUP, PART, *order)
-            written.write.mode("append").options(**job.plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+            written = fingerprint.observed.select(*declared, GROUP, PART) \
+                .sortWithinPartitions(GROUP, PART, *order)
+            written.write.mode("append").options(**job.plan.writer_options).partitionBy(GROUP, PART) \
+                .parquet(target)
     finally:
         if union_conf is None:
             spark.conf.unset(UNION_CONF)
@@ -246,7 +262,8 @@ def write_merges(spark: SparkSession, job: JobPlan, merges: MergePlan, target: s
 
 def _stitch(spark: SparkSession, job: JobPlan, target: str, work: Sequence[tuple[Any, ...]]) -> None:
     """The pieces of each output file (its slices' files, `part-<task>-...` by task: the slice's index in
-    `work`), stitched in key order in the executors (`layout.parquet.stitch`: row groups copied byte for byte)."""
+    `work`), stitched in key order in the executors (`layout.parquet.stitch`:
+    row groups copied byte for byte)."""
     scheme = target.split("://", 1)[0] + "://" if "://" in target else ""
     found = [scheme + p if scheme and not p.startswith(scheme) else p for _, p in find_parquet_files(target)]
     # By directory and task: the sort's files (other groups') are named by their own tasks.
@@ -311,8 +328,8 @@ def slice_rows(scan: DataFrame, first: str, dtype: T.DataType, piece: Slice) -> 
 
 
 def _literal_bounds(cut: Sequence[Slice], dtype: T.DataType) -> bool:
-    """Whether every bound of the slices has a Spark literal (`bound`): a string column's page bounds are UTF-8
-    unless a writer truncated one inside a character."""
+    """Whether every bound of the slices has a Spark literal (`bound`): a string column's page bounds are
+    UTF-8 unless a writer truncated one inside a character."""
     if not isinstance(dtype, T.StringType):
         return True
     try:

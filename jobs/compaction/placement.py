@@ -1,5 +1,5 @@
-"""Each row's slot, a piece of an output file (`layout.compaction.executor.slots`): its partition's first slot plus
-the number of that partition's boundaries at or below its key, by a binary search compiled into the plan.
+"""Each row's slot, a piece of an output file (`layout.compaction.executor.slots`): its partition's first slot
+plus the number of that partition's boundaries at or below its key, by a binary search compiled into the plan.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ Counts = Mapping[tuple[int, str], int]  # slots per (group, partition directory)
 def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, counts: Counts,
                keys: Sequence[SortKeyModel], prefix: PrefixPlan | None = None, *, placed: bool = False,
                drawn: DataFrame | None = None, pieces: int = 1) -> DataFrame:
-    """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.executor.slots`): its (group,
-    partition)'s first slot plus the number of that partition's boundaries at or below the row's key, so
-    equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
+    """`df` with SLOT: the global index of the slot each row goes to (`layout.compaction.executor.slots`): its
+    (group, partition)'s first slot plus the number of that partition's boundaries at or below the row's key,
+    so equal keys share a slot and the slots of a partition hold disjoint, ordered key ranges. With a sort
     prefix (column PREFIX) the boundaries and the comparisons are the prefix's:
     it never decreases along the sort order and equal keys have equal prefixes, so the same holds (TPC-H SF1
     into 6 slots: the map stage took 14.3 s comparing keys, 9.1 s comparing prefixes; one run each). `placed`:
@@ -47,18 +47,19 @@ def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, co
     if placed:
         pass  # the file's listing brought its partition's first slot and boundaries (`slot_frame`) already
     elif len(starts) == 1 and (prefix is not None or not several):
-        # One (group, partition), as a flat table or a single partition: its first slot is 0 and its boundaries
-        # one literal array, with no join per row (a broadcast join on (group, partition) costs about 0.3 s
-        # per join at TPC-H SF1, one run).
+        # One (group, partition), as a flat table or a single partition: its first slot is 0 and its
+        # boundaries one literal array, with no join per row (a broadcast join on (group, partition) costs
+        # about 0.3 s per join at TPC-H SF1, one run).
         df = df.withColumn("__start", F.lit(0))
         if several:
             if drawn is not None:
                 assert prefix is not None  # several slots of one partition here: it has a prefix (above)
-                # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries` picks
-                # them: one Spark job instead of a sort and an aggregation (about 1.5 s of a cold job, one run).
+                # The drawn rows' prefixes sorted here (longs: Python's order is Spark's), as `boundaries`
+                # picks them: one Spark job instead of a sort and an aggregation
+                # (about 1.5 s of a cold job, one run).
                 sampled = sorted(r[0] for r in drawn.select(F.expr(prefix.sql())).collect())
-                bounds = edges_on_values(quantile_picks(sampled, next(iter(counts.values()))), sampled, pieces,
-                                         prefix.first_key_shift)
+                bounds = edges_on_values(quantile_picks(sampled, next(iter(counts.values()))), sampled,
+                                         pieces, prefix.first_key_shift)
             else:
                 assert summary is not None  # several slots: the run has a summary (or drew one)
                 (row,) = boundaries(spark, summary, counts, keys, prefix).collect()
@@ -84,8 +85,10 @@ def with_slots(spark: SparkSession, df: DataFrame, summary: DataFrame | None, co
         while step:
             past = F.col("__past")
             probe = F.try_element_at("__bounds", past + step)
-            df = df.withColumn("__past", past + F.when((past + step <= F.size("__bounds")) & at_or_after(probe), step)
-                               .otherwise(0))
+            df = df.withColumn(
+                "__past",
+                past + F.when((past + step <= F.size("__bounds")) & at_or_after(probe), step).otherwise(0),
+            )
             step >>= 1
         bucket = F.col("__past")
         df = df.withColumn("__start", F.col("__start") + bucket).drop("__bounds", "__past")
@@ -121,9 +124,9 @@ def nan_rows(df: DataFrame, key: SortKeyModel) -> dict[tuple[int, str], int]:
 
 
 def with_nan_slots(df: DataFrame, slots: SlotPlan, key: SortKeyModel | None) -> DataFrame:
-    """`df` placed among the regular slots (`with_slots` with `SlotPlan.regular_counts`), each row moved to its
-    slot in `slots`, and the rows of `nan_side` to their partition's NaN slot: a piece of its own, so the file
-    starts a row group where they begin (parquet-mr drops the column index of a chunk holding NaN)."""
+    """`df` placed among the regular slots (`with_slots` with `SlotPlan.regular_counts`), each row moved to
+    its slot in `slots`, and the rows of `nan_side` to their partition's NaN slot: a piece of its own, so the
+    file starts a row group where they begin (parquet-mr drops the column index of a chunk holding NaN)."""
     remap = slots.nan_remap()
     if remap is None or key is None:
         return df

@@ -1,21 +1,22 @@
-"""Progress of the job's Spark work in the driver's log: while Spark runs, at most every `interval` seconds (10 by
-default) a line per running stage (the job's part, the stage, tasks done of total, bytes read and written, time
-elapsed, an estimate of the stage's time left), and a summary line per stage as it completes.
+"""Progress of the job's Spark work in the driver's log: while Spark runs, at most every `interval` seconds
+(10 by default) a line per running stage (the job's part, the stage, tasks done of total, bytes read and
+written, time elapsed, an estimate of the stage's time left), and a summary line per stage as it completes.
 
 The lines go through the logger `lakesort.progress` to the driver's stderr, the way the job's other log lines
 go: the Airflow task running spark-submit (SparkSubmitOperator) logs every line spark-submit prints, and
 `lakesort compact` relays these from the job's output to its own stderr (`layout.compaction.pipeline.submit`),
 unless `-q`, which also turns them off in the job (`INTERVAL_CONF` = 0).
 
-Where the figures come from. pyspark's status tracker (`SparkContext.statusTracker()`, the same on 3.5 and 4.x)
-gives the jobs, their stage ids and each stage's task counts, but no bytes and no times; Python has no
-SparkListener; the REST status API serves bytes only while the Spark UI is on (the benchmarks and tests turn it
-off). So the stage ids come from the public tracker (job ids are consecutive: a job that ran between two polls is
-still found), and each stage's figures from the driver's own status store (`SparkContext.statusStore`, the store
-the UI and the REST API read, kept whether or not the UI is on) through py4j: `lastStageAttempt(stageId)`'s
-`v1.StageData`, whose getters are the same in Spark 3.5 to 4.2. Should that ever fail (a Spark that changed it),
-the lines keep the tracker's task counts, without bytes. A poll costs a few py4j calls per stage seen, every
-`POLL_SECONDS` (`tests/benchmarks/README.md` has the measured overhead).
+Where the figures come from. pyspark's status tracker (`SparkContext.statusTracker()`, the same on 3.5 and
+4.x) gives the jobs, their stage ids and each stage's task counts, but no bytes and no times; Python has no
+SparkListener; the REST status API serves bytes only while the Spark UI is on (the benchmarks and tests turn
+it off). So the stage ids come from the public tracker (job ids are consecutive: a job that ran between two
+polls is still found), and each stage's figures from the driver's own status store
+(`SparkContext.statusStore`, the store the UI and the REST API read, kept whether or not the UI is on) through
+py4j: `lastStageAttempt(stageId)`'s `v1.StageData`, whose getters are the same in Spark 3.5 to 4.2. Should
+that ever fail (a Spark that changed it), the lines keep the tracker's task counts, without bytes. A poll
+costs a few py4j calls per stage seen, every `POLL_SECONDS`
+(`tests/benchmarks/README.md` has the measured overhead).
 
 The formatting is pure functions of one value, `StageProgress`; `Progress` is the daemon thread that polls.
 """
@@ -40,8 +41,9 @@ DEFAULT_INTERVAL = 10.0
 POLL_SECONDS = 5.0  # how often the thread looks: a summary comes within this (every 2 s: 1% of the SF1 job)
 
 log = logging.getLogger(LOGGER)
-# What the looks cost, logged at stop: in the driver's log only (`lakesort compact` relays `lakesort.progress`'s
-# lines alone; tests/benchmarks/bench_progress.py reads it from the run's spark-submit.log).
+# What the looks cost, logged at stop: in the driver's log only (`lakesort compact` relays
+# `lakesort.progress`'s lines alone; tests/benchmarks/bench_progress.py reads it from the
+# run's spark-submit.log).
 cost_log = logging.getLogger(f"{LOGGER}.cost")
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -69,8 +71,8 @@ class StageProgress:
 
 
 def seconds_left(done: int, total: int, seconds: float) -> float | None:
-    """The stage's time left if its remaining tasks go at the pace of the done ones (tasks run in waves of about
-    equal tasks in this job); None before any task is done."""
+    """The stage's time left if its remaining tasks go at the pace of the done ones (tasks run in waves of
+    about equal tasks in this job); None before any task is done."""
     if total <= 0 or done >= total:
         return 0.0
     if done <= 0 or seconds <= 0:  # no pace measured yet
@@ -101,8 +103,8 @@ def format_duration(seconds: float | None) -> str:
 def short_name(name: str) -> str:
     """Spark's stage name where it points into the job, with the call site's directories dropped: "collect at
     /a/b/run.py:345" is "collect at run.py:345" (the job's files live in a temporary directory on a cluster);
-    "" for a JVM call site ("parquet at NativeMethodAccessorImpl.java:0", adaptive execution's "$anonfun$... at
-    CompletableFuture.java:1768"), which says nothing the part does not."""
+    "" for a JVM call site ("parquet at NativeMethodAccessorImpl.java:0", adaptive execution's "$anonfun$...
+    at CompletableFuture.java:1768"), which says nothing the part does not."""
     action, sep, site = name.partition(" at ")
     if not sep:
         return name
@@ -127,20 +129,21 @@ def progress_line(p: StageProgress) -> str:
 def summary_line(p: StageProgress) -> str:
     """One completed stage: "[read, sample] stage 3 (collect at run.py:345) done: 40 tasks in 0:12, read
     1.2 GiB, wrote 300.0 MiB; 0:54 elapsed"."""
-    return (f"{_stage(p)} done: {p.tasks} task{'' if p.tasks == 1 else 's'} in {format_duration(p.stage_seconds)}, "
-            f"read {format_bytes(p.bytes_read)}, wrote {format_bytes(p.bytes_written)}; "
-            f"{format_duration(p.elapsed)} elapsed")
+    return (f"{_stage(p)} done: {p.tasks} task{'' if p.tasks == 1 else 's'} in "
+            f"{format_duration(p.stage_seconds)}, read {format_bytes(p.bytes_read)}, wrote "
+            f"{format_bytes(p.bytes_written)}; {format_duration(p.elapsed)} elapsed")
 
 
 class _Status:
-    """What Spark says about its jobs and stages: ids from the public status tracker, a stage's figures from the
-    driver's status store (None once it cannot be read: task counts from the tracker alone)."""
+    """What Spark says about its jobs and stages: ids from the public status tracker, a stage's figures from
+    the driver's status store (None once it cannot be read: task counts from the tracker alone)."""
 
     def __init__(self, sc: SparkContext) -> None:
         self.tracker = sc.statusTracker()
         try:
             self.store: Any = sc._jsc.sc().statusStore()
-        except Exception as exc:  # noqa: BLE001 - a Spark without it (py4j error): the lines go on without bytes
+        # A Spark without it (py4j error): the lines go on without bytes.
+        except Exception as exc:  # noqa: BLE001
             log.debug("no status store (%s): progress without bytes", exc)
             self.store = None
         self.next_job = 0
@@ -148,8 +151,9 @@ class _Status:
         self.new_stage_ids()  # the jobs before this one started (a session used before) are not its work
 
     def new_stage_ids(self) -> list[int]:
-        """The stages of the jobs submitted since the last call: job ids are consecutive, so a job that started
-        and ended between two calls is found too (a job not yet known to the tracker ends the scan)."""
+        """The stages of the jobs submitted since the last call: job ids are consecutive, so a job that
+        started and ended between two calls is found too
+        (a job not yet known to the tracker ends the scan)."""
         found: list[int] = []
         active = self.tracker.getActiveJobsIds()
         top = max(active, default=-1)
@@ -163,12 +167,13 @@ class _Status:
         return found
 
     def stage(self, stage_id: int, now: float, started: float) -> StageProgress | str | None:
-        """The stage as its last attempt stands; None while it is pending, GONE once it will never run (skipped,
-        failed, or no longer in the store)."""
+        """The stage as its last attempt stands; None while it is pending, GONE once it will never run
+        (skipped, failed, or no longer in the store)."""
         if self.store is not None:
             try:
                 return self._from_store(stage_id, now, started)
-            except Exception as exc:  # noqa: BLE001 - py4j wraps the JVM's; an unknown stage: NoSuchElementException
+            # py4j wraps the JVM's; an unknown stage: NoSuchElementException.
+            except Exception as exc:  # noqa: BLE001
                 if "NoSuchElementException" in str(exc):
                     return GONE
                 log.debug("status store unreadable (%s): progress without bytes", exc)
@@ -186,7 +191,8 @@ class _Status:
         status = data.status().toString()
         if status == "PENDING":
             return None
-        if status not in ("ACTIVE", "COMPLETE"):  # SKIPPED (its shuffle output was there), FAILED (Spark says why)
+        # SKIPPED (its shuffle output was there), FAILED (Spark says why)
+        if status not in ("ACTIVE", "COMPLETE"):
             return GONE
         submitted = data.submissionTime()
         if not submitted.isDefined():
@@ -212,14 +218,16 @@ class Progress:
     every stage that completed is summarized."""
 
     def __init__(self, sc: SparkContext, *, interval: float = DEFAULT_INTERVAL, poll: float = POLL_SECONDS,
-                 emit: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 emit: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.status = _Status(sc)
         self.interval, self.poll, self.clock = interval, min(poll, interval), clock
         self.emit = emit or (lambda line: log.info("%s", line))
         self.started = self.last_line = clock()
         self.watched: dict[int, None] = {}  # stages not yet summarized, in order of submission
         self.lines = 0  # lines emitted: progress and summaries
-        self.looks, self.busy = 0, 0.0  # looks at Spark's status, and the seconds they took (their cost's bound)
+        # looks at Spark's status, and the seconds they took (their cost's bound)
+        self.looks, self.busy = 0, 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakesort-progress", daemon=True)
 
@@ -278,7 +286,8 @@ class Progress:
 
 
 def interval_of(spark: SparkSession) -> float:
-    """Seconds between progress lines from the job's conf (`INTERVAL_CONF`); 0 (or less) turns progress off."""
+    """Seconds between progress lines from the job's conf (`INTERVAL_CONF`); 0
+    (or less) turns progress off."""
     value = spark.conf.get(INTERVAL_CONF, None)
     return DEFAULT_INTERVAL if value in (None, "") else float(value)
 

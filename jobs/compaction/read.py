@@ -1,6 +1,7 @@
 """Reading exactly the planned files as Iceberg defines their rows: Spark's own reader for the files the
-prepare step marked native, pyiceberg's reader in the executors for the others (`layout.compaction.executor.inputs`),
-each row tagged with its group, its current-spec partition and the file it came from.
+prepare step marked native, pyiceberg's reader in the executors for the others
+(`layout.compaction.executor.inputs`), each row tagged with its group,
+its current-spec partition and the file it came from.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     plan, schema, columns = job.plan, job.spark_schema, job.columns
     tags = [T.StructField(GROUP, T.IntegerType(), False), T.StructField(PART, T.StringType(), False),
             T.StructField(PART_KEY, T.StringType(), False)]
-    # Merge-on-read: each row's input file and position in it, which the deletes name (`deletes.apply_deletes`).
+    # Merge-on-read: each row's input file and position in it, which the deletes name
+    # (`deletes.apply_deletes`).
     positioned = plan.has_deletes
     located = [FILE, POS] if positioned else []
     if positioned:
@@ -51,7 +53,8 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
     index = file_index(groups)
     out_schema = T.StructType([*schema.fields, *tags])
     native = [(g.group_id, f) for g in groups for f in g.inputs if f.spark_native]
-    others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native), key=lambda x: -x[1].size)
+    others = sorted(((g.group_id, f) for g in groups for f in g.inputs if not f.spark_native),
+                    key=lambda x: -x[1].size)
     parts: list[DataFrame] = []
     sources: dict[str, tuple[str, int]] = {}
     native_scan = None
@@ -59,7 +62,8 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         if all(is_local(f.path) for _, f in native):
             # Spark lists more than 32 paths with a Spark job (a task per path: 2.7 s for 252 files on two
             # cores); on a local file system the driver stats them in milliseconds. Object stores keep it.
-            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(10 * len(native) + 32))
+            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold",
+                           str(10 * len(native) + 32))
         rows = spark.read.schema(schema).parquet(*[f.path for _, f in native])
         if positioned:  # the reader's own row index (Spark 3.5 and later): the position a delete names
             rows = rows.withColumn(POS, F.col("_metadata.row_index"))
@@ -86,9 +90,12 @@ def read_inputs(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         slices: list[list[tuple[int, str, int, str, int, int, int]]] = [[] for _ in range(tasks)]
         for i, (gid, f) in enumerate(others):  # round robin over size-descending files: balanced bytes
             slices[i % tasks].append((gid, f.path, f.spec_id, f.partition_key, f.rows, f.size, index[f.path]))
-        file_schema = T.StructType([T.StructField("group_id", T.IntegerType()), T.StructField("path", T.StringType()),
-                                    T.StructField("spec_id", T.IntegerType()), T.StructField("partition", T.StringType()),
-                                    T.StructField("record_count", T.LongType()), T.StructField("size", T.LongType()),
+        file_schema = T.StructType([T.StructField("group_id", T.IntegerType()),
+                                    T.StructField("path", T.StringType()),
+                                    T.StructField("spec_id", T.IntegerType()),
+                                    T.StructField("partition", T.StringType()),
+                                    T.StructField("record_count", T.LongType()),
+                                    T.StructField("size", T.LongType()),
                                     T.StructField("file_index", T.IntegerType())])
         files = spark.createDataFrame(spark.sparkContext.parallelize([r for s in slices for r in s], tasks),
                                       file_schema)
@@ -122,7 +129,8 @@ class NativeScan:
     def tagged(self, rows: DataFrame, extra: DataFrame | None = None) -> DataFrame:
         """`rows` of this scan with each file's group, partition and SOURCE: a broadcast join on the file name
         (input_file_name() names a file as inputFiles() does), or literals when every file has the same.
-        `extra`: a small frame by (GROUP, PART) whose columns the same join brings (files of one partition)."""
+        `extra`: a small frame by (GROUP, PART) whose columns the same join brings
+        (files of one partition)."""
         rows = rows.withColumn(SOURCE, F.input_file_name())
         if self.single is not None and extra is None:
             tagged = (rows.withColumn(GROUP, F.lit(self.single[0])).withColumn(PART, F.lit(self.single[1]))
@@ -134,8 +142,9 @@ class NativeScan:
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
-    """`read_inputs`: the rows (the table's columns, GROUP, PART, PART_KEY, SOURCE), the natively read files by
-    SOURCE -> (path, rows the manifest records), and the native scan when Spark's reader reads every file."""
+    """`read_inputs`: the rows (the table's columns, GROUP, PART, PART_KEY, SOURCE), the natively read files
+    by SOURCE -> (path, rows the manifest records),
+    and the native scan when Spark's reader reads every file."""
 
     rows: DataFrame
     native: dict[str, tuple[str, int]]

@@ -46,8 +46,11 @@ def read_back(spark: SparkSession, job: JobPlan, target: str) -> Checked:
         # table column named `_metadata` would hide it.
         name = F.col("_metadata.file_name") if "_metadata" not in job.columns else F.input_file_name()
         files = with_halves(staged.select("*", name.alias("__file")), job.columns, GROUP)
-        figures = files.groupBy(GROUP, PART, "__file").agg(
-            F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low")).collect()
+        figures = (
+            files.groupBy(GROUP, PART, "__file")
+            .agg(F.count(F.lit(1)).alias("rows"), F.sum("__high").alias("high"), F.sum("__low").alias("low"))
+            .collect()
+        )
     out: Checked = {}
     for r in figures:
         key = (r[GROUP], r[PART], _file_name(r["__file"]))
@@ -78,9 +81,9 @@ def key_problems(spark: SparkSession, job: JobPlan, target: str) -> dict[int, tu
         return {r["__group"]: (int(r["duplicates"] or 0), int(r["nulls"] or 0)) for r in rows}
 
 
-# What a staged file costs a read-back task besides its bytes (Spark's spark.sql.files.openCostInBytes, 4 MiB by
-# default). At the default a small file fills a task's split alone: TPC-H SF 0.1 by month staged 84 files of
-# 0.2 MiB, read back in 42 tasks; at 64 KiB in 6 tasks, 1.5-1.8 s against 2.3-2.9 s (warm, loaded machine).
+# What a staged file costs a read-back task besides its bytes (Spark's spark.sql.files.openCostInBytes, 4 MiB
+# by default). At the default a small file fills a task's split alone: TPC-H SF 0.1 by month staged 84 files
+# of 0.2 MiB, read back in 42 tasks; at 64 KiB in 6 tasks, 1.5-1.8 s against 2.3-2.9 s (warm, loaded machine).
 OPEN_COST = 64 << 10
 
 
@@ -94,7 +97,8 @@ def _read_settings(spark: SparkSession, target: str) -> Iterator[None]:
     # files on two cores ran as two tasks and then one.
     total = sum(info.size for _, info in list_parquet_files(target))
     parallelism = spark.sparkContext.defaultParallelism
-    settings = {"spark.sql.files.maxPartitionBytes": str(max(4 << 20, min(128 << 20, total // (2 * parallelism)))),
+    settings = {"spark.sql.files.maxPartitionBytes": str(max(4 << 20,
+                                                             min(128 << 20, total // (2 * parallelism)))),
                 "spark.sql.files.openCostInBytes": str(OPEN_COST)}
     if is_local(target):
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(1 << 20)

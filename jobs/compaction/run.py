@@ -67,13 +67,13 @@ SESSION_CONF = {
     # Iceberg requires INT64 microseconds for timestamps; Spark's default for TimestampType is INT96.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The write keeps the rows in the order each task sorted them (by the sort key alone: a task holds at most
-    # one slot, so one file, of each group and partition: `layout.compaction.executor.slots`). By default Spark plans a
-    # partitioned write under a sort by the partition columns, which replaces the task's own sort (the key
-    # order then survives only while the sort does not spill). Without the planned write, and with a writer
-    # per partition directory kept open, each row goes to its directory's writer as it comes. Past this many
-    # writers Spark's concurrent writer sorts the rest of the task's rows by directory alone, and the key
-    # order would be lost (the files would fail verification's order checks): the job raises it to one more
-    # than the most slots a task holds.
+    # one slot, so one file, of each group and partition: `layout.compaction.executor.slots`). By default
+    # Spark plans a partitioned write under a sort by the partition columns, which replaces the task's own
+    # sort (the key order then survives only while the sort does not spill). Without the planned write, and
+    # with a writer per partition directory kept open, each row goes to its directory's writer as it comes.
+    # Past this many writers Spark's concurrent writer sorts the rest of the task's rows by directory alone,
+    # and the key order would be lost (the files would fail verification's order checks): the job raises it to
+    # one more than the most slots a task holds.
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": "2",
     # Let adaptive execution coalesce the shuffle partitions of a cached plan (the per-file summary): by
@@ -103,8 +103,8 @@ class Attempt:
 
 # The first attempt writes into a directory of its own: a file already there is an error.
 FIRST = Attempt(figures="manifests", mode="errorifexists")
-# After the manifests' bounds missed a value (ManifestRangeMiss, raised once the write ran): figures from a pass
-# over the input, and the first attempt's files, staged already, written over.
+# After the manifests' bounds missed a value (ManifestRangeMiss, raised once the write ran): figures from a
+# pass over the input, and the first attempt's files, staged already, written over.
 AGAIN = Attempt(figures="first-pass", mode="overwrite")
 
 
@@ -154,10 +154,13 @@ def compact_groups(spark: SparkSession, plan: RewritePlan, groups: Sequence[Rewr
         return _compact(spark, job, groups, timings, attempt=FIRST)
     except ManifestRangeMiss as miss:
         log.warning("%s; writing again with ranges from a pass over the input", miss)
-        timings["written again: manifest bounds missed values"] = timings.pop("fingerprint, shuffle, sort, write", 0.0)
+        timings["written again: manifest bounds missed values"] = timings.pop(
+            "fingerprint, shuffle, sort, write", 0.0
+        )
         staged = _compact(spark, job, groups, timings, attempt=AGAIN)
         warning = JobWarning(rule="manifest_bounds", column=miss.column,
-                             message=f"{miss}; the job wrote its files again with key ranges from a pass over the input")
+                             message=f"{miss}; the job wrote its files again with key ranges "
+                                     "from a pass over the input")
         return dataclasses.replace(staged, warnings=(warning,))
 
 
@@ -191,8 +194,8 @@ def _compact(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], 
     elif merges is not None:
         clock.lap("read, sample", "merge: read, merge, write")
     if merges is not None:
-        # After the sort's write: that write may overwrite `target` as a whole (its save mode), this one writes
-        # below it (`merge.MERGED_DIR`).
+        # After the sort's write: that write may overwrite `target` as a whole (its save mode), this one
+        # writes below it (`merge.MERGED_DIR`).
         merged = write_merges(spark, job, merges, target)
         hash_sum += merged.hash_sum
         tally.parts.update(merged.parts)
@@ -221,15 +224,18 @@ class Tally:
 
 @dataclass(frozen=True, slots=True)
 class FirstPass:
-    """What the job knows before it places a row: the rows to write (merged, with a curve's index), per (group,
-    partition) its partition key and rows, the per-file figures and summary they came from (summary None: the
-    manifests'), rows read and expected per group, and the frames persisted until the write is done."""
+    """What the job knows before it places a row: the rows to write (merged, with a curve's index), per
+    (group, partition) its partition key and rows, the per-file figures and summary they came from (summary
+    None: the manifests'), rows read and expected per group,
+    and the frames persisted until the write is done."""
 
     rows: DataFrame
     parts: Parts
-    figures: list[dict[str, Any]]  # per (group, partition, file): rows, `__low<i>` and `__high<i>` (`sort_prefix`)
+    # per (group, partition, file): rows, `__low<i>` and `__high<i>` (`sort_prefix`)
+    figures: list[dict[str, Any]]
     summary: DataFrame | None
-    from_manifests: bool  # rows and key ranges from the manifests (no pass over the input), checked by the write
+    # rows and key ranges from the manifests (no pass over the input), checked by the write
+    from_manifests: bool
     read: dict[int, int]
     expected: dict[int, int]
     cached: tuple[DataFrame, ...]
@@ -256,7 +262,8 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         cached += [df, *applied.cached]
         deleted = {g.group_id: applied.deleted(g.group_id) for g in groups}
         _check_deleted(df, read, applied)
-    if plan.keys is not None and read is None:  # rows as read, before the merge: per group, and per natively read file
+    # rows as read, before the merge: per group, and per natively read file
+    if plan.keys is not None and read is None:
         read = _counted(df, native)
     if plan.keys is not None:
         order = F.col(plan.keys.sequence)
@@ -315,9 +322,10 @@ def _check_deleted(kept: DataFrame, read: Mapping[int, int], applied: Applied) -
     rows = {r[GROUP]: r["n"] for r in kept.groupBy(GROUP).agg(F.count(F.lit(1)).alias("n")).collect()}
     for gid, n in sorted(read.items()):
         if rows.get(gid, 0) + applied.deleted(gid) != n:
-            raise InputError(f"group {gid}: read {n} rows, kept {rows.get(gid, 0)} after the deletes, and counted "
-                             f"{applied.by_position.get(gid, 0)} deleted by position and {applied.by_equality.get(gid, 0)} "
-                             "by equality: the deletes were not applied consistently; nothing was written")
+            raise InputError(f"group {gid}: read {n} rows, kept {rows.get(gid, 0)} after the deletes, and "
+                             f"counted {applied.by_position.get(gid, 0)} deleted by position and "
+                             f"{applied.by_equality.get(gid, 0)} by equality: the deletes were not applied "
+                             "consistently; nothing was written")
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +381,8 @@ def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], in
         # Computed again after the shuffle from the key columns (a few integer operations per row) rather than
         # carried through it: see `slot_values`.
         order = [F.expr(prefix.sql())] if prefix.exact else [F.expr(prefix.sql()), *order]
-        log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys), sum(k.bits for k in prefix.keys),
+        log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys),
+                 sum(k.bits for k in prefix.keys),
                  " (exact: the prefix alone)" if prefix.exact else ", then the keys")
     # Only the table's columns and the slot (and a curve's index) cross the shuffle: the row's group and
     # partition are the slot's (`slot_values`), its task key is computed from the slot by the partitioning.
@@ -420,16 +429,19 @@ def _write(spark: SparkSession, job: JobPlan, placed: Placement, target: str, *,
         # Each row's directory comes from its slot, which the sort keeps: the writer copies each row to drop
         # the directory columns in any case.
         written = shuffled.sortWithinPartitions(*order).select(
-            *declared, F.expr(slot_values(slots, "group_id")).alias(GROUP), F.expr(slot_values(slots, "part")).alias(PART))
-        written.write.mode(attempt.mode).options(**plan.writer_options).partitionBy(GROUP, PART).parquet(target)
+            *declared, F.expr(slot_values(slots, "group_id")).alias(GROUP),
+            F.expr(slot_values(slots, "part")).alias(PART))
+        written.write.mode(attempt.mode).options(**plan.writer_options).partitionBy(GROUP, PART) \
+            .parquet(target)
 
 
 def _input_hash_sum(job: JobPlan, inputs: Inputs, first: FirstPass, placed: Placement) -> int:
-    """The input's fingerprint that the write observed (or a pass of its own computed), once the write ran; the
-    persisted frames released, and the manifests' key ranges checked against what the write saw."""
+    """The input's fingerprint that the write observed (or a pass of its own computed), once the write ran;
+    the persisted frames released, and the manifests' key ranges checked against what the write saw."""
 
     def diagnose() -> None:  # without a first pass, a count per file names the file that reads short
-        check_native_rows(inputs.native, [(r[0], r[1]) for r in inputs.rows.groupBy(SOURCE).count().collect()])
+        check_native_rows(inputs.native,
+                          [(r[0], r[1]) for r in inputs.rows.groupBy(SOURCE).count().collect()])
 
     rows = sum(first.expected.values())
     _, hash_sum = placed.fingerprint.result(rows, diagnose if first.from_manifests else None)
@@ -441,8 +453,8 @@ def _input_hash_sum(job: JobPlan, inputs: Inputs, first: FirstPass, placed: Plac
     return hash_sum
 
 
-def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: Tally, target: str,
-                   checked: Checked, problems: Mapping[int, tuple[int, int]], seconds: float) -> list[StagedGroup]:
+def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: Tally, target: str, checked: Checked,
+                   problems: Mapping[int, tuple[int, int]], seconds: float) -> list[StagedGroup]:
     """Per group, its staged files with the figures read back, as the manifest records them."""
     keyed = job.plan.keys is not None
     # Indexed once: a table of thousands of partitions has as many groups, and a scan of every partition and
@@ -461,17 +473,19 @@ def _staged_groups(job: JobPlan, groups: Sequence[RewriteGroup], first: Tally, t
                                     checked_in.get((g.group_id, part), {}))
         staged.append(StagedGroup(
             group_id=g.group_id, partition=g.partition, inputs=tuple(f.path for f in g.inputs),
-            input_rows=int(first.read.get(g.group_id, 0)), expected_rows=int(first.expected.get(g.group_id, 0)),
-            deleted_rows=first.deleted.get(g.group_id) if g.deletes else None,
-            outputs=tuple(outputs), seconds=seconds,
-            duplicate_keys=problems.get(g.group_id, (0, 0))[0] if keyed else None,
+            input_rows=int(first.read.get(g.group_id, 0)),
+            expected_rows=int(first.expected.get(g.group_id, 0)),
+            deleted_rows=first.deleted.get(g.group_id) if g.deletes else None, outputs=tuple(outputs),
+            seconds=seconds, duplicate_keys=problems.get(g.group_id, (0, 0))[0] if keyed else None,
             null_keys=problems.get(g.group_id, (0, 0))[1] if keyed else None,
         ))
         if len(staged) <= LOGGED_GROUPS:
             log.info("group %d (%s): %d rows from %d files -> %d rows in %d files", g.group_id, g.partition,
-                     first.read.get(g.group_id, 0), len(g.inputs), first.expected.get(g.group_id, 0), len(outputs))
+                     first.read.get(g.group_id, 0), len(g.inputs), first.expected.get(g.group_id, 0),
+                     len(outputs))
     if len(staged) > LOGGED_GROUPS:
-        log.info("... and %d more group(s): the manifest holds each group's files and figures", len(staged) - LOGGED_GROUPS)
+        log.info("... and %d more group(s): the manifest holds each group's files and figures",
+                 len(staged) - LOGGED_GROUPS)
     return staged
 
 
@@ -497,9 +511,10 @@ class _Clock:
 
 def write_manifest(spark: SparkSession, plan: RewritePlan, staged: Staged, target: str, seconds: float, *,
                    timings: Mapping[str, float] | None = None) -> None:
-    """The staged-output manifest (`layout.manifest.StagedManifest`) at `target`, which verify and commit read."""
-    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(("spark.sql.", "spark.master",
-                                                                                  "spark.executor", "spark.driver"))}
+    """The staged-output manifest (`layout.manifest.StagedManifest`) at `target`,
+    which verify and commit read."""
+    conf = {k: v for k, v in spark.sparkContext.getConf().getAll()
+            if k.startswith(("spark.sql.", "spark.master", "spark.executor", "spark.driver"))}
     manifest = StagedManifest(
         run_id=plan.run_id, table=plan.table, staging_dir=staging_dir(plan), groups=tuple(staged.groups),
         expected_hash_sum=str(staged.hash_sum),

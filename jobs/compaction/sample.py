@@ -45,7 +45,8 @@ def summarize(spark: SparkSession, df: DataFrame, groups: Sequence[RewriteGroup]
     rates = []
     for g in groups:
         rows = sum(f.rows for f in g.inputs) or 1
-        rates.append((g.group_id, min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / rows)))
+        rates.append((g.group_id,
+                      min(1.0, min(SAMPLES_PER_FILE * max(1, g.output_files), MAX_SAMPLE) / rows)))
     key = key_struct(keys)
     # Drawn in a projection: Spark refuses a random expression inside an aggregate.
     drawn = (df.join(F.broadcast(literal_frame(spark, rates, [GROUP, "__rate"])), GROUP)
@@ -69,7 +70,8 @@ def sample_keys(spark: SparkSession, scan: NativeScan, groups: Sequence[RewriteG
     names = [key.column for key in keys]
     read = list(curve.keys) if curve is not None else names
     drawn = scan.tagged(scan.rows.select(*read).where(F.rand(SAMPLE_SEED) < F.lit(top)))
-    share = literal_frame(spark, [(gid, rate / top) for gid, rate in sorted(rates.items())], [GROUP, "__share"])
+    share = literal_frame(spark, [(gid, rate / top) for gid, rate in sorted(rates.items())],
+                          [GROUP, "__share"])
     drawn = drawn.join(F.broadcast(share), GROUP).where(F.rand(SAMPLE_SEED + 1) < F.col("__share"))
     if curve is not None:
         drawn = curve.on(drawn)
@@ -90,7 +92,8 @@ def boundaries(spark: SparkSession, summary: DataFrame, files_of: Mapping[tuple[
     sorted by value: a row's slot is then the number of boundaries at or below its prefix, one comparison of
     longs each); without one, sort keys (structs k0..kn) sorted in Spark with the sort order's own
     comparison (no value goes through Python, so every type compares exactly as Spark sorts it)."""
-    wanted = literal_frame(spark, [(g, p, n) for (g, p), n in sorted(files_of.items()) if n > 1], [GROUP, PART, "__files"])
+    wanted = literal_frame(spark, [(g, p, n) for (g, p), n in sorted(files_of.items()) if n > 1],
+                           [GROUP, PART, "__files"])
     n = len(keys)
 
     def compare(left: Column, right: Column) -> Column:
@@ -99,7 +102,8 @@ def boundaries(spark: SparkSession, summary: DataFrame, files_of: Mapping[tuple[
 
     if prefix is not None:
         drawn = (summary.select(GROUP, PART, F.explode("__sample").alias("__s"))
-                 .select(GROUP, PART, *[F.col("__s")[f"k{i}"].alias(key.column) for i, key in enumerate(keys)])
+                 .select(GROUP, PART,
+                         *[F.col("__s")[f"k{i}"].alias(key.column) for i, key in enumerate(keys)])
                  .select(GROUP, PART, F.expr(prefix.sql()).alias("__p")))
         samples = (drawn.groupBy(GROUP, PART).agg(F.sort_array(F.collect_list("__p")).alias("__sample"))
                    .join(F.broadcast(wanted), [GROUP, PART]))
@@ -109,7 +113,8 @@ def boundaries(spark: SparkSession, summary: DataFrame, files_of: Mapping[tuple[
                    .withColumn("__sample", F.array_sort("__sample", compare)))
     size = F.size("__sample")
     # The j-th boundary (j = 1 .. n-1) is the first sampled key of the j-th quantile.
-    positions = F.filter(F.sequence(F.lit(1), F.col("__files")), lambda j: (j < F.col("__files")) & (size > 0))
+    positions = F.filter(F.sequence(F.lit(1), F.col("__files")),
+                         lambda j: (j < F.col("__files")) & (size > 0))
     picked = F.transform(positions, lambda j: F.element_at("__sample", F.floor(j * size / F.col("__files"))
                                                             .cast("int") + 1))
     return samples.select(GROUP, PART, picked.alias("__bounds"))

@@ -47,7 +47,8 @@ def _spark_type(t: I.IcebergType) -> T.DataType:
     if isinstance(t, I.ListType):
         return T.ArrayType(_spark_type(t.element_type), containsNull=not t.element_required)
     if isinstance(t, I.MapType):
-        return T.MapType(_spark_type(t.key_type), _spark_type(t.value_type), valueContainsNull=not t.value_required)
+        return T.MapType(_spark_type(t.key_type), _spark_type(t.value_type),
+                         valueContainsNull=not t.value_required)
     raise TypeError(f"Iceberg type {t} has no Spark type lakesort writes; the planner should have refused it")
 
 
@@ -56,8 +57,8 @@ FIXED_WIDTH = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType
                T.DateType, T.TimestampType, T.TimestampNTZType, T.DecimalType)
 
 
-_PLACEHOLDER = {"date": "1970-01-01", "timestamp": "1970-01-01 00:00:00", "timestamp_ntz": "1970-01-01 00:00:00",
-                "string": "", "binary": "", "boolean": "false"}
+_PLACEHOLDER = {"date": "1970-01-01", "timestamp": "1970-01-01 00:00:00",
+                "timestamp_ntz": "1970-01-01 00:00:00", "string": "", "binary": "", "boolean": "false"}
 
 
 def as_declared(field: T.StructField) -> Column:

@@ -4,7 +4,8 @@ stands in for them before.
 
 - `to_arrow_schema`'s time zone: a `timezone` argument in 4.2, `timestamp_utc=True` (the default) in 4.0 and
   4.1, always UTC in 3.5; the job runs in UTC, so each one's default but 4.2's gives the schema it needs.
-- `DataFrame.toArrow` (4.0): before it, the same Arrow batches Spark sends for `toPandas` (`_collect_as_arrow`).
+- `DataFrame.toArrow` (4.0): before it, the same Arrow batches Spark sends for `toPandas`
+  (`_collect_as_arrow`).
 - `pyspark.sql.functions.arrow_udf` (4.1): before it, `mapInArrow` (3.3) computes the column over whole
   batches. A `pandas_udf` would convert the key columns to pandas and back, which is not exact (a nullable
   long becomes a float64, a timestamp nanoseconds), and the curve index must be the one `lakesort advise`

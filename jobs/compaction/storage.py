@@ -4,8 +4,8 @@ The plan names the table and carries its public storage settings (endpoint, regi
 written into it. On an object store the driver loads the table from the catalog once (a REST catalog vends
 the table's credentials in that response), sets them in the driver's Hadoop configuration, which Spark ships
 to executors with each task for its own reader and writer (S3A), and returns a plan whose FileIO properties
-include them for the executors' pyiceberg and pyarrow readers, which get it inside their task closures. Nothing
-here is logged, written to a file or passed on a command line.
+include them for the executors' pyiceberg and pyarrow readers, which get it inside their task closures.
+Nothing here is logged, written to a file or passed on a command line.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def _magic_committer(spark: SparkSession, hadoop: Any, plan: RewritePlan) -> Non
                     plan.table, plan.table_location)
         return
     for scheme in ("s3", "s3a", "s3n"):
-        hadoop.set(f"mapreduce.outputcommitter.factory.scheme.{scheme}", "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory")
+        hadoop.set(f"mapreduce.outputcommitter.factory.scheme.{scheme}",
+                   "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory")
     hadoop.set("fs.s3a.committer.name", "magic")
     hadoop.set("fs.s3a.committer.magic.enabled", "true")
     spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL)

@@ -86,31 +86,33 @@ def plan_write(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup]
                  if pair in sizes}
     piece_bytes = _piece_bytes(spark, groups, job.spark_schema)
     parallelism = spark.sparkContext.defaultParallelism
-    slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes), parallelism=parallelism,
-                       nan_parts=nan_parts, nan_first=nan_first)
+    slots = plan_slots(sizes, piece_bytes=piece_bytes, pack_bytes=min(PACK_BYTES, piece_bytes),
+                       parallelism=parallelism, nan_parts=nan_parts, nan_first=nan_first)
     flat = (len(sizes) > 1 and spark.conf.get("spark.lakesort.compact.flatWrite", "true") == "true"
             and renames_cheaply(write_dir(job.plan)))
     if flat:
-        # Several partitions: a task per slot, written into one directory and moved into the slots' directories
-        # afterwards, instead of Spark's dynamic partition writer (which copies every row to drop the partition
-        # columns): TPC-H SF1 by month into 84 files, warm, sort and write in 11.6-12.2 s against 14.6-15.2 s
-        # packed into 27 tasks (one run each). Past FLAT_MAX_TASKS unpacked slots (many small partitions,
-        # where a task's fixed cost outweighs the copy), the slots are packed and partitioned as before.
+        # Several partitions: a task per slot, written into one directory and moved into the slots'
+        # directories afterwards, instead of Spark's dynamic partition writer (which copies every row to drop
+        # the partition columns): TPC-H SF1 by month into 84 files, warm, sort and write in 11.6-12.2 s
+        # against 14.6-15.2 s packed into 27 tasks (one run each). Past FLAT_MAX_TASKS unpacked slots (many
+        # small partitions, where a task's fixed cost outweighs the copy), the slots are packed and
+        # partitioned as before.
         unpacked = plan_slots(sizes, piece_bytes=piece_bytes, parallelism=parallelism, pack=False,
                               nan_parts=nan_parts, nan_first=nan_first)
         flat = unpacked.tasks <= max(FLAT_MAX_TASKS, 2 * slots.tasks)
         slots = unpacked if flat else slots
-    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a file%s%s)",
-             sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task, slots.most_pieces,
-             ", into one directory" if flat else "",
-             f", {len(nan_parts)} NaN slot(s): the rows whose first sort key is NaN start a row group" if nan_parts
-             else "")
+    log.info("writing %d file(s) in %d slot(s) by %d task(s) (up to %d slot(s) a task, %d piece(s) a "
+             "file%s%s)", sum(files_of.values()), len(slots.slots), slots.tasks, slots.most_per_task,
+             slots.most_pieces, ", into one directory" if flat else "",
+             f", {len(nan_parts)} NaN slot(s): the rows whose first sort key is NaN start a row group"
+             if nan_parts else "")
     return slots, sort_prefix(job.keys, job.ordinals, figures), flat
 
 
 def _piece_bytes(spark: SparkSession, groups: Sequence[RewriteGroup], schema: T.StructType) -> int:
     """The input bytes a piece of an output file aims for: spark.lakesort.compact.pieceBytes when set, else
-    PIECE_BYTES or less, so that a write task sorts its rows in memory (`layout.compaction.executor.memory`)."""
+    PIECE_BYTES or less, so that a write task sorts its rows in memory
+    (`layout.compaction.executor.memory`)."""
     configured = spark.conf.get("spark.lakesort.compact.pieceBytes", None)
     if configured:
         return int(configured)
@@ -128,13 +130,15 @@ def _piece_bytes(spark: SparkSession, groups: Sequence[RewriteGroup], schema: T.
     per_task = task_memory(heap, fraction, cores)
     variable = sum(1 for f in schema.fields if not isinstance(f.dataType, FIXED_WIDTH) or
                    isinstance(f.dataType, T.DecimalType) and f.dataType.precision > 18)
-    ratio = memory_per_input_byte(groups, fields=len(schema.fields) + 1, variable_fields=variable)  # and the slot
+    ratio = memory_per_input_byte(groups, fields=len(schema.fields) + 1,  # and the slot
+                                  variable_fields=variable)
     if ratio is None or not per_task:
         return PIECE_BYTES
     fitted = memory_piece_bytes(per_task, ratio)
     if fitted < PIECE_BYTES:
-        log.info("pieces of %.1f MiB of input (not %d MiB): a write task sorts up to %.0f MiB in memory (heap %.0f "
-                 "MiB, %d task(s) at once), and the input takes about %.1f bytes there per byte on disk",
+        log.info("pieces of %.1f MiB of input (not %d MiB): a write task sorts up to %.0f MiB in memory "
+                 "(heap %.0f MiB, %d task(s) at once), and the input takes about %.1f "
+                 "bytes there per byte on disk",
                  fitted / 2**20, PIECE_BYTES >> 20, per_task / 2**20, heap / 2**20, cores, ratio)
     return min(PIECE_BYTES, fitted)
 
@@ -191,8 +195,8 @@ def hadoop_fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
 @dataclass(frozen=True)
 class CurveIndex:
     """A curve's index over the keys (`layout.curves`: z-order or Hilbert over quantile ranks), its boundaries
-    drawn once (`curve_index`) and put on any frame of the input's rows (`on`): the rows to write, and the rows
-    drawn for the file boundaries when the manifests give the rest."""
+    drawn once (`curve_index`) and put on any frame of the input's rows (`on`): the rows to write, and the
+    rows drawn for the file boundaries when the manifests give the rest."""
 
     name: str
     strategy: Literal["zorder", "hilbert"]
@@ -200,8 +204,9 @@ class CurveIndex:
     bounds: tuple[Any, ...]  # per key, its quantile boundaries (numpy arrays)
 
     def on(self, df: DataFrame) -> DataFrame:
-        """`df` with column `name`: each row's curve index, a long, computed in the executors over Arrow batches
-        of the key columns with the same code the advisor runs, so the layout written is the layout predicted."""
+        """`df` with column `name`: each row's curve index, a long, computed in the executors over Arrow
+        batches of the key columns with the same code the advisor runs,
+        so the layout written is the layout predicted."""
         bits, bounds, strategy = curves.curve_bits(len(self.keys)), list(self.bounds), self.strategy
 
         def index(*columns: pa.Array) -> pa.Array:
@@ -211,9 +216,9 @@ class CurveIndex:
 
 
 def curve_index(df: DataFrame, name: str, strategy: Strategy, keys: Sequence[str], rows: int) -> CurveIndex:
-    """The curve over `keys` of `df`'s rows (`rows` of them): each key's quantile boundaries from a seeded sample
-    of at most CURVE_SAMPLE rows of the key columns over the job's whole input (one boundary set for every
-    group, as `lakesort advise` predicts with)."""
+    """The curve over `keys` of `df`'s rows (`rows` of them): each key's quantile boundaries from a seeded
+    sample of at most CURVE_SAMPLE rows of the key columns over the job's whole input (one boundary set for
+    every group, as `lakesort advise` predicts with)."""
     bits = curves.curve_bits(len(keys))
     fraction = min(1.0, CURVE_SAMPLE / max(1, rows))
     sample = to_arrow(df.select(*keys).sample(fraction=fraction, seed=SAMPLE_SEED))
@@ -239,5 +244,5 @@ def finish_files(spark: SparkSession, job: JobPlan, target: str, slots: SlotPlan
     finish = configured(job.plan.table_location, dict(job.plan.io_properties))(finish_staged_file)
     done = spark.sparkContext.parallelize(work, tasks).map(lambda w: finish(w, ids)).collect()
     stitched = [w for w in work if len(w) > 1]
-    log.info("stitched %d file(s) from %d piece(s), %d footer(s) given list/map field ids, in %.1fs", len(stitched),
-             sum(len(w) for w in stitched), sum(done), time.perf_counter() - t0)
+    log.info("stitched %d file(s) from %d piece(s), %d footer(s) given list/map field ids, in %.1fs",
+             len(stitched), sum(len(w) for w in stitched), sum(done), time.perf_counter() - t0)
