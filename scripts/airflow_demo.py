@@ -43,7 +43,8 @@ def demo_env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         # The Spark connection in JSON form (the URI form can lose the spark:// scheme): local mode here;
-        # a cluster is a different host, e.g. {"conn_type": "spark", "host": "spark://spark-master", "port": 7077}.
+        # a cluster is a different host, e.g. {"conn_type": "spark", "host":
+        # "spark://spark-master", "port": 7077}.
         "AIRFLOW_CONN_SPARK_DEFAULT": os.environ.get("AIRFLOW_CONN_SPARK_DEFAULT")
         or json.dumps({"conn_type": "spark", "host": "local[*]"}),
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # spark-submit, beside this Python
@@ -51,7 +52,8 @@ def demo_env(home: Path) -> dict[str, str]:
         "LAKESORT_TABLES_DIR": str(REPO / "dags" / "tables"),
         "LAKESORT_WORK_DIR": str(home / "work"),
         "LAKESORT_REPORT_DIR": str(home / "reports"),
-        "LAKESORT_SPARK_CONF": json.dumps({"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}),
+        "LAKESORT_SPARK_CONF": json.dumps({"spark.log.level": "WARN",
+                                           "spark.ui.showConsoleProgress": "false"}),
         "LAKESORT_SPARK_RETRIES": "0",  # a demo fails at once instead of retrying with backoff
         "PYTHONWARNINGS": "ignore::DeprecationWarning",
     }
@@ -60,8 +62,8 @@ def demo_env(home: Path) -> dict[str, str]:
 
 def run_airflow(env: dict[str, str], *args: str, log: Path) -> None:
     with open(log, "a") as out:
-        done = subprocess.run([str(VENV_BIN / "airflow"), *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                              check=False)
+        done = subprocess.run([str(VENV_BIN / "airflow"), *args], env=env, stdout=out,
+                              stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         sys.exit(f"airflow {' '.join(args)} failed (exit {done.returncode}); see {log}")
 
@@ -73,13 +75,15 @@ def init_airflow(home: Path, env: dict[str, str]) -> None:
     airflow_home = home / "airflow"
     (airflow_home / "logs").mkdir(parents=True, exist_ok=True)
     marker = airflow_home / f".lakesort-initialised-{airflow.__version__}"
-    exports = {k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__CORE__LOAD_EXAMPLES",
-                                   "AIRFLOW_CONN_SPARK_DEFAULT", "PYICEBERG_HOME", "LAKESORT_TABLES_DIR",
-                                   "LAKESORT_WORK_DIR", "LAKESORT_REPORT_DIR")}
+    exports = {k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER",
+                                   "AIRFLOW__CORE__LOAD_EXAMPLES", "AIRFLOW_CONN_SPARK_DEFAULT",
+                                   "PYICEBERG_HOME", "LAKESORT_TABLES_DIR", "LAKESORT_WORK_DIR",
+                                   "LAKESORT_REPORT_DIR")}
     lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
     (airflow_home / "env.sh").write_text(
         "# Written by `make demo`: the environment of the demo's Airflow home. `source` it, then e.g.\n"
-        "#   .venv/bin/airflow standalone\n" + "\n".join(lines) + f"\nexport PATH={shlex.quote(str(VENV_BIN))}:\"$PATH\"\n")
+        "#   .venv/bin/airflow standalone\n" + "\n".join(lines)
+        + f"\nexport PATH={shlex.quote(str(VENV_BIN))}:\"$PATH\"\n")
     if marker.exists() and (airflow_home / "airflow.db").exists():
         print(f"== Airflow home {airflow_home} (SQLite): ready")
         return
@@ -105,13 +109,15 @@ def show(line: str, state: dict) -> str | None:
     if msg == "Task instance state updated" and "new_state=" in kv and state.get("task"):
         new = re.search(r"new_state=(\w+)", kv)[1]
         task = state.pop("task")
-        return f"   {'ok ' if new == 'success' else '!! '}{task}: {new} ({time.perf_counter() - state['started']:.0f}s)"
+        return (f"   {'ok ' if new == 'success' else '!! '}{task}: {new} "
+                f"({time.perf_counter() - state['started']:.0f}s)")
     if logger.startswith("lakesort"):
         return f"     {msg}"
-    if logger == "layout.compaction.pipeline.steps" and not msg.startswith("  "):  # not the per-partition decisions
+    # not the per-partition decisions
+    if logger == "layout.compaction.pipeline.steps" and not msg.startswith("  "):
         return f"     {msg}"
-    if logger in ("layout.compaction.pipeline.commit", "layout.report.render", "layout.verify.expectations") or (
-            logger == "layout.metrics.measure" and "measured" in msg):
+    if logger in ("layout.compaction.pipeline.commit", "layout.report.render", "layout.verify.expectations") \
+            or (logger == "layout.metrics.measure" and "measured" in msg):
         return f"     {msg}"
     if "lakesort.compact:" in msg and ": group " not in msg:  # the Spark job's own summary lines
         return f"     spark: {msg.split('lakesort.compact:', 1)[1].strip()}"
@@ -125,12 +131,13 @@ def show(line: str, state: dict) -> str | None:
 
 def run_nightly(home: Path, env: dict[str, str]) -> tuple[int, Path]:
     log = home / "airflow" / "logs" / "demo-nightly.log"
-    print(f"== airflow dags test {DAG_ID}  (Spark: {json.loads(env['AIRFLOW_CONN_SPARK_DEFAULT']).get('host')}; "
-          f"full output: {os.path.relpath(log)})")
+    print(f"== airflow dags test {DAG_ID}  (Spark: "
+          f"{json.loads(env['AIRFLOW_CONN_SPARK_DEFAULT']).get('host')}; full output: "
+          f"{os.path.relpath(log)})")
     state: dict = {}
     with open(log, "w") as out:
-        proc = subprocess.Popen([str(VENV_BIN / "airflow"), "dags", "test", DAG_ID], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen([str(VENV_BIN / "airflow"), "dags", "test", DAG_ID], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         for line in proc.stdout:
             out.write(line)
             shown = show(line.rstrip("\n"), state)
@@ -168,13 +175,15 @@ def summarise(home: Path, env: dict[str, str], since: dt.datetime) -> None:
             print(f"{spec.table}: nothing to do, every partition is compacted already (no Spark job ran; "
                   f"{run['files_before']} files)")
             continue
-        print(f"{spec.table}: {run['status']} ({run['trigger']} run {run['run_id']}, {run['duration_s']:.0f}s)")
+        print(f"{spec.table}: {run['status']} ({run['trigger']} run {run['run_id']}, "
+              f"{run['duration_s']:.0f}s)")
         print(f"  partitions rewritten   {run['partitions_rewritten']} ({run['groups']} group(s))")
         print(f"  data files             {run['files_before']} -> {run['files_after']}   "
               f"({_size(run['bytes_before'])} -> {_size(run['bytes_after'])})")
         warnings = len(json.loads(run["findings"] or "[]"))
-        print(f"  verification           {run['verification']}" + (f" ({warnings} finding(s), none blocking)"
-                                                                   if warnings and run["verification"] == "passed" else ""))
+        print(f"  verification           {run['verification']}"
+              + (f" ({warnings} finding(s), none blocking)" if warnings and run["verification"] == "passed"
+                 else ""))
         if run["error"]:
             print(f"  error                  {run['error'][:300]}")
         metrics = [m for m in read_metrics(catalog, spec.table).to_pylist() if m["run_id"] == run["run_id"]]
@@ -198,7 +207,9 @@ def summarise(home: Path, env: dict[str, str], since: dt.datetime) -> None:
 
 def failed_tasks(home: Path) -> list[str]:
     with sqlite3.connect(home / "airflow" / "airflow.db") as con:
-        (run_id,) = con.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)).fetchone()
+        (run_id,) = con.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
+        ).fetchone()
         return [f"{t}[{label}]" if label else t for t, label in con.execute(
             "SELECT task_id, rendered_map_index FROM task_instance WHERE dag_id = ? AND run_id = ? "
             "AND state IN ('failed', 'upstream_failed')", (DAG_ID, run_id))]
@@ -206,7 +217,8 @@ def failed_tasks(home: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, default=Path(".lakesort"), help="the demo home (default .lakesort)")
+    parser.add_argument("--home", type=Path, default=Path(".lakesort"),
+                        help="the demo home (default .lakesort)")
     args = parser.parse_args()
     home = args.home.resolve()
     env = demo_env(home)

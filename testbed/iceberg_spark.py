@@ -1,4 +1,5 @@
-"""Iceberg's own Spark implementation, served to the tests: `python testbed/iceberg_spark.py CATALOG_DB WAREHOUSE`.
+"""Iceberg's own Spark implementation, served to the tests:
+`python testbed/iceberg_spark.py CATALOG_DB WAREHOUSE`.
 
 It runs in the test bed's own virtualenv (pyspark 4.1, beside Iceberg's Spark runtime jar and the SQLite JDBC
 driver: `make testbed`), never in lakesort's (pyspark 4.2, which no Iceberg release supports yet). One Spark
@@ -9,12 +10,13 @@ Requests come one JSON object a line on standard input, answers go one a line to
 own output goes to standard error):
 - `{"sql": "..."}`: run a statement; the answer's `rows` are its result (small results: metadata tables,
   procedure outputs), each row a list of JSON values (other values as strings);
-- `{"sql": "...", "arrow": "PATH"}`: run a query and write its whole result to PATH as an Arrow IPC file, which
-  keeps every value as Spark read it (floats bit for bit, timestamps to the microsecond);
+- `{"sql": "...", "arrow": "PATH"}`: run a query and write its whole result to PATH as an Arrow IPC file,
+  which keeps every value as Spark read it (floats bit for bit, timestamps to the microsecond);
 - `{"stream": "start", ...}` / `{"stream": "poll"|"stop", "name": ...}`: a Structured Streaming query with
   Iceberg's source (see `stream`);
-- `{"equality_delete": TABLE, "columns": [...], "rows": [[...], ...], "partition": {...} | null, "spec_id": N}`,
-  or `{"equality_delete": TABLE, "files": [{"columns": ..., "rows": ..., "partition": ..., "spec_id": ...}, ...]}`:
+- `{"equality_delete": TABLE, "columns": [...], "rows": [[...], ...], "partition": {...} | null,
+  "spec_id": N}`, or `{"equality_delete": TABLE, "files": [{"columns": ..., "rows": ..., "partition": ...,
+  "spec_id": ...}, ...]}`:
   equality delete files written by Iceberg's own writer and committed in one RowDelta (see `EqualityDeletes`);
 - `{"equality_delete_query": TABLE, "columns": [...], "query": "SELECT ...", "files": N}`: the same for the
   rows of a Spark query, spread over about N files (benchmarks: hundreds of thousands of rows).
@@ -62,7 +64,8 @@ def session(catalog_db: str, warehouse: str):
         .config(f"{prefix}.warehouse", warehouse)
         # Another implementation (lakesort, pyiceberg) commits between requests: never serve a cached table.
         .config(f"{prefix}.cache-enabled", "false")
-        # pyiceberg's SQL catalog writes the V1 schema (with `iceberg_type`): Iceberg must not try to migrate it.
+        # pyiceberg's SQL catalog writes the V1 schema (with `iceberg_type`):
+        # Iceberg must not try to migrate it.
         .config(f"{prefix}.jdbc.schema-version", "V1")
         .config("spark.sql.defaultCatalog", CATALOG)
     )
@@ -123,12 +126,12 @@ class EqualityDeletes:
     """Equality delete files written by Iceberg's own Parquet writer and committed in one RowDelta
     (`table.newRowDelta().addDeletes(...)`), as an engine writing equality deletes (Flink, say) would.
 
-    The writer is the one `FormatModelRegistry` holds for Spark's InternalRow (Iceberg's Spark writers use it).
-    Spark makes the rows: py4j cannot make correctly typed Java values itself (a small Python int arrives as an
-    Integer where the writer needs a Long), Spark's casts to the table's types can. A request's JSON rows become
-    a local relation (no Spark job); a query's rows are collected in the bed's JVM and reach the writer a file's
-    worth at a time, never row by row through Python. Each file still costs about twenty py4j calls: 300,000
-    rows in 1,000 files took about 30 s on a busy 2-core machine, most of it there.
+    The writer is the one `FormatModelRegistry` holds for Spark's InternalRow (Iceberg's Spark writers use
+    it). Spark makes the rows: py4j cannot make correctly typed Java values itself (a small Python int arrives
+    as an Integer where the writer needs a Long), Spark's casts to the table's types can. A request's JSON
+    rows become a local relation (no Spark job); a query's rows are collected in the bed's JVM and reach the
+    writer a file's worth at a time, never row by row through Python. Each file still costs about twenty py4j
+    calls: 300,000 rows in 1,000 files took about 30 s on a busy 2-core machine, most of it there.
 
     A file's partition, under the table's current spec or the one `spec_id` names:
     - given: `{"ts": "2024-03-01T10:00:00", "id": 3}` (the source columns' values; Iceberg's PartitionKey
@@ -146,7 +149,8 @@ class EqualityDeletes:
         self.registry = self.iceberg.formats.FormatModelRegistry
         self.parquet = self.iceberg.FileFormat.PARQUET
         self.internal_row = jvm.org.apache.spark.sql.catalyst.InternalRow._java_lang_class
-        # FileWriter.write(Iterable): py4j alone picks the erased write(Object) overload, so call it reflectively.
+        # FileWriter.write(Iterable): py4j alone picks the erased write(Object) overload,
+        # so call it reflectively.
         parameter = self.gateway.new_array(jvm.java.lang.Class, 1)
         parameter[0] = jvm.java.lang.Iterable._java_lang_class
         self.write_all = self.iceberg.io.FileWriter._java_lang_class.getMethod("write", parameter)
@@ -174,7 +178,8 @@ class EqualityDeletes:
         if bulk:  # a thousand files described would cost more py4j calls than writing them did
             answer["files"] = len(written)
         else:
-            answer["files"] = [{"path": delete_file.location(), "records": n, "spec_id": spec_id, "partition": path}
+            answer["files"] = [{"path": delete_file.location(), "records": n, "spec_id": spec_id,
+                                "partition": path}
                                for delete_file, (spec_id, n, path) in written]
         answer["seconds"] = round(time.monotonic() - started, 3)
         return answer
@@ -187,7 +192,8 @@ class EqualityDeletes:
         spec = target.spec(request.get("spec_id"))
         for row in rows:
             if len(row) != len(columns):
-                raise ValueError(f"a row of {len(row)} values for the {len(columns)} columns {columns}: {row}")
+                raise ValueError(f"a row of {len(row)} values for the {len(columns)} "
+                                 f"columns {columns}: {row}")
         if spec.isUnpartitioned():
             groups = {(): (None, rows)}
         elif request.get("partition") is not None:
@@ -195,7 +201,8 @@ class EqualityDeletes:
         else:
             fields = _partition_exprs(spec, target.schema, columns)
             frame = self._values(columns, rows, target.types)
-            keys = frame.select(*[_as_text(F.expr(e), None).alias(f"__p{i}") for i, (_, e) in enumerate(fields)])
+            keys = frame.select(*[_as_text(F.expr(e), None).alias(f"__p{i}")
+                                  for i, (_, e) in enumerate(fields)])
             groups = {}
             for key, row in zip((tuple(k) for k in keys.collect()), rows, strict=True):
                 groups.setdefault(key, (None, []))[1].append(row)
@@ -206,7 +213,8 @@ class EqualityDeletes:
         for partition, group in groups.values():
             if group:
                 frame = self._values(columns, group, target.types)
-                delete_file = self._file(target, spec, partition, columns, frame._jdf.schema(), self._collect(frame))
+                delete_file = self._file(target, spec, partition, columns, frame._jdf.schema(),
+                                         self._collect(frame))
                 path = spec.partitionToPath(partition) if partition is not None else ""
                 written.append((delete_file, (spec.specId(), len(group), path)))
         return written
@@ -227,7 +235,9 @@ class EqualityDeletes:
         """The frame's rows, collected in the JVM, as a java.util.List of Spark's InternalRows."""
         scala = self.jvm.scala
         collected = frame._jdf.queryExecution().executedPlan().executeCollect()
-        return scala.jdk.javaapi.CollectionConverters.asJava(scala.collection.immutable.ArraySeq.unsafeWrapArray(collected))
+        return scala.jdk.javaapi.CollectionConverters.asJava(
+            scala.collection.immutable.ArraySeq.unsafeWrapArray(collected)
+        )
 
     def _query(self, target: Target, request: dict[str, Any]) -> list[Any]:
         """The `columns` of a query's rows (its other columns may be a partition's sources) as about `files`
@@ -250,9 +260,11 @@ class EqualityDeletes:
         # One computation for the partitions' sizes and their rows: the two must agree.
         frame = frame.localCheckpoint()
         sizes = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("__rows"),
-                                         *[F.first(_as_text(F.col(k), None)).alias(f"{k}_text") for k in keys])
+                                         *[F.first(_as_text(F.col(k), None)).alias(f"{k}_text")
+                                           for k in keys])
         sizes = (sizes.orderBy(*keys) if keys else sizes).collect()
-        ordered = frame.orderBy(*keys, *columns).select(*[F.col(c).cast(target.types[c]).alias(c) for c in columns])
+        ordered = frame.orderBy(*keys, *columns).select(*[F.col(c).cast(target.types[c]).alias(c)
+                                                          for c in columns])
         rows_in_jvm, engine_schema = self._collect(ordered), ordered._jdf.schema()
         total = sum(s["__rows"] for s in sizes)
         written, offset = [], 0
@@ -265,7 +277,8 @@ class EqualityDeletes:
             pieces = min(n, max(1, round(files * n / total)))
             for i in range(pieces):
                 start, end = offset + n * i // pieces, offset + n * (i + 1) // pieces
-                delete_file = self._file(target, spec, partition, columns, engine_schema, rows_in_jvm.subList(start, end))
+                delete_file = self._file(target, spec, partition, columns, engine_schema,
+                                         rows_in_jvm.subList(start, end))
                 written.append((delete_file, (None, end - start, None)))
             offset += n
         return written
@@ -273,7 +286,8 @@ class EqualityDeletes:
     def _file(self, target: Target, spec, partition, columns: list[str], engine_schema, batch):
         """One equality delete file of `batch` (a java.util.List of InternalRows of `engine_schema`)."""
         delete_schema, ids = target.delete_schema(columns)
-        output = target.outputs.newOutputFile(spec, partition) if partition is not None else target.outputs.newOutputFile()
+        output = (target.outputs.newOutputFile(spec, partition) if partition is not None
+                  else target.outputs.newOutputFile())
         writer = (self.registry.equalityDeleteWriteBuilder(self.parquet, self.internal_row, output)
                   .setAll(target.properties).metricsConfig(target.metrics)
                   .schema(delete_schema).engineSchema(engine_schema).spec(spec).partition(partition)
@@ -324,11 +338,13 @@ class Target:
         if key not in self._schemas:
             fields = [self.schema.findField(c) for c in columns]
             if not fields or any(f is None for f in fields):
-                raise ValueError(f"{self.name}: no column {[c for c, f in zip(columns, fields) if f is None] or columns}")
+                raise ValueError(f"{self.name}: no column "
+                                 f"{[c for c, f in zip(columns, fields) if f is None] or columns}")
             ids = self.gateway.new_array(self.jvm.int, len(fields))
             for i, field in enumerate(fields):
                 ids[i] = field.fieldId()
-            self._schemas[key] = (self.jvm.org.apache.iceberg.Schema(self.jvm.java.util.ArrayList(fields)), ids)
+            self._schemas[key] = (self.jvm.org.apache.iceberg.Schema(self.jvm.java.util.ArrayList(fields)),
+                                  ids)
         return self._schemas[key]
 
 
@@ -345,15 +361,17 @@ class Partitions:
         self.fields = {str(f.name()): (f.fieldId(), str(f.type().toString())) for f in self.type.fields()}
 
     def of(self, values: dict[str, Any]):
-        """The partition of `values`: source columns' (all names columns) or partition fields' (all names those)."""
+        """The partition of `values`: source columns' (all names columns) or partition fields'
+        (all names those)."""
         if all(k in self.columns for k in values):
-            record = self.iceberg.SingleValueParser.fromJson(self.schema.asStruct(), self._json(self.columns, values))
+            record = self.iceberg.SingleValueParser.fromJson(self.schema.asStruct(),
+                                                             self._json(self.columns, values))
             self.key.partition(record)
             return self.key.copy()
         if all(k in self.fields for k in values):
             return self.of_fields(values)
-        raise ValueError(f"a partition names columns or partition fields, not both or others: {sorted(values)} "
-                         f"(partition fields {sorted(self.fields)})")
+        raise ValueError("a partition names columns or partition fields, not both or others: "
+                         f"{sorted(values)} (partition fields {sorted(self.fields)})")
 
     def of_fields(self, values: dict[str, Any]):
         return self.iceberg.SingleValueParser.fromJson(self.type, self._json(self.fields, values))
@@ -361,7 +379,8 @@ class Partitions:
     @staticmethod
     def _json(fields: dict[str, tuple[int, str]], values: dict[str, Any]) -> str:
         """A struct in Iceberg's single-value JSON (SingleValueParser): values by field id, NULLs left out."""
-        return json.dumps({str(fields[k][0]): _single_value(fields[k][1], v) for k, v in values.items() if v is not None})
+        return json.dumps({str(fields[k][0]): _single_value(fields[k][1], v) for k, v in values.items()
+                           if v is not None})
 
 
 def _text(value: Any) -> str | None:
@@ -370,12 +389,14 @@ def _text(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else repr(value)
+        return ("NaN" if math.isnan(value)
+                else ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else repr(value))
     return str(value)
 
 
 def _as_text(column, data_type):
-    """A value as text Iceberg's single-value JSON takes (hex for bytes), made by Spark (in its UTC session)."""
+    """A value as text Iceberg's single-value JSON takes (hex for bytes), made by Spark
+    (in its UTC session)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
 
@@ -434,7 +455,8 @@ def handle(spark, streams: Streams, deletes: EqualityDeletes, request: dict[str,
     if "stream" in request:
         action = request["stream"]
         if action == "start":
-            return streams.start(request["name"], request["table"], request["checkpoint"], request.get("options", {}))
+            return streams.start(request["name"], request["table"], request["checkpoint"],
+                                 request.get("options", {}))
         return getattr(streams, action)(request["name"])
     frame = spark.sql(request["sql"])
     if "arrow" in request:
@@ -450,7 +472,8 @@ def handle(spark, streams: Streams, deletes: EqualityDeletes, request: dict[str,
 def main(argv: list[str]) -> int:
     catalog_db, warehouse = argv
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the JVM and py4j write to fd 1 too: keep it for answers
+    # the JVM and py4j write to fd 1 too: keep it for answers
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     spark = session(catalog_db, warehouse)
     spark.sparkContext.setLogLevel("WARN")

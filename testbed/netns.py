@@ -1,21 +1,24 @@
-"""Hosts on one machine: network namespaces (`ip netns`) joined by veth pairs to a bridge in the root namespace.
+"""Hosts on one machine: network namespaces
+(`ip netns`) joined by veth pairs to a bridge in the root namespace.
 
-Each host is a namespace with its own loopback and one veth whose other end sits on the bridge; the bridge holds
-the subnet's first address, so servers of the root namespace (the S3 front, the REST catalog, reached through
-`testbed/netns_relay.py`) are at `Network.gateway` from every host. All addresses are a private /24 of this
-machine: nothing leaves it.
+Each host is a namespace with its own loopback and one veth whose other end sits on the bridge; the bridge
+holds the subnet's first address, so servers of the root namespace (the S3 front, the REST catalog, reached
+through `testbed/netns_relay.py`) are at `Network.gateway` from every host. All addresses are a private /24 of
+this machine: nothing leaves it.
 
 Faults act on a host's veth end on the bridge side (the host cannot undo them):
-- `cut(host)`: the link down (`ip link set ... down`): every packet to and from the host is lost until `restore`;
+- `cut(host)`: the link down (`ip link set ... down`):
+  every packet to and from the host is lost until `restore`;
 - `shape(host, ...)`: a slow, lossy link with `tbf` in both directions. The kernels these tests run on have no
-  `sch_netem` (`tc qdisc add ... netem` answers "Specified qdisc kind is unknown", and there is no modprobe), so
-  netem's delay and random loss are not available. A token bucket of a small rate with a short queue does both
-  for real traffic, in the kernel: packets wait their turn (queueing delay, up to `latency`) and those that would
-  wait longer are dropped (tail drop; `tc -s qdisc` counts them, `Network.drops`), so TCP sees loss and
-  retransmits. The loss is load-dependent rather than random, which is what a congested link does.
+  `sch_netem` (`tc qdisc add ... netem` answers "Specified qdisc kind is unknown", and there is no modprobe),
+  so netem's delay and random loss are not available. A token bucket of a small rate with a short queue does
+  both for real traffic, in the kernel: packets wait their turn (queueing delay, up to `latency`) and those
+  that would wait longer are dropped (tail drop; `tc -s qdisc` counts them, `Network.drops`), so TCP sees loss
+  and retransmits. The loss is load-dependent rather than random, which is what a congested link does.
 
 Names carry a per-process tag so that two runs never share a namespace or an interface; `teardown` kills every
-process left in the namespaces (`ip netns pids`), then deletes the namespaces and the bridge, and never raises.
+process left in the namespaces (`ip netns pids`),
+then deletes the namespaces and the bridge, and never raises.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def unavailable() -> str | None:
-    """Why hosts in network namespaces cannot be made here (not root, no `ip`, namespaces refused), or None."""
+    """Why hosts in network namespaces cannot be made here (not root, no `ip`,
+    namespaces refused), or None."""
     if shutil.which("ip") is None or shutil.which("tc") is None:
         return "iproute2 (`ip`, `tc`) is not installed"
     if os.geteuid() != 0:
@@ -111,8 +115,8 @@ class Network:
         spec = ["tbf", "rate", rate, "burst", burst, "latency", latency]
         subprocess.run(["tc", "qdisc", "replace", "dev", host.outer, "root", *spec], check=True,
                        capture_output=True)
-        subprocess.run(["ip", "netns", "exec", host.netns, "tc", "qdisc", "replace", "dev", host.inner, "root",
-                        *spec], check=True, capture_output=True)
+        subprocess.run(["ip", "netns", "exec", host.netns, "tc", "qdisc", "replace", "dev", host.inner,
+                        "root", *spec], check=True, capture_output=True)
 
     def unshape(self, name: str) -> None:
         host = self.hosts[name]
@@ -121,7 +125,8 @@ class Network:
                        capture_output=True, check=False)
 
     def drops(self, name: str) -> tuple[int, int]:
-        """(packets sent, packets dropped) by the shaping on both ends of the host's link: the evidence of loss."""
+        """(packets sent, packets dropped) by the shaping on both ends of the host's link:
+        the evidence of loss."""
         host = self.hosts[name]
         total = [0, 0]
         for cmd in (["tc", "-s", "qdisc", "show", "dev", host.outer],

@@ -1,8 +1,9 @@
 """A TCP relay from the bridge of `testbed/netns.py` to servers that listen on 127.0.0.1 only.
 
 The S3 front and the REST catalog server bind the loopback interface (no test listens beyond it); hosts in
-network namespaces have loopbacks of their own, so they reach those servers through this relay, which listens on
-the bridge's private address (an address of this machine) and copies bytes both ways, one thread per direction.
+network namespaces have loopbacks of their own, so they reach those servers through this relay, which listens
+on the bridge's private address (an address of this machine) and copies bytes both ways,
+one thread per direction.
 
 Run: python testbed/netns_relay.py LISTEN_HOST TARGET_PORT [TARGET_PORT ...]
 It prints `relay LISTEN_HOST:PORT -> 127.0.0.1:TARGET_PORT` per target once it accepts connections.

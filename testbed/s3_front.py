@@ -3,11 +3,13 @@ injects faults.
 
 Every S3 request of a test (pyiceberg, pyarrow, Spark's S3A, the REST catalog's S3FileIO) goes through it, so
 
-- the **request log** (one JSON object per request: kind GET/PUT/COPY/POST/LIST/DELETE/HEAD, bucket, key, range,
-  status, bytes in and out, the access key id that signed it) is what the request-count benchmark reads;
+- the **request log** (one JSON object per request: kind GET/PUT/COPY/POST/LIST/DELETE/HEAD, bucket, key,
+  range, status, bytes in and out, the access key id that signed it) is what the
+  request-count benchmark reads;
 - **credentials are checked**: with `--access-key` (and `--session-token`), a request signed by any other key
-  (or none, or without the session token of temporary credentials) is refused with S3's 403 AccessDenied, so a test proves that the credentials the REST catalog vends reach every reader and
-  writer (moto itself accepts any key);
+  (or none, or without the session token of temporary credentials) is refused with S3's 403 AccessDenied, so a
+  test proves that the credentials the REST catalog vends reach every reader and writer
+  (moto itself accepts any key);
 - **faults** are injected on request: 503 SlowDown, latency, or a connection reset (the socket closed without
   a response), for requests of a kind and key, after some matching requests, a number of times.
 
@@ -162,7 +164,8 @@ class Handler(BaseHTTPRequestHandler):
                     return
                 if rule["action"] == "reset":
                     # An abortive close (RST), as a load balancer dropping the connection mid-request.
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               b"\x01\x00\x00\x00\x00\x00\x00\x00")
                     self.close_connection = True
                     self.connection.close()
                     return
@@ -175,7 +178,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _forward(self, body: bytes, record: dict) -> None:
         conn = self.server.upstream_connection()
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection")}
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ("transfer-encoding", "connection")}
         if body or self.command in ("PUT", "POST"):
             headers["Content-Length"] = str(len(body))
         try:
@@ -214,7 +218,8 @@ class Handler(BaseHTTPRequestHandler):
 class Front(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, upstream: str, access_keys: set[str], session_token: str | None = None) -> None:
+    def __init__(self, port: int, upstream: str, access_keys: set[str],
+                 session_token: str | None = None) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         split = urlsplit(upstream)
         self.upstream = (split.hostname or "127.0.0.1", split.port or 80)
@@ -241,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="the S3-compatible server, http://127.0.0.1:PORT")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--access-key", action="append", default=[], help="the only access key ids accepted")
-    parser.add_argument("--session-token", help="the session token every request must carry (temporary credentials)")
+    parser.add_argument("--session-token", help="the session token every request must carry "
+                                                "(temporary credentials)")
     args = parser.parse_args(argv)
     front = Front(args.port, args.upstream, set(args.access_key), args.session_token)
     print(f"s3-front listening on 127.0.0.1:{front.server_address[1]}", flush=True)
