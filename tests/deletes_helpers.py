@@ -8,8 +8,9 @@ sorted by both (the spec's order); its entry records the bounds of `file_path`, 
 so a delete that names one data file is file-scoped. An equality delete file holds the equality columns
 with the table's field ids. `commit_deletes` commits them as Iceberg's RowDelta does with deletes only: a
 snapshot of operation "delete" whose new manifest is a delete manifest (content 1); pyiceberg's own
-`ManifestWriterV2` writes data manifests only: lakesort's commit has a subclass for delete manifests, used here. pyiceberg's scan applies
-the position deletes written here (a test checks it), which is how these helpers are known to be right.
+`ManifestWriterV2` writes data manifests only: lakesort's commit has a subclass for delete manifests, used
+here. pyiceberg's scan applies the position deletes written here (a test checks it), which is how these
+helpers are known to be right.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ __all__ = ["commit_deletes", "equality_delete_file", "position_delete_file", "wr
            "write_position_deletes"]
 
 _POSITION_SCHEMA = pa.schema([
-    pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": str(PATH_FIELD_ID).encode()}),
+    pa.field("file_path", pa.string(), nullable=False,
+             metadata={b"PARQUET:field_id": str(PATH_FIELD_ID).encode()}),
     pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(POS_FIELD_ID).encode()}),
 ])
 
@@ -58,7 +60,8 @@ def _write(table: Table, data: pa.Table, stem: str) -> tuple[str, int]:
     return location, filesystem.get_file_info(path).size
 
 
-def write_position_deletes(table: Table, positions: Sequence[tuple[str, int]]) -> tuple[str, int, int, str, str]:
+def write_position_deletes(table: Table,
+                           positions: Sequence[tuple[str, int]]) -> tuple[str, int, int, str, str]:
     """A position delete file under the table's data directory: (location, size, rows, lowest path,
     highest path). `positions` are (data file path as the manifest records it, row position)."""
     rows = sorted(positions)

@@ -29,8 +29,8 @@ TARGET = 16 * 1024
 OWNER = {"name": "Test Team", "email": "test@example.com"}
 NAME_MAPPING = "schema.name-mapping.default"
 # A table keyed by `id` with a sequence column (the keyed-table tests and the empty table's).
-KEYED_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("seq", pa.int64(), nullable=False),
-                          pa.field("payload", pa.string())])
+KEYED_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                          pa.field("seq", pa.int64(), nullable=False), pa.field("payload", pa.string())])
 
 
 def demo_spec(**overrides) -> object:
@@ -58,7 +58,8 @@ def isolate(mp: pytest.MonkeyPatch, root: Path) -> None:
 
 
 def build_demo_at(root: Path, tpch: Path) -> None:
-    """The demo table under `root/.lakesort`, from lineitem generated once into `tpch` (`generate_lineitem`)."""
+    """The demo table under `root/.lakesort`, from lineitem generated once into `tpch`
+    (`generate_lineitem`)."""
     shutil.copytree(tpch, root / ".lakesort" / "tpch", dirs_exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         isolate(mp, root)
@@ -70,12 +71,14 @@ def build_demo_at(root: Path, tpch: Path) -> None:
 
 
 def readable(table):
-    """The table as pyiceberg reads it: compacted files carry Iceberg field ids, so no name mapping is needed."""
+    """The table as pyiceberg reads it: compacted files carry Iceberg field ids,
+    so no name mapping is needed."""
     return table
 
 
 def canonical(data: pa.Table) -> pa.Table:
-    """pyiceberg returns string or large_string depending on the files read: compare values, not that choice."""
+    """pyiceberg returns string or large_string depending on the files read: compare values,
+    not that choice."""
     return data.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type) else f
                                 for f in data.schema]))
 
@@ -137,7 +140,8 @@ class State:
 def state(table) -> State:
     table = table.refresh()
     snap = table.current_snapshot()
-    return State(snap.snapshot_id if snap else None, sorted_rows(table), {f.file_path for f in live_files(table)})
+    return State(snap.snapshot_id if snap else None, sorted_rows(table),
+                 {f.file_path for f in live_files(table)})
 
 
 def assert_unchanged(table, before: State) -> None:

@@ -16,15 +16,17 @@ OBJECT_STORE_ENV = DOCKER / "object-store.env"
 
 
 def interpolate(value: object, env: dict[str, str] | None = None) -> str:
-    """A compose value as `up` sees it: ${NAME:-default} -> env's NAME if set and not empty, else default (nested
-    defaults resolved first, as Compose does); $$ -> $. `env` stands for .env or --env-file (None: none)."""
+    """A compose value as `up` sees it: ${NAME:-default} -> env's NAME if set and not empty, else default
+    (nested defaults resolved first, as Compose does);
+    $$ -> $. `env` stands for .env or --env-file (None: none)."""
     env = env or {}
     text = str(value).replace("$$", "\0")
 
     def one(match: re.Match) -> str:
         token = match.group(0)
         name, sep, default = re.fullmatch(r"\$\{(\w+)(:?-)?(.*)\}", token, re.DOTALL).groups()
-        assert sep, f"{value!r}: give ${{{name}}} a default (${{{name}:-value}}) so the stack starts without a .env"
+        assert sep, (
+            f"{value!r}: give ${{{name}}} a default (${{{name}:-value}}) so the stack starts without a .env")
         given = env.get(name)
         return given if given or (given is not None and sep == "-") else default
 
@@ -91,7 +93,8 @@ def project_image(compose) -> str:
 
 def read_env_file(path: Path) -> dict[str, str]:
     """NAME=value lines of a Compose --env-file (comments and blank lines skipped)."""
-    pairs = [line.split("=", 1) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    pairs = [line.split("=", 1) for line in path.read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
     return {name.strip(): value.strip() for name, value in pairs}
 
 
@@ -100,7 +103,8 @@ def project_services(services, compose) -> dict[str, dict]:
 
 
 def airflow_services(services) -> dict[str, dict]:
-    return {n: s for n, s in services.items() if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in (s.get("environment") or {})}
+    return {n: s for n, s in services.items()
+            if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in (s.get("environment") or {})}
 
 
 def service_running(services, *command: str) -> str:

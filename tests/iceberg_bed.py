@@ -44,7 +44,8 @@ class BedError(AssertionError):
 def missing() -> str | None:
     """Why the test bed cannot start here, or None."""
     if not BED_PYTHON.is_file():
-        return f"the test bed's Spark 4.1 is not installed ({BED_PYTHON.relative_to(REPO)}): run `make testbed`"
+        return ("the test bed's Spark 4.1 is not installed "
+                f"({BED_PYTHON.relative_to(REPO)}): run `make testbed`")
     if not any(BED_JARS.glob("iceberg-spark-runtime-*.jar")):
         return "Iceberg's Spark runtime jar is not in .testbed/jars: run `make testbed`"
     return None
@@ -52,8 +53,8 @@ def missing() -> str | None:
 
 @dataclass(frozen=True)
 class EqualityDelete:
-    """One equality delete file's request: its key `columns` and `rows` of their values (JSON values, or dates,
-    datetimes and Decimals; None is NULL and deletes the rows whose key is NULL).
+    """One equality delete file's request: its key `columns` and `rows` of their values (JSON values, or
+    dates, datetimes and Decimals; None is NULL and deletes the rows whose key is NULL).
 
     `partition` is the file's partition under `spec_id` (default: the table's current spec): the source
     columns' values (`{"ts": "2024-03-01T10:00:00"}`) or the partition fields' (`{"ts_day": "2024-03-01"}`).
@@ -67,7 +68,8 @@ class EqualityDelete:
 
     def request(self) -> dict[str, Any]:
         return {"columns": list(self.columns), "rows": [[_jsonable(v) for v in row] for row in self.rows],
-                "partition": None if self.partition is None else {k: _jsonable(v) for k, v in self.partition.items()},
+                "partition": (None if self.partition is None
+                              else {k: _jsonable(v) for k, v in self.partition.items()}),
                 "spec_id": self.spec_id}
 
 
@@ -127,15 +129,19 @@ class IcebergSpark:
 
     def call(self, procedure: str, **args: Any) -> list[dict[str, Any]]:
         """CALL lakesort.system.<procedure>(name => value, ...): strings quoted, maps as map(...)."""
-        return self.columns(f"CALL {CATALOG}.system.{procedure}({', '.join(f'{k} => {_arg(v)}' for k, v in args.items())})")
+        return self.columns(
+            f"CALL {CATALOG}.system.{procedure}({', '.join(f'{k} => {_arg(v)}' for k, v in args.items())})"
+        )
 
     def snapshots(self, table: str) -> list[dict[str, Any]]:
-        return self.columns(f"SELECT snapshot_id, operation, summary FROM {table}.snapshots ORDER BY committed_at")
+        return self.columns("SELECT snapshot_id, operation, "
+                            f"summary FROM {table}.snapshots ORDER BY committed_at")
 
     # ---- equality deletes written by Iceberg's own writer ------------------------------------------------
 
     def equality_delete(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-                        partition: dict[str, Any] | None = None, spec_id: int | None = None) -> dict[str, Any]:
+                        partition: dict[str, Any] | None = None,
+                        spec_id: int | None = None) -> dict[str, Any]:
         """Commit one equality delete file (see `EqualityDelete`); the answer: `snapshot_id`,
         `sequence_number`, `records`, `files` (each `path`, `records`, `spec_id`, `partition` path)."""
         return self.equality_deletes(table, [EqualityDelete(columns, rows, partition, spec_id)])
@@ -145,7 +151,8 @@ class IcebergSpark:
         return self.request(equality_delete=table, files=[f.request() for f in files])
 
     def equality_delete_query(self, table: str, columns: Sequence[str], query: str, *, files: int,
-                              partition: dict[str, Any] | None = None, spec_id: int | None = None) -> dict[str, Any]:
+                              partition: dict[str, Any] | None = None,
+                              spec_id: int | None = None) -> dict[str, Any]:
         """Commit the `columns` of a Spark query's rows as about `files` equality delete files (shared among
         the partitions the rows fall in by their rows, unless `partition` names one), in one RowDelta.
         For benchmarks: the rows stay in the bed's JVM (300,000 rows in 1,000 files: about 30 s). The answer
@@ -162,8 +169,8 @@ class IcebergSpark:
     # ---- Structured Streaming with Iceberg's source --------------------------------------------------------
 
     def stream(self, name: str, table: str, *, options: dict[str, str] | None = None) -> None:
-        self.request(stream="start", name=name, table=table, checkpoint=str(self.scratch / f"checkpoint-{name}"),
-                     options=options or {})
+        self.request(stream="start", name=name, table=table,
+                     checkpoint=str(self.scratch / f"checkpoint-{name}"), options=options or {})
 
     def poll(self, name: str) -> dict[str, Any]:
         """Process everything available, then the query's state (`active`, `error`)."""
@@ -221,7 +228,8 @@ def row_multiset(data: pa.Table) -> Counter:
 
 
 def assert_same_rows(before: pa.Table, after: pa.Table, *, what: str = "") -> None:
-    assert before.schema == after.schema, f"{what}: the schema Iceberg Spark reads changed:\n{before.schema}\n{after.schema}"
+    assert before.schema == after.schema, (
+        f"{what}: the schema Iceberg Spark reads changed:\n{before.schema}\n{after.schema}")
     a, b = row_multiset(before), row_multiset(after)
     if a != b:
         lost, gained = a - b, b - a

@@ -36,12 +36,14 @@ def job_part(name: str):
 
 
 def in_process_submit(spark, job):
-    """A stand-in for `layout.compaction.pipeline.driver.submit` running the job's own functions on the test's session."""
+    """A stand-in for `layout.compaction.pipeline.driver.submit` running the job's own functions on
+    the test's session."""
     from layout.compaction.plan import RewritePlan
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())
-        staged = job.compact_groups(spark, plan, [g for g in plan.groups if groups is None or g.group_id in groups])
+        staged = job.compact_groups(spark, plan,
+                                    [g for g in plan.groups if groups is None or g.group_id in groups])
         job.write_manifest(spark, plan, staged, str(manifest_path), 0.0)
 
     return submit
@@ -94,7 +96,8 @@ def _value(t: pa.DataType, i: int, name: str, nullable: bool = True):
     if pa.types.is_map(t):
         return [(f"k{j}", _value(t.item_type, i + j, "v", t.item_field.nullable)) for j in range(i % 3)]
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_value(t.value_type, i + j, "e", t.value_field.nullable) for j in range(i % 4)] if i % 5 else None
+        return ([_value(t.value_type, i + j, "e", t.value_field.nullable) for j in range(i % 4)] if i % 5
+                else None)
     raise AssertionError(f"no test value for {t}")
 
 
@@ -126,7 +129,8 @@ def by_field_id(table, snapshot_id: int | None = None) -> dict[int, list[Any]]:
     order (sorted by the whole row's canonical form, so no sort key is needed)."""
     scan = table.scan(snapshot_id=snapshot_id) if snapshot_id is not None else table.scan()
     data = scan.to_arrow()
-    schema = table.schema() if snapshot_id is None else table.schemas()[table.snapshot_by_id(snapshot_id).schema_id]
+    schema = (table.schema() if snapshot_id is None
+              else table.schemas()[table.snapshot_by_id(snapshot_id).schema_id])
     ids = [schema.find_field(name).field_id for name in data.column_names]
     # to_pylist keeps NaN payloads and -0.0 as Python floats: `_canonical` compares their bits.
     columns = [[_canonical(v) for v in data.column(i).to_pylist()] for i in range(data.num_columns)]

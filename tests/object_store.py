@@ -3,12 +3,12 @@ proxy, and Iceberg's REST catalog server over it, all on 127.0.0.1 on free ports
 
 - **S3**: moto's server (PyPI, `moto[s3]`) in a process of its own, behind `testbed/s3_front.py`. The front
   accepts only the catalog's access key, so every request lakesort makes must carry the credentials the REST
-  catalog vended for the table; its request log counts GET/PUT/POST/LIST/DELETE/HEAD with bytes, and it injects
-  503 SlowDown, latency and connection resets on request (`ObjectStore.inject`).
+  catalog vended for the table; its request log counts GET/PUT/POST/LIST/DELETE/HEAD with bytes, and it
+  injects 503 SlowDown, latency and connection resets on request (`ObjectStore.inject`).
 - **REST catalog**: Iceberg's own RESTCatalogServer (testbed/rest_catalog/RestCatalog.java, jars from
-  testbed/maven/rest-catalog.pom.xml through `make testbed`) over a JdbcCatalog on SQLite, with S3FileIO on the
-  front and `include-credentials` on: each load-table response carries the table's S3 credentials. lakesort
-  itself is configured with the catalog's URI, the S3 endpoint and region, and no keys.
+  testbed/maven/rest-catalog.pom.xml through `make testbed`) over a JdbcCatalog on SQLite, with S3FileIO on
+  the front and `include-credentials` on: each load-table response carries the table's S3 credentials.
+  lakesort itself is configured with the catalog's URI, the S3 endpoint and region, and no keys.
 
 The credentials are made up per session and temporary in form (a session token with the keys, as STS vends
 them); `ObjectStore.secret_key` and `session_token` are what a test searches the outputs for.
@@ -152,7 +152,8 @@ def start_object_store(workdir: Path) -> ObjectStore:
     front, front_port = _start([sys.executable, str(FRONT), "--upstream", f"http://127.0.0.1:{port}",
                                 "--access-key", access_key, "--session-token", session_token],
                                workdir / "s3-front.log", "s3-front listening on")
-    store = ObjectStore(f"http://127.0.0.1:{front_port}", access_key, secret_key, session_token, [front, moto])
+    store = ObjectStore(f"http://127.0.0.1:{front_port}", access_key, secret_key, session_token,
+                        [front, moto])
     deadline = time.monotonic() + 30
     while True:  # moto prints before it listens
         try:
@@ -180,7 +181,8 @@ class RestCatalog:
     def environment(self, name: str = CATALOG) -> dict[str, str]:
         """The same as pyiceberg's PYICEBERG_CATALOG__<NAME>__<KEY> variables."""
         prefix = f"PYICEBERG_CATALOG__{name.upper()}__"
-        return {prefix + k.upper().replace(".", "__").replace("-", "_"): v for k, v in self.properties().items()}
+        return {prefix + k.upper().replace(".", "__").replace("-", "_"): v
+                for k, v in self.properties().items()}
 
     def stop(self) -> None:
         self.process.terminate()

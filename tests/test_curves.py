@@ -98,7 +98,8 @@ def test_zorder_refuses_more_than_63_bits():
 # --- Hilbert ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n", "bits"), [(2, 1), (2, 2), (2, 3), (2, 5), (3, 1), (3, 2), (3, 3), (4, 1), (4, 2)])
+@pytest.mark.parametrize(("n", "bits"),
+                         [(2, 1), (2, 2), (2, 3), (2, 5), (3, 1), (3, 2), (3, 3), (4, 1), (4, 2)])
 def test_hilbert_is_a_bijection_of_adjacent_steps_on_small_grids(n, bits):
     axes = cells(n, bits)
     index = curves.hilbert_index(axes, bits)
@@ -157,7 +158,9 @@ def test_ranks_are_the_number_of_boundaries_at_or_below_spread_evenly(values, ce
     st.integers(1, 16))
 def test_ranks_are_monotone_for_floats_strings_and_binary(values, cells_wanted):
     kinds = {type(v) for v in values if v is not None}
-    t = {float: pa.float64(), str: pa.string(), bytes: pa.binary()}.get(next(iter(kinds), float), pa.float64())
+    t = {float: pa.float64(), str: pa.string(), bytes: pa.binary()}.get(
+        next(iter(kinds), float), pa.float64()
+    )
     array = pa.array(values, t)
     bits = 6
     got = curves.ranks(array, curves.quantile_boundaries(array, cells_wanted), bits, nulls="first")
@@ -185,8 +188,9 @@ def test_quantile_ranks_balance_skewed_samples_where_minmax_collapses(sample):
     values = {
         "lognormal": lambda: rng.lognormal(0, 3, n),
         "pareto": lambda: rng.pareto(0.7, n),
-        "two_spikes_and_tail": lambda: np.concatenate([rng.normal(0, 1e-3, n // 2), rng.normal(1e6, 1e-3, n // 4),
-                                                      rng.exponential(1e9, n - n // 2 - n // 4)]),
+        "two_spikes_and_tail": lambda: np.concatenate([rng.normal(0, 1e-3, n // 2),
+                                                       rng.normal(1e6, 1e-3, n // 4),
+                                                       rng.exponential(1e9, n - n // 2 - n // 4)]),
     }[sample]()
     bits = 6
     boundaries = curves.quantile_boundaries(values, 1 << bits)
@@ -212,7 +216,9 @@ def test_ranks_of_dates_timestamps_decimals_and_string_views():
     ]
     for column in columns:
         got = curves.ranks(column, curves.quantile_boundaries(column, 4), 2)
-        assert got.tolist() == [i * 4 // 28 for i in range(28)], column.type if hasattr(column, "type") else column
+        assert got.tolist() == [i * 4 // 28 for i in range(28)], (
+            column.type if hasattr(column, "type") else column
+        )
 
 
 def test_ranks_refuse_more_cells_than_bits_hold_and_mixed_types():
@@ -236,9 +242,11 @@ def job_minmax(values: list, bits: int) -> list[int]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.integers(-10**9, 10**9)), min_size=1, max_size=40), st.integers(1, 31))
+@given(st.lists(st.one_of(st.none(), st.integers(-10**9, 10**9)), min_size=1, max_size=40),
+       st.integers(1, 31))
 def test_minmax_ranks_match_the_jobs_formula(values, bits):
-    assert curves.minmax_ranks(pa.array(values, pa.int64()), None, None, bits).tolist() == job_minmax(values, bits)
+    assert (curves.minmax_ranks(pa.array(values, pa.int64()), None, None, bits).tolist()
+            == job_minmax(values, bits))
 
 
 def test_minmax_ranks_of_strings_and_dates_as_the_job():
@@ -297,7 +305,8 @@ def test_curve_layouts_report_each_keys_clustering_instead_of_boundary_order(tmp
     assert report.ok and not [f for f in report.findings if f.rule == "boundary_order"]
     found = [f for f in report.findings if f.rule == "clustering"]
     assert [(f.column, f.severity) for f in found] == [("x", "info"), ("y", "info")]
-    assert "a point lookup touches" in found[0].observed and "BoundaryOrder is not checked" in found[0].diagnosis
+    assert ("a point lookup touches" in found[0].observed
+            and "BoundaryOrder is not checked" in found[0].diagnosis)
     for column in ("x", "y"):
         clustered = key_clustering(open_files(paths["hilbert"], None), column)
         scattered = key_clustering(open_files(paths["random"], None), column)

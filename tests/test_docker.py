@@ -46,7 +46,8 @@ from docker_files import (
 from layout.settings import Settings, variables
 
 AIRFLOW_COMMANDS = {"api-server", "scheduler", "dag-processor", "triggerer"}
-# The object-store profile's servers, from their own pinned images; every other service but postgres runs lakesort's.
+# The object-store profile's servers, from their own pinned images;
+# every other service but postgres runs lakesort's.
 OBJECT_STORE_SERVERS = {"s3": "motoserver/moto", "iceberg-rest": "apache/iceberg-rest-fixture"}
 STANDALONE_TEST = "tests/compaction/test_standalone_cluster.py::test_compaction_on_a_standalone_cluster"
 # Conventions the DAGs follow (dags/README.md): the env var naming the Spark connection id.
@@ -80,16 +81,19 @@ def test_compose_file_validates_with_docker_compose():
     # and its Compose plugin; a developer who has both gets compose.yaml validated by Compose itself.
     docker = shutil.which("docker")
     if docker is None:
-        pytest.skip("optional: no `docker` CLI on PATH to validate docker/compose.yaml with `docker compose config`")
+        pytest.skip("optional: no `docker` CLI on PATH to validate docker/compose.yaml with "
+                    "`docker compose config`")
     probe = subprocess.run([docker, "compose", "version"], check=False, capture_output=True, text=True)
     if probe.returncode != 0:
         said = (probe.stderr or probe.stdout).strip().splitlines() or [f"exit {probe.returncode}"]
-        pytest.skip(f"optional: the `docker` CLI has no Compose v2 plugin to validate docker/compose.yaml with "
-                    f"(`docker compose version`: {said[0]})")
+        pytest.skip("optional: the `docker` CLI has no Compose v2 plugin to validate docker/compose.yaml "
+                    f"with (`docker compose version`: {said[0]})")
     for extra in ([], ["--env-file", str(OBJECT_STORE_ENV)]):
-        done = subprocess.run([docker, "compose", "-f", str(COMPOSE), *extra, "--profile", "tools", "config", "-q"],
+        done = subprocess.run([docker, "compose", "-f", str(COMPOSE), *extra, "--profile", "tools",
+                               "config", "-q"],
                               check=False, capture_output=True, text=True)
-        assert done.returncode == 0, f"docker compose {' '.join(extra)} config rejects docker/compose.yaml:\n{done.stderr}"
+        assert done.returncode == 0, (
+            f"docker compose {' '.join(extra)} config rejects docker/compose.yaml:\n{done.stderr}")
 
 
 def test_every_setting_has_a_default(compose):
@@ -108,9 +112,11 @@ def test_every_setting_has_a_default(compose):
 
 def test_the_stack_has_its_services(services):
     assert services["postgres"]["image"].startswith("postgres:"), "postgres must run a postgres:<major> image"
-    assert "spark-master" in services, "the Spark master service must be called spark-master (the connection's host)"
+    assert "spark-master" in services, (
+        "the Spark master service must be called spark-master (the connection's host)")
     service_running(services, "spark-class", "org.apache.spark.deploy.master.Master")
-    workers = [n for n, s in services.items() if command_of(s)[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]]
+    workers = [n for n, s in services.items()
+               if command_of(s)[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]]
     assert len(workers) >= 2, f"the stack needs two Spark workers; found {workers}"
     for command in AIRFLOW_COMMANDS:
         service_running(services, "airflow", command)
@@ -125,8 +131,10 @@ def test_lakesort_services_share_one_image_built_from_the_dockerfile(services, c
         f"{sorted(expected - set(lakesort))} do not")
     for name, service in lakesort.items():
         build = service.get("build")
-        assert build == compose["x-lakesort"]["build"], f"{name}: build it like x-lakesort (one image for all)"
-        assert (DOCKER / build["context"]).resolve() == REPO, f"{name}: the build context must be the repository root"
+        assert build == compose["x-lakesort"]["build"], (
+            f"{name}: build it like x-lakesort (one image for all)")
+        assert (DOCKER / build["context"]).resolve() == REPO, (
+            f"{name}: the build context must be the repository root")
         assert (DOCKER / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE, (
             f"{name}: build.dockerfile must be docker/Dockerfile")
 
@@ -140,8 +148,8 @@ def test_warehouse_and_code_are_mounted_at_the_same_paths_everywhere(services, c
     for name, service in project_services(services, compose).items():
         mounted = mounts(service)
         assert mounted.get(warehouse) == "warehouse", (
-            f"{name}: mount the named volume `warehouse` at {warehouse} (the catalog's warehouse path), as every "
-            "driver and executor must see the same files at the same path")
+            f"{name}: mount the named volume `warehouse` at {warehouse} (the catalog's warehouse path), as "
+            "every driver and executor must see the same files at the same path")
         for code in ("dags", "jobs", "layout"):
             assert mounted.get(f"{root}/{code}") == f"../{code}", (
                 f"{name}: mount ../{code} at {root}/{code}, where the image installs the project")
@@ -150,9 +158,11 @@ def test_warehouse_and_code_are_mounted_at_the_same_paths_everywhere(services, c
     for name, service in services.items():
         for source in mounts(service).values():
             if source.startswith("."):
-                assert (DOCKER / source).exists(), f"{name}: mounts {source} (relative to docker/), which does not exist"
+                assert (DOCKER / source).exists(), (
+                    f"{name}: mounts {source} (relative to docker/), which does not exist")
             else:
-                assert source in compose["volumes"], f"{name}: named volume {source!r} is not declared under volumes:"
+                assert source in compose["volumes"], (
+                    f"{name}: named volume {source!r} is not declared under volumes:")
 
 
 def test_airflow_finds_dags_table_specs_and_report_dir(services, dockerfile):
@@ -160,8 +170,10 @@ def test_airflow_finds_dags_table_specs_and_report_dir(services, dockerfile):
     assert (REPO / "dags" / "tables").is_dir(), "dags/tables (the table specs) must exist"
     for name, service in airflow_services(services).items():
         env, mounted = env_of(service), mounts(service)
-        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == f"{root}/dags", f"{name}: DAGS_FOLDER must be the dags mount"
-        assert env["LAKESORT_TABLES_DIR"] == f"{root}/dags/tables", f"{name}: LAKESORT_TABLES_DIR must be {root}/dags/tables"
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == f"{root}/dags", (
+            f"{name}: DAGS_FOLDER must be the dags mount")
+        assert env["LAKESORT_TABLES_DIR"] == f"{root}/dags/tables", (
+            f"{name}: LAKESORT_TABLES_DIR must be {root}/dags/tables")
         report_dir = env["LAKESORT_REPORT_DIR"]
         assert mounted.get(report_dir) == "reports", (
             f"{name}: mount the named volume `reports` at LAKESORT_REPORT_DIR ({report_dir})")
@@ -171,19 +183,24 @@ def test_airflow_finds_dags_table_specs_and_report_dir(services, dockerfile):
 def test_airflow_pool_and_work_dir(services):
     init = (DOCKER / "init.sh").read_text()
     assert re.search(r'airflow pools set "\$pool"', init) and "pool=${LAKESORT_POOL:-" in init, (
-        "init.sh must create the pool named by LAKESORT_POOL (Airflow never schedules tasks of a missing pool)")
+        "init.sh must create the pool named by LAKESORT_POOL (Airflow never schedules "
+        "tasks of a missing pool)")
     defaults = {Settings.model_fields["pool"].default}  # the DAGs' pool: $LAKESORT_POOL
     for name, service in airflow_services(services).items():
         env, mounted = env_of(service), mounts(service)
-        assert env.get("LAKESORT_POOL"), f"{name}: set LAKESORT_POOL, the pool airflow-init creates and the DAGs use"
-        assert defaults <= {env["LAKESORT_POOL"]}, f"{name}: LAKESORT_POOL differs from the DAGs' default {defaults}"
+        assert env.get("LAKESORT_POOL"), (
+            f"{name}: set LAKESORT_POOL, the pool airflow-init creates and the DAGs use")
+        assert defaults <= {env["LAKESORT_POOL"]}, (
+            f"{name}: LAKESORT_POOL differs from the DAGs' default {defaults}")
         work = env.get("LAKESORT_WORK_DIR")
         assert work and mounted.get(work) == "work", (
-            f"{name}: LAKESORT_WORK_DIR must be the named volume `work` (run files and table leases, shared by tasks)")
+            f"{name}: LAKESORT_WORK_DIR must be the named volume `work` (run files and table "
+            "leases, shared by tasks)")
 
 
 def test_compose_sets_only_variables_the_code_reads(services):
-    code = "\n".join(p.read_text() for folder in ("layout", "jobs", "dags") for p in (REPO / folder).rglob("*.py"))
+    code = "\n".join(p.read_text() for folder in ("layout", "jobs", "dags")
+                     for p in (REPO / folder).rglob("*.py"))
     code += (DOCKER / "init.sh").read_text() + (DOCKER / "preflight.py").read_text()
     code += " ".join(variables().values())  # layout.settings reads these
     dags = "\n".join(dag_sources())
@@ -193,7 +210,8 @@ def test_compose_sets_only_variables_the_code_reads(services):
                 continue
             if var == CONN_ID_VAR and not dags:
                 continue  # the DAGs that read it are not written yet
-            assert var in code, f"{name}: sets {var}, which nothing in layout/, jobs/, dags/, init.sh or preflight.py reads"
+            assert var in code, (
+                f"{name}: sets {var}, which nothing in layout/, jobs/, dags/, init.sh or preflight.py reads")
 
 
 def test_spark_connection_points_at_the_master(services):
@@ -210,16 +228,19 @@ def test_spark_connection_points_at_the_master(services):
         assert conn_var in env, f"{name}: {CONN_ID_VAR}={conn_id} but {conn_var} is not defined"
         conn = json.loads(env[conn_var])
         # JSON form with the scheme in the host: the URI form loses spark:// (apache/airflow #46169).
-        assert conn["conn_type"] == "spark" and conn["host"] == f"spark://{master}" and conn["port"] == port, (
-            f"{name}: {conn_var} must be {{'conn_type': 'spark', 'host': 'spark://{master}', 'port': {port}}}")
+        assert (
+            conn["conn_type"] == "spark" and conn["host"] == f"spark://{master}" and conn["port"] == port
+        ), f"{name}: {conn_var} must be {{'conn_type': 'spark', 'host': 'spark://{master}', 'port': {port}}}"
         assert conn.get("extra", {}).get("deploy-mode") == "client", (
-            f"{name}: {conn_var} needs deploy-mode client (the plan and manifest files live beside the driver)")
+            f"{name}: {conn_var} needs deploy-mode client (the plan and manifest files "
+            "live beside the driver)")
         assert env["LAKESORT_SPARK_MASTER"] == url, f"{name}: LAKESORT_SPARK_MASTER must be {url}"
     for name, service in services.items():
         cmd = command_of(service)
         if cmd[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]:
             assert cmd[-1] == url, f"{name}: a worker must register with {url}"
-            assert service["depends_on"][master]["condition"] == "service_healthy", f"{name}: start after {master}"
+            assert service["depends_on"][master]["condition"] == "service_healthy", (
+                f"{name}: start after {master}")
 
 
 def test_the_spark_hook_resolves_the_master(services, monkeypatch, tmp_path):
@@ -244,18 +265,23 @@ def test_connections_the_dags_use_are_defined(services):
         env = env_of(service)
         for conn_id in sorted(ids):
             assert f"AIRFLOW_CONN_{conn_id.upper()}" in env, (
-                f"{name}: the DAGs use connection {conn_id!r}; define AIRFLOW_CONN_{conn_id.upper()} in x-airflow")
+                f"{name}: the DAGs use connection {conn_id!r}; "
+                f"define AIRFLOW_CONN_{conn_id.upper()} in x-airflow")
 
 
 def test_airflow_services_share_one_configuration(services):
     airflow = airflow_services(services)
-    assert set(airflow) >= {service_running(services, "airflow", c) for c in AIRFLOW_COMMANDS} | {"airflow-init"}
-    configs = {name: {k: v for k, v in env_of(s).items() if k.startswith("AIRFLOW")} for name, s in airflow.items()}
+    assert (set(airflow) >= {service_running(services, "airflow", c) for c in AIRFLOW_COMMANDS}
+            | {"airflow-init"})
+    configs = {name: {k: v for k, v in env_of(s).items() if k.startswith("AIRFLOW")}
+               for name, s in airflow.items()}
     first = next(iter(configs.values()))
     for name, config in configs.items():
-        assert config == first, f"{name}: its Airflow settings differ from the others; use x-airflow's environment"
+        assert config == first, (
+            f"{name}: its Airflow settings differ from the others; use x-airflow's environment")
     for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
-        assert first.get(key), f"set {key} once for all Airflow services (else each draws its own, and tasks fail)"
+        assert first.get(key), (
+            f"set {key} once for all Airflow services (else each draws its own, and tasks fail)")
     api = service_running(services, "airflow", "api-server")
     url = urlparse(first["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
     port = int(first.get("AIRFLOW__API__PORT", 8080))
@@ -266,9 +292,11 @@ def test_airflow_services_share_one_configuration(services):
 def test_postgres_creates_the_databases_the_uris_name(services):
     pg = services["postgres"]
     pg_env = env_of(pg)
-    init_sql = [DOCKER / source for target, source in mounts(pg).items() if target.startswith("/docker-entrypoint-initdb.d/")]
+    init_sql = [DOCKER / source for target, source in mounts(pg).items()
+                if target.startswith("/docker-entrypoint-initdb.d/")]
     created = {pg_env["POSTGRES_DB"]} | {
-        m.lower() for path in init_sql for m in re.findall(r"CREATE\s+DATABASE\s+(\w+)", path.read_text(), re.IGNORECASE)}
+        m.lower() for path in init_sql for m in re.findall(r"CREATE\s+DATABASE\s+(\w+)", path.read_text(),
+                                                           re.IGNORECASE)}
     env = env_of(services["airflow-scheduler"])
     uris = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
             "PYICEBERG_CATALOG__LAKESORT__URI": env["PYICEBERG_CATALOG__LAKESORT__URI"]}
@@ -277,14 +305,17 @@ def test_postgres_creates_the_databases_the_uris_name(services):
         url = urlparse(uri)
         database = url.path.lstrip("/")
         assert url.scheme == "postgresql+psycopg2", f"{var}: use postgresql+psycopg2:// (psycopg2 is locked)"
-        assert (url.hostname, url.port or 5432) == ("postgres", 5432), f"{var}: the host must be the postgres service"
+        assert (url.hostname, url.port or 5432) == ("postgres", 5432), (
+            f"{var}: the host must be the postgres service")
         assert (url.username, url.password) == (pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"]), (
             f"{var}: user and password must be postgres' POSTGRES_USER / POSTGRES_PASSWORD")
         assert database in created, (
-            f"{var} names database {database!r}, which postgres never creates (POSTGRES_DB or docker/postgres/*.sql)")
+            f"{var} names database {database!r}, which postgres never creates (POSTGRES_DB "
+            "or docker/postgres/*.sql)")
         databases.add(database)
     assert len(databases) == 2, "Airflow's metadata and the Iceberg catalog must live in separate databases"
-    assert "psycopg2-binary" in locked_closure({"pipeline", "deploy"}), "the deploy extra must lock psycopg2-binary"
+    assert "psycopg2-binary" in locked_closure({"pipeline", "deploy"}), (
+        "the deploy extra must lock psycopg2-binary")
 
 
 def test_airflow_has_a_locked_async_postgres_driver(services):
@@ -294,19 +325,21 @@ def test_airflow_has_a_locked_async_postgres_driver(services):
     scheme = urlparse(env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC", "postgresql+asyncpg://")).scheme
     driver = {"postgresql+asyncpg": "asyncpg", "postgresql+psycopg": "psycopg"}.get(scheme, scheme)
     assert driver in locked_closure({"pipeline", "deploy"}), (
-        f"Airflow needs {driver} for {scheme}://, and uv.lock does not install it with --extra pipeline --extra "
-        "deploy; add it to the `deploy` extra in pyproject.toml and re-lock")
+        f"Airflow needs {driver} for {scheme}://, and uv.lock does not install it with --extra pipeline "
+        "--extra deploy; add it to the `deploy` extra in pyproject.toml and re-lock")
 
 
 def test_health_checks_and_start_order(services):
     for name in ("postgres", "spark-master", service_running(services, "airflow", "api-server"),
                  service_running(services, "airflow", "scheduler")):
-        assert services[name].get("healthcheck", {}).get("test"), f"{name}: add a healthcheck (others wait on it)"
+        assert services[name].get("healthcheck", {}).get("test"), (
+            f"{name}: add a healthcheck (others wait on it)")
     for name, service in services.items():
         for dep, spec in (service.get("depends_on") or {}).items():
             condition = spec["condition"] if isinstance(spec, dict) else "service_started"
             if condition == "service_healthy":
-                assert services[dep].get("healthcheck"), f"{name} waits for {dep} to be healthy; {dep} has no healthcheck"
+                assert services[dep].get("healthcheck"), (
+                    f"{name} waits for {dep} to be healthy; {dep} has no healthcheck")
     init = services["airflow-init"]
     assert init["depends_on"]["postgres"]["condition"] == "service_healthy", "airflow-init: wait for postgres"
     assert "restart" not in init, "airflow-init runs once: no restart policy"
@@ -323,8 +356,9 @@ def test_health_checks_and_start_order(services):
 
 
 def test_spark_conf_dir_is_mounted(services, compose):
-    # SPARK_CONF_DIR is ./spark's spark-defaults.conf as preflight copies it into the `secrets` volume, with Spark's
-    # RPC secret added (tests/test_docker_security.py): every service mounts both, preflight reads the source.
+    # SPARK_CONF_DIR is ./spark's spark-defaults.conf as preflight copies it into the `secrets` volume, with
+    # Spark's RPC secret added (tests/test_docker_security.py): every service mounts both,
+    # preflight reads the source.
     source = env_of(services["preflight"])["LAKESORT_SPARK_CONF_SOURCE"]
     for name, service in project_services(services, compose).items():
         conf_dir, mounted = env_of(service).get("SPARK_CONF_DIR"), mounts(service)
@@ -334,7 +368,8 @@ def test_spark_conf_dir_is_mounted(services, compose):
         assert mounted.get(source) == "./spark", f"{name}: mount ./spark at {source} (preflight's source)"
     for line in (DOCKER / "spark" / "spark-defaults.conf").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            assert re.fullmatch(r"spark\.[\w.-]+\s+\S.*", line), f"spark-defaults.conf: {line!r} is not `key value`"
+            assert re.fullmatch(r"spark\.[\w.-]+\s+\S.*", line), (
+                f"spark-defaults.conf: {line!r} is not `key value`")
 
 
 # ---- the object-store profile ---------------------------------------------------------------------------
@@ -353,22 +388,27 @@ def _url_of_service(services, url: str) -> tuple[str, int]:
 
 
 def test_object_store_profile_has_its_services_on_pinned_images(services, profile_env):
-    assert "object-store" in profile_env["COMPOSE_PROFILES"].split(","), "object-store.env must turn the profile on"
+    assert "object-store" in profile_env["COMPOSE_PROFILES"].split(","), (
+        "object-store.env must turn the profile on")
     for name in (*OBJECT_STORE_SERVERS, "s3-init"):
-        assert services[name].get("profiles") == ["object-store"], f"{name}: only with the object-store profile"
+        assert services[name].get("profiles") == ["object-store"], (
+            f"{name}: only with the object-store profile")
     for name, repository in OBJECT_STORE_SERVERS.items():
         image, _, tag = services[name]["image"].partition(":")
-        assert image == repository and re.fullmatch(r"\d+\.\d+\.\d+", tag), f"{name}: pin {repository} by a version tag"
+        assert image == repository and re.fullmatch(r"\d+\.\d+\.\d+", tag), (
+            f"{name}: pin {repository} by a version tag")
     locked = {p["name"]: p["version"] for p in tomllib.loads((REPO / "uv.lock").read_text())["package"]}
     if "moto" in locked:  # the tests' moto and the stack's: the same minor version
         tag = services["s3"]["image"].partition(":")[2]
-        assert tag.split(".")[:2] == locked["moto"].split(".")[:2], f"s3: moto {tag}, uv.lock has {locked['moto']}"
+        assert tag.split(".")[:2] == locked["moto"].split(".")[:2], (
+            f"s3: moto {tag}, uv.lock has {locked['moto']}")
 
 
 def test_the_rest_catalog_stores_on_the_stacks_s3_and_vends_credentials(services):
     env, raw = env_of(services["iceberg-rest"]), services["iceberg-rest"]["environment"]
     host, port = _url_of_service(services, env["CATALOG_S3_ENDPOINT"])
-    assert host == "s3" and f":{port}" in services["s3"]["ports"][0], "CATALOG_S3_ENDPOINT: the s3 service's port"
+    assert host == "s3" and f":{port}" in services["s3"]["ports"][0], (
+        "CATALOG_S3_ENDPOINT: the s3 service's port")
     assert env["CATALOG_IO__IMPL"] == "org.apache.iceberg.aws.s3.S3FileIO"
     assert env["CATALOG_S3_PATH__STYLE__ACCESS"] == "true" and env["CATALOG_INCLUDE__CREDENTIALS"] == "true"
     assert env["AWS_REGION"]
@@ -378,13 +418,16 @@ def test_the_rest_catalog_stores_on_the_stacks_s3_and_vends_credentials(services
     assert services["iceberg-rest"]["depends_on"]["s3-init"]["condition"] == "service_completed_successfully"
     uri = env["CATALOG_URI"]
     assert uri.startswith("jdbc:sqlite:/") and any(
-        uri.removeprefix("jdbc:sqlite:").startswith(target + "/") for target in mounts(services["iceberg-rest"])), (
-        "CATALOG_URI: a SQLite file on a volume (the image has no Postgres driver)")
-    # Credentials from variables (defaults for a local machine only), the same ones s3-init creates the bucket with.
+        uri.removeprefix("jdbc:sqlite:").startswith(target + "/")
+        for target in mounts(services["iceberg-rest"])
+    ), "CATALOG_URI: a SQLite file on a volume (the image has no Postgres driver)"
+    # Credentials from variables (defaults for a local machine only),
+    # the same ones s3-init creates the bucket with.
     init = services["s3-init"]["environment"]
     for catalog_key, aws_key in (("CATALOG_S3_ACCESS__KEY__ID", "AWS_ACCESS_KEY_ID"),
                                  ("CATALOG_S3_SECRET__ACCESS__KEY", "AWS_SECRET_ACCESS_KEY")):
-        assert re.fullmatch(r"\$\{\w+:-[^}]+\}", raw[catalog_key]), f"iceberg-rest: {catalog_key} from a variable"
+        assert re.fullmatch(r"\$\{\w+:-[^}]+\}", raw[catalog_key]), (
+            f"iceberg-rest: {catalog_key} from a variable")
         assert raw[catalog_key] == init[aws_key], f"s3-init's {aws_key} must be the catalog's {catalog_key}"
 
 
@@ -394,15 +437,21 @@ def test_profile_ports_are_published_on_localhost_only(services):
             assert interpolate(port).startswith("127.0.0.1:"), f"{name}: publish {port} on 127.0.0.1 only"
 
 
-def test_lakesort_services_use_the_rest_catalog_under_the_profile(services, compose, profile_env, monkeypatch):
+def test_lakesort_services_use_the_rest_catalog_under_the_profile(
+    services, compose, profile_env, monkeypatch
+):
     rest = env_of(services["iceberg-rest"])
     for name, service in project_services(services, compose).items():
         plain, env = env_of(service), env_of(service, profile_env)
-        assert plain["PYICEBERG_CATALOG__LAKESORT__TYPE"] == "sql", f"{name}: the SQL catalog without the profile"
-        assert env["PYICEBERG_CATALOG__LAKESORT__TYPE"] == "rest", f"{name}: the REST catalog with the profile"
+        assert plain["PYICEBERG_CATALOG__LAKESORT__TYPE"] == "sql", (
+            f"{name}: the SQL catalog without the profile")
+        assert env["PYICEBERG_CATALOG__LAKESORT__TYPE"] == "rest", (
+            f"{name}: the REST catalog with the profile")
         assert _url_of_service(services, env["PYICEBERG_CATALOG__LAKESORT__URI"]) == ("iceberg-rest", 8181)
-        assert env["PYICEBERG_CATALOG__LAKESORT__WAREHOUSE"] == rest["CATALOG_WAREHOUSE"], f"{name}: the catalog's bucket"
-        assert env["PYICEBERG_CATALOG__LAKESORT__S3__ENDPOINT"] == rest["CATALOG_S3_ENDPOINT"], f"{name}: the store"
+        assert env["PYICEBERG_CATALOG__LAKESORT__WAREHOUSE"] == rest["CATALOG_WAREHOUSE"], (
+            f"{name}: the catalog's bucket")
+        assert env["PYICEBERG_CATALOG__LAKESORT__S3__ENDPOINT"] == rest["CATALOG_S3_ENDPOINT"], (
+            f"{name}: the store")
         if name != "s3-init":
             assert not any(k.startswith("AWS_") or "SECRET_ACCESS" in k for k in env), (
                 f"{name}: no store credentials in lakesort's environment: the catalog vends them per table")
@@ -414,10 +463,12 @@ def test_lakesort_services_use_the_rest_catalog_under_the_profile(services, comp
             monkeypatch.setenv(key, value)
     catalog = Config().get_catalog_config("lakesort")
     assert catalog["type"] == "rest" and catalog["uri"] == "http://iceberg-rest:8181"
-    assert catalog["s3.endpoint"] == rest["CATALOG_S3_ENDPOINT"] and catalog["s3.region"] == rest["AWS_REGION"]
+    assert (catalog["s3.endpoint"] == rest["CATALOG_S3_ENDPOINT"]
+            and catalog["s3.region"] == rest["AWS_REGION"])
     assert catalog["header.x-iceberg-access-delegation"] == "vended-credentials"
     init = services["airflow-init"]["depends_on"]["iceberg-rest"]
-    assert init == {"condition": "service_healthy", "required": False}, "airflow-init: the REST catalog, if there"
+    assert init == {"condition": "service_healthy", "required": False}, (
+        "airflow-init: the REST catalog, if there")
 
 
 def test_profile_spark_conf_adds_the_s3a_jars_the_image_fetches(services, profile_env, dockerfile):
@@ -427,10 +478,12 @@ def test_profile_spark_conf_adds_the_s3a_jars_the_image_fetches(services, profil
     profile_conf = DOCKER / "spark" / conf_dir.removeprefix(mounted + "/") / "spark-defaults.conf"
 
     def settings(path: Path) -> dict[str, str]:
-        return dict(line.split(None, 1) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#"))
+        return dict(line.split(None, 1) for line in path.read_text().splitlines()
+                    if line.strip() and not line.startswith("#"))
 
     base, profile = settings(DOCKER / "spark" / "spark-defaults.conf"), settings(profile_conf)
-    assert base.items() <= profile.items(), "the profile's spark-defaults.conf must keep every line of the base one"
+    assert base.items() <= profile.items(), (
+        "the profile's spark-defaults.conf must keep every line of the base one")
     jars = profile["spark.jars"].strip()
     assert profile["spark.hadoop.fs.s3.impl"].strip() == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     fetch = [r for r in instr(dockerfile, "RUN") if "spark-jars --fetch" in r]
@@ -439,7 +492,8 @@ def test_profile_spark_conf_adds_the_s3a_jars_the_image_fetches(services, profil
     assert jars == f"{target}/*.jar", f"spark.jars must name the jars fetched into {target}"
     assert "apt-get purge" in fetch[0] and "maven" in fetch[0], "Maven is removed again in the same layer"
     text = DOCKERFILE.read_text()
-    assert text.index("SPARK_HOME=") < text.index("spark-jars --fetch"), "after the ENV naming pyspark's Spark"
+    assert text.index("SPARK_HOME=") < text.index("spark-jars --fetch"), (
+        "after the ENV naming pyspark's Spark")
 
 
 def test_readme_describes_the_object_store_profile():
@@ -454,7 +508,8 @@ def test_readme_describes_the_object_store_profile():
 def test_uv_is_the_makefiles_version(dockerfile):
     make = re.search(r"^UV_VERSION\s*:=\s*(\S+)", (REPO / "Makefile").read_text(), re.MULTILINE).group(1)
     args = dict(a.split("=", 1) for a in instr(dockerfile, "ARG") if "=" in a)
-    assert args.get("UV_VERSION") == make, f"docker/Dockerfile: ARG UV_VERSION must be {make}, as in the Makefile"
+    assert args.get("UV_VERSION") == make, (
+        f"docker/Dockerfile: ARG UV_VERSION must be {make}, as in the Makefile")
     assert any('"uv==${UV_VERSION}"' in run for run in instr(dockerfile, "RUN")), "install uv==${UV_VERSION}"
 
 
@@ -472,9 +527,11 @@ def test_python_install_uses_the_lock_of_make_test(dockerfile):
         assert named == {"pipeline", "deploy", "lineage"} and named <= extras, (
             f"`{run}`: install --extra pipeline --extra deploy --extra lineage")
     for run in runs:
-        assert "uv lock" not in run and "--upgrade" not in run, f"`{run}`: the image must not re-resolve the lock"
+        assert "uv lock" not in run and "--upgrade" not in run, (
+            f"`{run}`: the image must not re-resolve the lock")
         if "pip install" in run and "uv pip install" not in run:
-            assert re.search(r'pip install --no-cache-dir "uv==\$\{UV_VERSION\}"', run), f"`{run}`: pip installs only uv"
+            assert re.search(r'pip install --no-cache-dir "uv==\$\{UV_VERSION\}"', run), (
+                f"`{run}`: pip installs only uv")
         if "uv pip install" in run:
             assert "uv export --frozen" in run and "--require-hashes" in run, (
                 f"`{run}`: extra packages must come hash-checked from `uv export --frozen` of the same lock")
@@ -489,7 +546,8 @@ def test_python_version_is_the_locked_one(dockerfile):
     from packaging.specifiers import SpecifierSet
 
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    locked = {m for e in pyproject["tool"]["uv"]["environments"] for m in re.findall(r"python_version == '([\d.]+)'", e)}
+    locked = {m for e in pyproject["tool"]["uv"]["environments"]
+              for m in re.findall(r"python_version == '([\d.]+)'", e)}
     base = instr(dockerfile, "FROM")[0]
     found = re.fullmatch(r"python:(\d+\.\d+)-slim-\w+", base)
     assert found, f"FROM {base}: expected python:<X.Y>-slim-<debian>"
@@ -497,24 +555,29 @@ def test_python_version_is_the_locked_one(dockerfile):
     assert locked == {version}, f"FROM {base}: uv.lock is locked for Python {sorted(locked)}"
     assert version + ".0" in SpecifierSet(pyproject["project"]["requires-python"])
     env = image_env(dockerfile)
-    assert f"/python{version}/site-packages/pyspark" in env["SPARK_HOME"], "SPARK_HOME must be the venv's pyspark"
-    assert env["PYSPARK_PYTHON"] == f"{env['UV_PROJECT_ENVIRONMENT']}/bin/python", "executors use the venv's Python"
+    assert f"/python{version}/site-packages/pyspark" in env["SPARK_HOME"], (
+        "SPARK_HOME must be the venv's pyspark")
+    assert env["PYSPARK_PYTHON"] == f"{env['UV_PROJECT_ENVIRONMENT']}/bin/python", (
+        "executors use the venv's Python")
 
 
 def test_java_17_is_installed(dockerfile):
-    assert any(re.search(r"apt-get install .*openjdk-17-jre-headless", r) for r in instr(dockerfile, "RUN")), (
-        "install openjdk-17-jre-headless (Spark 4 needs Java 17+)")
-    assert image_env(dockerfile)["JAVA_HOME"].endswith("java-17"), "JAVA_HOME must point at the Java 17 install"
+    assert any(
+        re.search(r"apt-get install .*openjdk-17-jre-headless", r) for r in instr(dockerfile, "RUN")
+    ), "install openjdk-17-jre-headless (Spark 4 needs Java 17+)"
+    assert image_env(dockerfile)["JAVA_HOME"].endswith("java-17"), (
+        "JAVA_HOME must point at the Java 17 install")
 
 
 def test_the_image_builds_the_spark_class_archive(dockerfile):
-    """As `make setup` does (layout.compaction.pipeline.class_archive): every job's driver in the image starts from it.
-    It runs Spark, so it comes after the ENV that puts the venv on PATH and names Java."""
+    """As `make setup` does (layout.compaction.pipeline.class_archive): every job's driver in the image starts
+    from it. It runs Spark, so it comes after the ENV that puts the venv on PATH and names Java."""
     text = DOCKERFILE.read_text()
     runs = [r for r in instr(dockerfile, "RUN") if "spark-archive" in r]
     assert runs and runs[0].startswith("lakesort --quiet spark-archive"), "RUN lakesort --quiet spark-archive"
     assert "|| echo" in runs[0], "as in the Makefile, a failed build only warns"
-    assert text.index("JAVA_HOME=") < text.index("RUN lakesort --quiet spark-archive"), "after the ENV naming Java"
+    assert text.index("JAVA_HOME=") < text.index("RUN lakesort --quiet spark-archive"), (
+        "after the ENV naming Java")
 
 
 def test_copied_files_exist_and_pass_the_dockerignore(dockerfile):
@@ -525,35 +588,41 @@ def test_copied_files_exist_and_pass_the_dockerignore(dockerfile):
         for source in sources:
             assert (REPO / source).exists(), f"COPY {source}: no such file in the repository"
             assert any(source.rstrip("/") == a or source.startswith(a + "/") for a in allowed), (
-                f"COPY {source}: docker/Dockerfile.dockerignore leaves it out of the build context; add !{source}")
+                f"COPY {source}: docker/Dockerfile.dockerignore leaves it out of the build "
+                f"context; add !{source}")
 
 
 def test_init_script_is_in_the_image(services, dockerfile):
     command = command_of(services["airflow-init"])
     copies = {a.split()[-1]: a.split()[-2] for a in instr(dockerfile, "COPY")}
-    on_path = {Path(target).name: source for target, source in copies.items() if target.startswith("/usr/local/bin/")}
+    on_path = {Path(target).name: source for target, source in copies.items()
+               if target.startswith("/usr/local/bin/")}
     source = copies.get(command[0]) or on_path.get(command[0])
     assert source, f"airflow-init runs {command[0]}, which the Dockerfile does not COPY (to /usr/local/bin/)"
     script = REPO / source
     assert os.access(script, os.X_OK), f"{script.relative_to(REPO)} must be executable"
-    assert subprocess.run(["bash", "-n", str(script)], check=False, capture_output=True).returncode == 0, "init.sh: syntax error"
+    assert subprocess.run(["bash", "-n", str(script)], check=False, capture_output=True).returncode == 0, (
+        "init.sh: syntax error")
     text = script.read_text()
-    assert "airflow db migrate" in text and "load_catalog" in text, "init must migrate Airflow and load the catalog"
+    assert "airflow db migrate" in text and "load_catalog" in text, (
+        "init must migrate Airflow and load the catalog")
 
 
 def test_readme_points_at_the_standalone_cluster_test():
     readme = (DOCKER / "README.md").read_text()
     assert STANDALONE_TEST in readme, f"docker/README.md must reference {STANDALONE_TEST}"
     path, _, test = STANDALONE_TEST.partition("::")
-    assert f"def {test}(" in (REPO / path).read_text(), f"{STANDALONE_TEST} no longer exists: update docker/README.md"
+    assert f"def {test}(" in (REPO / path).read_text(), (
+        f"{STANDALONE_TEST} no longer exists: update docker/README.md")
 
 
 # ---- the in-stack demo load -----------------------------------------------------------------------------
 
 
 def test_demo_loads_into_the_catalog_the_stack_configures(services, tmp_path, monkeypatch):
-    """With the stack's PYICEBERG_* variables, `lakesort demo` writes no SQLite .pyiceberg.yaml: the table lands
-    in the stack's catalog and warehouse (a SQLite file and tmp_path stand in for Postgres and the volume)."""
+    """With the stack's PYICEBERG_* variables, `lakesort demo` writes no SQLite .pyiceberg.yaml: the table
+    lands in the stack's catalog and warehouse
+    (a SQLite file and tmp_path stand in for Postgres and the volume)."""
     import pyiceberg.catalog
     from pyiceberg.utils.config import Config
 

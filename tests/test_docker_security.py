@@ -1,9 +1,10 @@
 """docker/: the stack is safe by default (issue 39, part 5), checked without a Docker engine.
 
 - every published port binds to LAKESORT_BIND, 127.0.0.1 unless set;
-- every service waits for `preflight` (docker/preflight.py), which refuses compose.yaml's default secrets unless
-  LAKESORT_LOCAL=1 (run here as the plain script it is, with the defaults and with real values);
-- Spark's RPC is authenticated and encrypted, with a secret made once and read from a file, never a command line;
+- every service waits for `preflight` (docker/preflight.py), which refuses compose.yaml's default secrets
+  unless LAKESORT_LOCAL=1 (run here as the plain script it is, with the defaults and with real values);
+- Spark's RPC is authenticated and encrypted, with a secret made once and read from a file,
+  never a command line;
 - Airflow's API requires a login, and the passwords are made before the api-server could print them;
 - no secret appears on a command line or in what the scripts print.
 """
@@ -41,7 +42,8 @@ from docker_files import (
 PREFLIGHT = DOCKER / "preflight.py"
 BIND = "LAKESORT_BIND"
 BIND_DEFAULT = "${LAKESORT_BIND:-127.0.0.1}"
-CHECKERS = {"preflight": [], "s3-init": ["--check-only"]}  # the services that run the check, with its arguments
+# the services that run the check, with its arguments
+CHECKERS = {"preflight": [], "s3-init": ["--check-only"]}
 
 
 def load_preflight():
@@ -73,13 +75,15 @@ def run_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProces
 def secret_variables_in_compose() -> dict[str, set[str]]:
     """NAME -> the defaults compose.yaml gives it, for every variable that names a secret."""
     found: dict[str, set[str]] = {}
-    for name, default in re.findall(r"\$\{(\w*(?:PASSWORD|SECRET|FERNET)\w*):-([^}]*)\}", COMPOSE.read_text()):
+    for name, default in re.findall(r"\$\{(\w*(?:PASSWORD|SECRET|FERNET)\w*):-([^}]*)\}",
+                                    COMPOSE.read_text()):
         found.setdefault(name, set()).add(default)
     return found
 
 
 def checked_env(services, name: str, given: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment the checking service `name` runs with, interpolated as `up` would (no .env: defaults)."""
+    """The environment the checking service `name` runs with, interpolated as `up` would
+    (no .env: defaults)."""
     return {k: v for k, v in env_of(services[name], given).items()
             if k in preflight.SECRETS or k in ("LAKESORT_LOCAL", BIND)}
 
@@ -93,12 +97,15 @@ def test_every_published_port_binds_to_lakesort_bind_defaulting_to_localhost(ser
         for port in service.get("ports") or []:
             assert isinstance(port, str), f"{name}: write ports as \"{BIND_DEFAULT}:<host>:<container>\""
             assert port.startswith(BIND_DEFAULT + ":"), (
-                f"{name}: {port!r} must publish on {BIND_DEFAULT} (all interfaces only when LAKESORT_BIND says so)")
+                f"{name}: {port!r} must publish on {BIND_DEFAULT} (all interfaces only "
+                "when LAKESORT_BIND says so)")
             host, host_port, container = interpolate(port).split(":")
             assert host == "127.0.0.1" and host_port.isdigit() and container.isdigit(), f"{name}: {port!r}"
-            assert interpolate(port, {BIND: "0.0.0.0"}).startswith("0.0.0.0:"), f"{name}: LAKESORT_BIND is honoured"
+            assert interpolate(port, {BIND: "0.0.0.0"}).startswith("0.0.0.0:"), (
+                f"{name}: LAKESORT_BIND is honoured")
             published += 1
-        assert "network_mode" not in service, f"{name}: network_mode host would publish every port on every interface"
+        assert "network_mode" not in service, (
+            f"{name}: network_mode host would publish every port on every interface")
     assert published >= 5, "the UIs (Airflow, the Spark master, workers and driver) are published"
 
 
@@ -107,31 +114,39 @@ def test_every_published_port_binds_to_lakesort_bind_defaulting_to_localhost(ser
 
 def test_every_service_waits_for_preflight(services, compose):
     check = services["preflight"]
-    assert command_of(check) == ["lakesort-preflight"] and "depends_on" not in check and "restart" not in check
+    assert (command_of(check) == ["lakesort-preflight"] and "depends_on" not in check
+            and "restart" not in check)
     assert "ports" not in check and "profiles" not in check, "preflight runs first, with every profile"
     for name, service in services.items():
         if name == "preflight":
             continue
         condition = ((service.get("depends_on") or {}).get("preflight") or {}).get("condition")
         assert condition == "service_completed_successfully", (
-            f"{name}: depend on preflight with condition service_completed_successfully (no start with default secrets)")
-    copies = {a.split()[-1]: a.split()[-2] for a in re.findall(r"^COPY (.+)$", DOCKERFILE.read_text(), re.MULTILINE)}
+            f"{name}: depend on preflight with condition service_completed_successfully (no "
+            "start with default secrets)")
+    copies = {a.split()[-1]: a.split()[-2]
+              for a in re.findall(r"^COPY (.+)$", DOCKERFILE.read_text(), re.MULTILINE)}
     assert copies.get("/usr/local/bin/lakesort-preflight") == "docker/preflight.py"
     assert re.search(r"COPY --chmod=0755 docker/preflight\.py", DOCKERFILE.read_text())
     assert "!docker/preflight.py" in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
     assert os.access(PREFLIGHT, os.X_OK), "docker/preflight.py must be executable"
-    assert project_services(services, compose).keys() >= {"preflight", "s3-init"}, "they run the lakesort image"
+    assert project_services(services, compose).keys() >= {"preflight", "s3-init"}, (
+        "they run the lakesort image")
 
 
 def test_every_secret_in_compose_is_checked_with_the_same_default(services):
     found = secret_variables_in_compose()
-    assert found.keys() >= {"POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_SECRET_KEY", "AIRFLOW_FERNET_KEY"}
+    assert (found.keys()
+            >= {"POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_SECRET_KEY", "AIRFLOW_FERNET_KEY"})
     for name, defaults in found.items():
-        assert name in preflight.SECRETS, f"compose.yaml takes secret {name} from the environment; preflight.py ignores it"
+        assert name in preflight.SECRETS, (
+            f"compose.yaml takes secret {name} from the environment; preflight.py ignores it")
         assert defaults == {preflight.SECRETS[name][0]}, (
-            f"{name}: compose.yaml's default(s) {defaults} differ from preflight.py's {preflight.SECRETS[name][0]!r}")
+            f"{name}: compose.yaml's default(s) {defaults} differ from preflight.py's "
+            f"{preflight.SECRETS[name][0]!r}")
         checkers = [c for c in CHECKERS if name in (services[c].get("environment") or {})]
-        assert checkers, f"{name}: pass it to preflight (or, for the object-store profile only, s3-init) to be checked"
+        assert checkers, (
+            f"{name}: pass it to preflight (or, for the object-store profile only, s3-init) to be checked")
     assert command_of(services["preflight"]) == ["lakesort-preflight"]
     s3_init = command_of(services["s3-init"])
     assert s3_init[:2] == ["bash", "-c"] and s3_init[2].startswith("lakesort-preflight --check-only && "), (
@@ -141,19 +156,23 @@ def test_every_secret_in_compose_is_checked_with_the_same_default(services):
         assert env["LAKESORT_LOCAL"] == "${LAKESORT_LOCAL:-0}" and env[BIND] == BIND_DEFAULT, checker
     # s3-init's keys are the ones iceberg-rest holds, so checking them there checks the catalog's.
     rest = services["iceberg-rest"]["environment"]
-    assert services["s3-init"]["environment"]["S3_SECRET_ACCESS_KEY"] == rest["CATALOG_S3_SECRET__ACCESS__KEY"]
+    assert (services["s3-init"]["environment"]["S3_SECRET_ACCESS_KEY"]
+            == rest["CATALOG_S3_SECRET__ACCESS__KEY"])
 
 
 def test_the_defaults_are_refused_with_a_message_naming_the_variables_and_the_fix(services):
     for checker, args in CHECKERS.items():
         env = checked_env(services, checker)
         done = run_preflight(env, *args)
-        assert done.returncode == 1, f"{checker}: the stack must not start with compose.yaml's default secrets"
+        assert done.returncode == 1, (
+            f"{checker}: the stack must not start with compose.yaml's default secrets")
         for name in preflight.SECRETS.keys() & env.keys():
-            assert re.search(rf"^\s+{name}: ", done.stderr, re.MULTILINE), f"{checker}: the message names {name}"
+            assert re.search(rf"^\s+{name}: ", done.stderr, re.MULTILINE), (
+                f"{checker}: the message names {name}")
         assert "python3 docker/preflight.py --write-env docker/.env" in done.stderr
         assert "LAKESORT_LOCAL=1" in done.stderr
-        for name, value in env.items():  # (the Postgres default, `lakesort`, is in every line: too short to look for)
+        # (the Postgres default, `lakesort`, is in every line: too short to look for)
+        for name, value in env.items():
             if name in preflight.SECRETS and len(value) >= 12:
                 assert value not in done.stdout + done.stderr, f"{checker}: printed the value of {name}"
 
@@ -196,7 +215,8 @@ def test_write_env_makes_every_secret_once_in_a_private_file(tmp_path):
     assert run_preflight({}, "--write-env", str(env_file)).returncode == 0
     again = read_env_file(env_file)
     assert again["POSTGRES_PASSWORD"] == "kept-as-it-is-0123456789" and again.keys() == values.keys()
-    assert again["AIRFLOW_JWT_SECRET"] != values["AIRFLOW_JWT_SECRET"] and env_file.read_text().startswith("# mine\n")
+    assert (again["AIRFLOW_JWT_SECRET"] != values["AIRFLOW_JWT_SECRET"]
+            and env_file.read_text().startswith("# mine\n"))
 
 
 def test_real_secrets_start_the_stack_and_spark_gets_its_secret_from_a_file(tmp_path, services):
@@ -210,8 +230,10 @@ def test_real_secrets_start_the_stack_and_spark_gets_its_secret_from_a_file(tmp_
     spark_secret = (secrets_dir / preflight.SPARK_SECRET).read_text().strip()
     assert len(spark_secret) >= 32
     conf = secrets_dir / preflight.SPARK_CONF / "spark-defaults.conf"
-    written = dict(line.split(None, 1) for line in conf.read_text().splitlines() if line and not line.startswith("#"))
-    checked_in = dict(line.split(None, 1) for line in (source / "spark-defaults.conf").read_text().splitlines()
+    written = dict(line.split(None, 1) for line in conf.read_text().splitlines()
+                   if line and not line.startswith("#"))
+    checked_in = dict(line.split(None, 1)
+                      for line in (source / "spark-defaults.conf").read_text().splitlines()
                       if line and not line.startswith("#"))
     assert written == checked_in | {"spark.authenticate.secret": spark_secret}
     for path in (conf, secrets_dir / preflight.SPARK_SECRET):
@@ -222,13 +244,15 @@ def test_real_secrets_start_the_stack_and_spark_gets_its_secret_from_a_file(tmp_
     assert run_preflight(run_env).returncode == 0
     assert (secrets_dir / preflight.SPARK_SECRET).read_text().strip() == spark_secret
     # The object-store profile's conf, chosen by STACK_SPARK_CONF_DIR, gets the same treatment.
-    profile_source = env_of(services["preflight"], read_env_file(OBJECT_STORE_ENV))["LAKESORT_SPARK_CONF_SOURCE"]
+    profile_source = env_of(services["preflight"],
+                            read_env_file(OBJECT_STORE_ENV))["LAKESORT_SPARK_CONF_SOURCE"]
     mounted = {t: s for t, s in mounts(services["preflight"]).items() if s == "./spark"}
     (target,) = mounted
     profile_dir = DOCKER / "spark" / profile_source.removeprefix(target).lstrip("/")
     done = run_preflight(run_env | {"LAKESORT_SPARK_CONF_SOURCE": str(profile_dir)})
     assert done.returncode == 0, done.stderr
-    assert "spark.jars" in conf.read_text() and f"spark.authenticate.secret       {spark_secret}" in conf.read_text()
+    assert ("spark.jars" in conf.read_text()
+            and f"spark.authenticate.secret       {spark_secret}" in conf.read_text())
 
 
 def test_local_mode_keeps_the_defaults_on_loopback_only(services):
@@ -238,11 +262,13 @@ def test_local_mode_keeps_the_defaults_on_loopback_only(services):
     assert done.returncode == 0 and "LAKESORT_LOCAL=1" in done.stdout, done.stderr
     for bind in ("0.0.0.0", "192.168.1.20", "::"):
         done = run_preflight(env | {"LAKESORT_LOCAL": "1", BIND: bind}, "--check-only")
-        assert done.returncode == 1 and f"LAKESORT_BIND={bind}" in done.stderr, "default secrets on the network"
+        assert done.returncode == 1 and f"LAKESORT_BIND={bind}" in done.stderr, (
+            "default secrets on the network")
     for bind in ("127.0.0.1", "::1", "localhost"):
         assert run_preflight(env | {"LAKESORT_LOCAL": "1", BIND: bind}, "--check-only").returncode == 0
     for other in ("true", "yes", "0", ""):
-        assert run_preflight(env | {"LAKESORT_LOCAL": other}, "--check-only").returncode == 1, f"LAKESORT_LOCAL={other}"
+        assert run_preflight(env | {"LAKESORT_LOCAL": other}, "--check-only").returncode == 1, (
+            f"LAKESORT_LOCAL={other}")
 
 
 # ---- Spark ----------------------------------------------------------------------------------------------
@@ -267,30 +293,37 @@ def test_preflight_refuses_a_conf_without_authentication(tmp_path):
     source, secrets_dir = tmp_path / "conf", tmp_path / "secrets"
     source.mkdir()
     secrets_dir.mkdir()
-    (source / "spark-defaults.conf").write_text("spark.authenticate false\nspark.network.crypto.enabled true\n")
-    env = good_env(tmp_path) | {"LAKESORT_SECRETS_DIR": str(secrets_dir), "LAKESORT_SPARK_CONF_SOURCE": str(source)}
+    (source / "spark-defaults.conf").write_text("spark.authenticate "
+                                                "false\nspark.network.crypto.enabled true\n")
+    env = (good_env(tmp_path)
+           | {"LAKESORT_SECRETS_DIR": str(secrets_dir), "LAKESORT_SPARK_CONF_SOURCE": str(source)})
     done = run_preflight(env)
     assert done.returncode == 1 and "spark.authenticate true" in done.stderr
     (source / "spark-defaults.conf").write_text(
         "spark.authenticate true\nspark.network.crypto.enabled true\nspark.authenticate.secret oops\n")
     done = run_preflight(env)
-    assert done.returncode == 1 and "holds spark.authenticate.secret" in done.stderr and "oops" not in done.stderr
+    assert (done.returncode == 1 and "holds spark.authenticate.secret" in done.stderr
+            and "oops" not in done.stderr)
 
 
 def test_every_spark_process_reads_the_conf_dir_preflight_writes(services, compose):
-    """The master and the workers (Master/Worker load SPARK_CONF_DIR's spark-defaults.conf), the drivers in the
-    Airflow tasks and `lakesort compact` (spark-submit): one SPARK_CONF_DIR, in the `secrets` volume."""
+    """The master and the workers (Master/Worker load SPARK_CONF_DIR's spark-defaults.conf), the drivers in
+    the Airflow tasks and `lakesort compact` (spark-submit): one SPARK_CONF_DIR, in the `secrets` volume."""
     target = str(preflight.SECRETS_DIR / preflight.SPARK_CONF)
     for name, service in project_services(services, compose).items():
         assert env_of(service)["SPARK_CONF_DIR"] == target, f"{name}: SPARK_CONF_DIR must be {target}"
         volume = [v for v in service["volumes"] if v.startswith("secrets:")]
-        expected = f"secrets:{preflight.SECRETS_DIR}" if name == "preflight" else f"secrets:{preflight.SECRETS_DIR}:ro"
-        assert volume == [expected], f"{name}: mount the `secrets` volume as {expected} (only preflight writes it)"
+        expected = (f"secrets:{preflight.SECRETS_DIR}" if name == "preflight"
+                    else f"secrets:{preflight.SECRETS_DIR}:ro")
+        assert volume == [expected], (
+            f"{name}: mount the `secrets` volume as {expected} (only preflight writes it)")
     assert "secrets" in compose["volumes"]
     spark = [service_running(services, "spark-class", "org.apache.spark.deploy.master.Master")]
-    spark += [n for n, s in services.items() if command_of(s)[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]]
+    spark += [n for n, s in services.items()
+              if command_of(s)[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]]
     assert set(spark) <= set(project_services(services, compose)), "the master and workers read the same conf"
-    assert "/opt/lakesort/secrets" in DOCKERFILE.read_text(), "the image owns the volume's mount point (uid 50000)"
+    assert "/opt/lakesort/secrets" in DOCKERFILE.read_text(), (
+        "the image owns the volume's mount point (uid 50000)")
 
 
 # ---- Airflow --------------------------------------------------------------------------------------------
@@ -307,11 +340,17 @@ def test_the_airflow_api_requires_a_login(services):
         assert users and all(len(u.split(":")) == 2 for u in users.split(",")), f"{name}: users as name:role"
         passwords = Path(env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
         assert mounts(service).get(str(passwords.parent)) == "airflow-home", (
-            f"{name}: the passwords file lives in the airflow-home volume (init writes it, the api-server reads it)")
-    text = "\n".join(p.read_text() for p in DOCKER.rglob("*") if p.is_file() and p.suffix in {".yaml", ".env", ".sh", ".py"})
+            f"{name}: the passwords file lives in the airflow-home volume (init writes it, "
+            "the api-server reads it)")
+    text = "\n".join(p.read_text() for p in DOCKER.rglob("*")
+                     if p.is_file() and p.suffix in {".yaml", ".env", ".sh", ".py"})
     assert not re.search(r"ALL_ADMINS\W+\"?true", text, re.IGNORECASE), "all-admins mode is never on"
     init = (DOCKER / "init.sh").read_text()
-    assert re.search(r'lakesort-preflight --airflow-passwords \\\n\s+"\$\{AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE', init)
+    assert re.search(
+        r'lakesort-preflight --airflow-passwords '
+        r'\\\n\s+"\$\{AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE',
+        init,
+    )
     api = service_running(services, "airflow", "api-server")
     assert services[api]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
 
@@ -330,7 +369,8 @@ def test_airflow_passwords_are_made_before_the_api_server_and_never_printed(tmp_
     # Airflow's own simple auth manager, given that file, has nothing to make and so nothing to print.
     if "airflow" not in sys.modules:  # importing Airflow must not create ~/airflow
         monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
-    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"])
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS",
+                       env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"])
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(path))
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
     from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
@@ -349,21 +389,23 @@ def test_no_secret_on_a_command_line(services):
     secret_vars = set(preflight.SECRETS) | {"AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY",
                                             "AIRFLOW__CORE__FERNET_KEY", "AWS_SECRET_ACCESS_KEY"}
     for name, service in services.items():
-        lines = [command_of(service), service.get("entrypoint") or [], (service.get("healthcheck") or {}).get("test") or []]
+        lines = [command_of(service), service.get("entrypoint") or [],
+                 (service.get("healthcheck") or {}).get("test") or []]
         text = " ".join(" ".join(map(str, line)) for line in lines)
         for var in secret_vars:
             assert var not in text, f"{name}: {var} on a command line (visible in `ps` and `docker inspect`)"
         assert "spark.authenticate.secret" not in text and "_SPARK_AUTH_SECRET" not in text, name
         for key, value in env_of(service).items():
             if key.startswith("AIRFLOW_CONN_"):
-                assert not re.search(r"secret|password", value, re.IGNORECASE), f"{name}: {key} holds a secret"
+                assert not re.search(r"secret|password", value, re.IGNORECASE), (
+                    f"{name}: {key} holds a secret")
     for text in (DOCKER / "init.sh").read_text(), *(p.read_text() for p in spark_confs()):
         assert "spark.authenticate.secret" not in text.replace("no spark.authenticate.secret", "")
 
 
 def test_no_secret_in_a_log_line_of_the_scripts():
-    """What the scripts print names variables and files only: no formatted value holds a secret. (The runs above
-    check the same on the actual output.)"""
+    """What the scripts print names variables and files only: no formatted value holds a secret. (The runs
+    above check the same on the actual output.)"""
     tree = ast.parse(PREFLIGHT.read_text())
     holding = {"secret", "value", "values", "passwords", "text", "body", "env", "lines_of_values"}
     for node in ast.walk(tree):
@@ -374,7 +416,8 @@ def test_no_secret_in_a_log_line_of_the_scripts():
                     assert not names & holding, f"preflight.py line {node.lineno} prints {names & holding}"
     for number, line in enumerate((DOCKER / "init.sh").read_text().splitlines(), 1):
         if re.match(r"\s*(echo|printf)\b", line):
-            assert not re.search(r"PASSWORD|SECRET|FERNET|_KEY", line), f"init.sh line {number} prints a secret variable"
+            assert not re.search(r"PASSWORD|SECRET|FERNET|_KEY", line), (
+                f"init.sh line {number} prints a secret variable")
 
 
 # ---- documentation --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`layout.settings` (every LAKESORT_* variable) and `layout.sizes` (the one byte-size parser and formatter)."""
+"""`layout.settings` (every LAKESORT_* variable) and `layout.sizes`
+(the one byte-size parser and formatter)."""
 
 from __future__ import annotations
 
@@ -66,8 +67,8 @@ def test_importing_settings_stays_light():
     assert done.stdout.strip() == "", f"layout.settings imported {done.stdout.strip()}"
 
 
-@pytest.mark.parametrize(("text", "size"), [("512KiB", 512 * KiB), ("128MiB", 128 * MiB), ("1.5GiB", 3 * GiB // 2),
-                                            (" 7 ", 7), ("3B", 3), (4096, 4096)])
+@pytest.mark.parametrize(("text", "size"), [("512KiB", 512 * KiB), ("128MiB", 128 * MiB),
+                                            ("1.5GiB", 3 * GiB // 2), (" 7 ", 7), ("3B", 3), (4096, 4096)])
 def test_parse_size(text, size):
     assert parse_size(text) == size
 

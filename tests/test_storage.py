@@ -23,7 +23,8 @@ def test_secrets_are_never_public():
     for key in ("s3.secret-access-key", "s3.session-token", "s3.access-key-id", "adls.sas-token.acc",
                 "gcs.oauth2.token", "client.password", "s3.sse.key-id"):
         assert storage.is_secret(key), key
-    assert storage.public({"auth.manager": object(), "s3.region": "x"}) == {"s3.region": "x"}  # values only str
+    # values only str
+    assert storage.public({"auth.manager": object(), "s3.region": "x"}) == {"s3.region": "x"}
 
 
 def test_the_longest_registered_prefix_wins_and_schemes_alias():
@@ -43,13 +44,14 @@ def test_s3a_settings_from_vended_credentials():
     assert settings["fs.s3a.endpoint"] == "http://127.0.0.1:9000"
     assert settings["fs.s3a.endpoint.region"] == "eu-west-1"
     assert settings["fs.s3a.path.style.access"] == "true"
-    assert (settings["fs.s3a.access.key"], settings["fs.s3a.secret.key"], settings["fs.s3a.session.token"]) == (
-        "AKIAEXAMPLE", "very-secret", "token-value")
+    assert (settings["fs.s3a.access.key"], settings["fs.s3a.secret.key"],
+            settings["fs.s3a.session.token"]) == ("AKIAEXAMPLE", "very-secret", "token-value")
     assert settings["fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
     static = storage.hadoop_settings({k: v for k, v in VENDED.items() if k != "s3.session-token"})
     assert static["fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
     # No keys: S3A's own chain (instance profile, environment, ...); virtual hosts when asked for.
-    chain = storage.hadoop_settings({"s3.endpoint": "https://s3.example.com", "s3.force-virtual-addressing": "true"})
+    chain = storage.hadoop_settings({"s3.endpoint": "https://s3.example.com",
+                                     "s3.force-virtual-addressing": "true"})
     assert "fs.s3a.aws.credentials.provider" not in chain and chain["fs.s3a.path.style.access"] == "false"
 
 
@@ -64,6 +66,7 @@ def test_delete_many_on_a_local_filesystem_deletes_one_by_one(tmp_path):
 
 
 def test_executors_get_the_storage_settings_not_the_catalogs():
-    catalog = {"uri": "https://catalog", "credential": "client:secret", "token": "t", "header.X-Iceberg-Access-Delegation":
-               "vended-credentials", "warehouse": "lake", "auth.type": "oauth2"}
+    catalog = {"uri": "https://catalog", "credential": "client:secret", "token": "t",
+               "header.X-Iceberg-Access-Delegation": "vended-credentials", "warehouse": "lake",
+               "auth.type": "oauth2"}
     assert storage.for_files({**VENDED, **catalog}) == {k: v for k, v in VENDED.items() if k != "uri"}

@@ -87,16 +87,18 @@ def oracle_bytes(table, spec, candidate: Candidate, directory: Path) -> dict[str
     directory.mkdir(parents=True)
     for i, chunk in enumerate(np.array_split(order, n_files)):
         pq.write_table(full.take(pa.array(chunk)), directory / f"{i:03d}.parquet", row_group_size=len(chunk),
-                       max_rows_per_page=PAGE_ROWS, data_page_size=1 << 30, compression="zstd", use_dictionary=False,
-                       write_page_index=True)
-    return {p.name: plan(str(directory), p.where, p.columns, cache=False).counts.bytes_selected for p in spec.probes}
+                       max_rows_per_page=PAGE_ROWS, data_page_size=1 << 30, compression="zstd",
+                       use_dictionary=False, write_page_index=True)
+    return {p.name: plan(str(directory), p.where, p.columns, cache=False).counts.bytes_selected
+            for p in spec.probes}
 
 
 def as_candidate(c: CandidateAdvice) -> Candidate:
     return Candidate(c.strategy, c.sort_keys, c.scaling, c.origin)
 
 
-def check_against_oracle(advice: Advice, table, spec, tmp_path: Path, *, tolerance: float) -> dict[str, float]:
+def check_against_oracle(advice: Advice, table, spec, tmp_path: Path, *,
+                         tolerance: float) -> dict[str, float]:
     """Every candidate laid out by brute force: the recommendation is within 10% of the best, and each
     prediction within `tolerance` of its truth in total. Returns the weighted truth per label."""
     truth = {}
@@ -118,7 +120,8 @@ def rng():
 
 
 def test_linear_sort_on_the_heavily_probed_column_wins(iceberg_catalog, rng, tmp_path):
-    data = pa.table({"a": rng.permutation(ROWS * 10)[:ROWS].astype(np.int64), "b": rng.integers(0, 10**9, ROWS),
+    data = pa.table({"a": rng.permutation(ROWS * 10)[:ROWS].astype(np.int64),
+                     "b": rng.integers(0, 10**9, ROWS),
                      "payload": pa.array([f"row-{i:08d}" for i in rng.permutation(ROWS)])})
     a_values = data.column("a").to_pylist()
     probes = [{"name": "a_point", "where": f"a = {a_values[7]}", "weight": 5},
@@ -172,7 +175,9 @@ def test_quantile_zorder_beats_minmax_zorder_on_skewed_keys(iceberg_catalog, rng
 # --- partitioned tables, the sample, the cut -------------------------------------------------------
 
 
-def test_partitioned_tables_are_sampled_per_partition_and_files_never_mix_partitions(iceberg_catalog, rng, tmp_path):
+def test_partitioned_tables_are_sampled_per_partition_and_files_never_mix_partitions(
+    iceberg_catalog, rng, tmp_path
+):
     groups = np.repeat(np.array(["a", "b", "c"]), [20_000, 6_000, 1_000])
     rng.shuffle(groups)
     data = pa.table({"g": pa.array(groups), "x": rng.integers(0, 10**6, len(groups)),
@@ -218,7 +223,8 @@ def test_the_sample_keeps_the_tables_files_row_groups_and_pages(tmp_path):
     assert shape.files == 3
     assert shape.page_rows == 250  # 1000 x f
     assert shape.row_group_rows == 8192 / 4
-    assert math.ceil(100_000 / 3 / shape.row_group_rows) == math.ceil(table_rows_per_file / 8192)  # row groups
+    # row groups
+    assert math.ceil(100_000 / 3 / shape.row_group_rows) == math.ceil(table_rows_per_file / 8192)
     assert math.ceil(shape.row_group_rows / shape.page_rows) == math.ceil(8192 / 1000)  # pages per row group
     assert shape.pages_kept
     tiny = shape_of(PartitionShare("p", rows=10**9, bytes=2**30, sample_rows=10**5), spec, 32)
@@ -242,7 +248,8 @@ def test_candidates_from_the_probes_deduplicated_and_capped(iceberg_catalog, rng
                      "c": pa.array(["x"] * 1000), "flag": pa.array([True] * 1000),
                      "raw": pa.array([b"r"] * 1000)})
     table = build(iceberg_catalog, "cands", data, appends=1)
-    probes = [{"name": "p1", "where": "a = 1 AND flag", "weight": 3}, {"name": "p2", "where": "b = 2 OR c = 'x'"},
+    probes = [{"name": "p1", "where": "a = 1 AND flag", "weight": 3},
+              {"name": "p2", "where": "b = 2 OR c = 'x'"},
               {"name": "p3", "where": "raw = X'72' AND c = 'y'", "weight": 2}]
     spec = parse_spec(make_spec("cands", probes, sort={"keys": [{"column": "a"}]}))
     chosen = candidates(spec, table.schema(), (SortKey(column="a"),), minmax=True, max_candidates=100)
@@ -254,7 +261,8 @@ def test_candidates_from_the_probes_deduplicated_and_capped(iceberg_catalog, rng
     assert "zorder min/max(a, c)" in labels and "hilbert(a, c)" in labels
     assert not any("b" in c.columns for c in chosen)  # the fifth column is left out (MAX_COLUMNS)
     assert not any(c.strategy != "linear" and {"flag", "raw"} & set(c.columns) for c in chosen)
-    few = candidates(spec, table.schema(), (), runs={"a": 0.01, "flag": 5, "c": 5, "raw": 5}, max_candidates=100)
+    few = candidates(spec, table.schema(), (), runs={"a": 0.01, "flag": 5, "c": 5, "raw": 5},
+                     max_candidates=100)
     assert not any(c.strategy == "linear" and c.columns[:1] == ("a",) and len(c.columns) == 2 for c in few)
     assert any(c.label == "linear(c, a)" for c in few)
     assert len(candidates(spec, table.schema(), (), max_candidates=6)) == 6
@@ -262,9 +270,11 @@ def test_candidates_from_the_probes_deduplicated_and_capped(iceberg_catalog, rng
 
 def test_spec_snippets_apply_as_table_specs():
     for strategy, keys in (("hilbert", (SortKey(column="a"), SortKey(column="b"))),
-                           ("linear", (SortKey(column="a", direction="desc"), SortKey(column="b", nulls="last")))):
+                           ("linear",
+                            (SortKey(column="a", direction="desc"), SortKey(column="b", nulls="last")))):
         snippet = spec_snippet(strategy, keys)
-        spec = parse_spec({**yaml.safe_load(snippet), "table": "t.x", "owner": {"name": "t", "email": "t@e.com"}})
+        spec = parse_spec({**yaml.safe_load(snippet), "table": "t.x",
+                           "owner": {"name": "t", "email": "t@e.com"}})
         assert spec.sort.strategy == strategy and spec.sort.keys == keys
 
 
@@ -303,9 +313,13 @@ def _spec_file(tmp_path: Path, name: str, probes: list[dict]) -> Path:
 def test_cli_prints_one_json_document_and_the_text(iceberg_catalog, rng, tmp_path, capsys):
     data = pa.table({"x": rng.integers(0, 10**6, 4_000), "y": rng.integers(0, 10**6, 4_000)})
     build(iceberg_catalog, "cli", data, appends=2)
-    spec = _spec_file(tmp_path, "cli", [{"name": "x_point", "where": "x = 5"}, {"name": "y_range",
-                                                                              "where": "y < 1000", "columns": ["y"]}])
-    assert main(["-q", "advise", "t.cli", "--spec", str(spec), "--json", "--sample", "1000", "--no-record"]) == EXIT_OK
+    spec = _spec_file(
+        tmp_path,
+        "cli",
+        [{"name": "x_point", "where": "x = 5"}, {"name": "y_range", "where": "y < 1000", "columns": ["y"]}],
+    )
+    assert (main(["-q", "advise", "t.cli", "--spec", str(spec), "--json", "--sample", "1000", "--no-record"])
+            == EXIT_OK)
     document = json.loads(capsys.readouterr().out)
     assert {"table", "sample_rows", "candidates", "recommendation"} <= set(document)
     assert document["table"] == "t.cli" and document["sample_rows"] == 1000
@@ -361,7 +375,8 @@ def test_the_recommendation_keeps_what_reads_as_little_and_prefers_the_simpler_o
 
     def entry(strategy, keys, p, q, origin="probes"):
         return Unranked(strategy=strategy, sort_keys=tuple(SortKey(column=k) for k in keys), origin=origin,
-                        label=f"{strategy}({', '.join(keys)})", predicted_bytes={"p": p, "q": q}, write_bytes=10)
+                        label=f"{strategy}({', '.join(keys)})", predicted_bytes={"p": p, "q": q},
+                        write_bytes=10)
 
     current = entry("current", (), 10_000, 10_000, origin="table")
     ranked = rank([current, entry("hilbert", "ab", 1000, 1000), entry("linear", "a", 1000, 1020),
@@ -371,7 +386,8 @@ def test_the_recommendation_keeps_what_reads_as_little_and_prefers_the_simpler_o
     chosen = recommend(ranked, table="t.x", table_bytes=20)
     assert (chosen.action, chosen.label) == ("change-spec", "linear(a)")  # within 1% of hilbert: simpler
     assert chosen.write_change == -0.5 and "strategy: linear" in chosen.spec_snippet
-    near = rank([current, entry("hilbert", "ab", 1000, 1000), entry("linear", "b", 1000, 1100, origin="spec")],
+    near = rank([current, entry("hilbert", "ab", 1000, 1000),
+                 entry("linear", "b", 1000, 1100, origin="spec")],
                 probes)
     assert recommend(near, table="t.x", table_bytes=20).action == "keep-spec"  # 3100 against 3000: within 5%
     worse = rank([current, entry("linear", "a", 10_000, 12_000)], probes)

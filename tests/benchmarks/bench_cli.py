@@ -5,16 +5,17 @@ Run from the repo root:
     .venv/bin/python tests/benchmarks/bench_cli.py [--quick] [--runs 11]
 
 Every measurement is a fresh process, as a user or a DAG task starts the command: the `lakesort` console
-script beside `sys.executable` with `--help`, and with `CMD --help` for every command of `layout.cli.COMMANDS`.
-The baseline is `python -c "pass"` with the same interpreter (the floor: the interpreter's own start-up and
-site), so each figure reads as start-up over a bare Python. Timed from outside with `time.perf_counter` around
-the whole process. The targets are interleaved within a round (one unmeasured warm-up round first, so the OS
-page cache and the .pyc files are warm), so a change of the machine's load affects them alike. Printed: the
-median and min (and max) over `--runs` rounds per target, the median over the floor's, and the modules each
-target leaves in `sys.modules` (counted once, in a separate process running `layout.cli.main` as the script
-does, against a bare interpreter's). No goal is asserted here; which modules parsing may import is a test
-(tests/test_architecture.py, tests/cli/test_dispatch.py). A target that exits other than 0 ends the
-benchmark with exit 1. A run starts 15 processes per round: about 10 s with the default 11 rounds.
+script beside `sys.executable` with `--help`, and with `CMD --help` for every command of
+`layout.cli.COMMANDS`. The baseline is `python -c "pass"` with the same interpreter (the floor: the
+interpreter's own start-up and site), so each figure reads as start-up over a bare Python. Timed from outside
+with `time.perf_counter` around the whole process. The targets are interleaved within a round (one unmeasured
+warm-up round first, so the OS page cache and the .pyc files are warm), so a change of the machine's load
+affects them alike. Printed: the median and min (and max) over `--runs` rounds per target, the median over the
+floor's, and the modules each target leaves in `sys.modules` (counted once, in a separate process running
+`layout.cli.main` as the script does, against a bare interpreter's). No goal is asserted here; which modules
+parsing may import is a test (tests/test_architecture.py, tests/cli/test_dispatch.py). A target that exits
+other than 0 ends the benchmark with exit 1. A run starts 15 processes per round:
+about 10 s with the default 11 rounds.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def child_env() -> dict[str, str]:
 def run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     """Wall time of the whole process, and its stdout; a failing process ends the benchmark."""
     started = time.perf_counter()
-    done = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -59,7 +61,8 @@ def run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="5 rounds")
-    parser.add_argument("--runs", type=int, default=None, help="rounds of fresh processes (default 11, 5 with --quick)")
+    parser.add_argument("--runs", type=int, default=None, help="rounds of fresh processes "
+                                                               "(default 11, 5 with --quick)")
     args = parser.parse_args(argv)
     runs = args.runs or (5 if args.quick else 11)
 
@@ -106,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    {name:<34} {med * 1e3:8.1f} {min(values) * 1e3:8.1f} {max(values) * 1e3:8.1f} {over:>11} "
               f"{modules[name]:>8}")
     helps = [statistics.median(walls[name]) for name, *_ in targets[1:]]
-    print(f"\nslowest median of a --help: {max(helps) * 1e3:.0f} ms ({(max(helps) - floor) * 1e3:.0f} ms over the "
-          "floor)")
+    print(f"\nslowest median of a --help: {max(helps) * 1e3:.0f} ms ({(max(helps) - floor) * 1e3:.0f} ms "
+          "over the floor)")
     return 0
 
 

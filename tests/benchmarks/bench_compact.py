@@ -104,7 +104,8 @@ args = json.loads(open(sys.argv[1]).read())
 spark = SparkSession.builder.appName("bench-naive-sort").getOrCreate()
 started = time.perf_counter()
 df = spark.read.parquet(*args["inputs"])
-df.orderBy(*[F.col(k).asc_nulls_first() for k in args["keys"]]).write.options(**args["options"]).parquet(args["output"])
+df.orderBy(*[F.col(k).asc_nulls_first() for k in args["keys"]]).write.options(**args["options"])\
+.parquet(args["output"])
 print("NAIVE_JOB_SECONDS", time.perf_counter() - started, flush=True)
 spark.stop()
 '''
@@ -117,7 +118,8 @@ log = logging.getLogger("bench_compact")
 
 
 def isolate(home: Path) -> None:
-    """Point pyiceberg (and everything else that looks at ~ or .) at `home`; must run before it is imported."""
+    """Point pyiceberg (and everything else that looks at ~ or .) at `home`;
+    must run before it is imported."""
     if any(m == "pyiceberg" or m.startswith("pyiceberg.") for m in sys.modules):
         raise RuntimeError("pyiceberg is already imported: PYICEBERG_HOME would be ignored")
     for key in [k for k in os.environ if k.startswith("PYICEBERG_")]:
@@ -153,7 +155,8 @@ def check_catalog(home: Path) -> None:
 
     uri = str(load_catalog().properties.get("uri", ""))
     if not uri.startswith(f"sqlite:///{home.resolve()}/"):
-        raise RuntimeError(f"pyiceberg resolved the catalog {uri!r}, not the one under {home}: refusing to go on")
+        raise RuntimeError(f"pyiceberg resolved the catalog {uri!r}, "
+                           f"not the one under {home}: refusing to go on")
     print(f"catalog: {uri}")
 
 
@@ -232,13 +235,15 @@ class Timers:
 # --- the contenders -------------------------------------------------------------------------------------
 
 
-def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str], master: str, work: Path) -> dict:
+def run_naive(inputs: list[str], options: dict[str, str], conf: dict[str, str],
+              master: str, work: Path) -> dict:
     from layout.compaction.pipeline.submit import spark_submit_binary
 
     work.mkdir(parents=True, exist_ok=True)
     script, args_path, out = work / "naive_sort.py", work / "naive_args.json", work / "out"
     script.write_text(NAIVE_JOB)
-    args_path.write_text(json.dumps({"inputs": inputs, "keys": list(KEYS), "options": options, "output": str(out)}))
+    args_path.write_text(json.dumps({"inputs": inputs, "keys": list(KEYS), "options": options,
+                                     "output": str(out)}))
     cmd = [spark_submit_binary(), "--master", master, "--name", "bench-naive-sort",
            "--conf", "spark.sql.session.timeZone=UTC"]
     for key, value in conf.items():
@@ -310,7 +315,8 @@ class PeakMemory:
                         name, rss = child.name(), child.memory_info().rss
                         # Python started by Spark (the job's driver, its workers): a child of this process
                         # between fork and exec has its name and (shared) pages too, 2.5 GiB once.
-                        spark_python = name.startswith("python") and any(p.name() == "java" for p in child.parents())
+                        spark_python = (name.startswith("python")
+                                        and any(p.name() == "java" for p in child.parents()))
                     except psutil.Error:
                         continue
                     if name == "java":
@@ -351,7 +357,8 @@ CASES = {
 
 
 def build(case: Case, home: Path):
-    """The case's table (`build_demo` for the partitioned one; chunks of tpchgen's file appended otherwise)."""
+    """The case's table (`build_demo` for the partitioned one;
+    chunks of tpchgen's file appended otherwise)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -413,8 +420,8 @@ def run_compact(spec, conf: dict[str, str], master: str, work: Path, timers: Tim
     for m in manifests:
         for part, secs in m.get("timings", {}).items():
             job["parts"][part] += secs
-    return {"seconds": seconds, "result": result, "plan": result.plan, "job": job, "parts": dict(timers.seconds),
-            "memory": memory, "work": work}
+    return {"seconds": seconds, "result": result, "plan": result.plan, "job": job,
+            "parts": dict(timers.seconds), "memory": memory, "work": work}
 
 
 def run_measure(work: Path) -> float:
@@ -433,14 +440,16 @@ def print_breakdown(run: dict) -> None:
     parts, total, job = run["parts"], run["seconds"], run["job"]
     submit = parts.get("submit", 0.0)
     verify = sum(v for k, v in parts.items() if k.startswith("verify"))
-    rows = [("prepare: plan, input footers, layout.zip", parts.get("prepare", 0.0)), ("submit: spark-submit", submit)]
+    rows = [("prepare: plan, input footers, layout.zip", parts.get("prepare", 0.0)),
+            ("submit: spark-submit", submit)]
     rows += [(f"  job: {name}", secs) for name, secs in job["parts"].items()]
     rows += [("  job: manifest, other", job["seconds"] - sum(job["parts"].values())),
              ("  JVM start, Spark session, stop", submit - job["seconds"])]
     rows += [(k, v) for k, v in parts.items() if k.startswith("verify")]
     rows += [("commit: files unchanged, Iceberg commit, run record", parts.get("commit", 0.0)),
              ("live totals", parts.get("live totals", 0.0))]
-    covered = parts.get("prepare", 0.0) + submit + verify + parts.get("commit", 0.0) + parts.get("live totals", 0.0)
+    covered = (parts.get("prepare", 0.0) + submit + verify + parts.get("commit", 0.0)
+               + parts.get("live totals", 0.0))
     rows.append(("other: the lease, loading the table", total - covered))
     print(f"    {'part':<54} {'seconds':>8} {'share':>6}")
     for name, secs in rows:
@@ -450,7 +459,8 @@ def print_breakdown(run: dict) -> None:
 
 def run_case(case: Case, home: Path, args, conf: dict[str, str], timers: Timers) -> dict:
     print(f"\n=== {case.name}: TPC-H lineitem sf={case.scale:g}, "
-          f"{'partitioned by month' if case.partitioned else 'unpartitioned'}, target {case.target} ===", flush=True)
+          f"{'partitioned by month' if case.partitioned else 'unpartitioned'}, "
+          f"target {case.target} ===", flush=True)
     table, built = build(case, home)
     files = live_files(table)
     inputs = sorted(files)
@@ -471,22 +481,26 @@ def run_case(case: Case, home: Path, args, conf: dict[str, str], timers: Timers)
     if duck:
         print(f"  DuckDB COPY ... ORDER BY: {duck['seconds']:.1f}s ({duck['threads']} threads)")
     ratios = [run["seconds"] / naive["seconds"]]
-    for pair in range(2, args.pairs + 1):  # the same input again: the table rolled back to before the compaction
+    # the same input again: the table rolled back to before the compaction
+    for pair in range(2, args.pairs + 1):
         table = table.refresh()
         table.manage_snapshots().rollback_to_snapshot(run["plan"].snapshot_id).commit()
-        again = run_naive(inputs, spec.writer.spark_options(), conf, args.master, home / f"naive-{case.name}-{pair}")
+        again = run_naive(inputs, spec.writer.spark_options(), conf, args.master,
+                          home / f"naive-{case.name}-{pair}")
         rerun = run_compact(spec, conf, args.master, home / f"compact-{case.name}-{pair}", timers)
         ratios.append(rerun["seconds"] / again["seconds"])
-        print(f"  pair {pair}: naive Spark sort {again['seconds']:.1f}s, lakesort compact {rerun['seconds']:.1f}s: "
-              f"{ratios[-1]:.2f}x", flush=True)
+        print(f"  pair {pair}: naive Spark sort {again['seconds']:.1f}s, lakesort compact "
+              f"{rerun['seconds']:.1f}s: {ratios[-1]:.2f}x", flush=True)
     return {"case": case, "naive": naive, "run": run, "measure": measured, "duck": duck,
             "naive_memory": naive_memory, "ratios": ratios}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default="partitioned,flat", help="comma separated: partitioned, flat, sf10")
-    parser.add_argument("--sf10", action="store_true", help="also the SF10 case (with lakesort's default conf)")
+    parser.add_argument("--cases", default="partitioned,flat",
+                        help="comma separated: partitioned, flat, sf10")
+    parser.add_argument("--sf10", action="store_true", help="also the SF10 case (with "
+                                                            "lakesort's default conf)")
     parser.add_argument("--quick", action="store_true", help="SF 0.1 instead of 1 (not the issue's figures)")
     parser.add_argument("--duckdb", action="store_true", help="also DuckDB's COPY ... ORDER BY")
     parser.add_argument("--master", default="local[*]")
@@ -494,8 +508,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"Spark conf for both jobs (default {DEFAULT_CONF})")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--pairs", type=int, default=1, metavar="N",
-                        help="run the plain sort and the compaction N times each, in turn, on the same input (the "
-                             "table rolled back between compactions); the ratio is the median of the pairs'")
+                        help="run the plain sort and the compaction N times each, in turn, on the same input "
+                             "(the table rolled back between compactions); "
+                             "the ratio is the median of the pairs'")
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n] + (["sf10"] if args.sf10 else [])
     unknown = [n for n in names if n not in CASES]
@@ -529,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
         share = res["measure"] / res["run"]["seconds"]
         label = f"{res['case'].name} (sf={res['case'].scale:g}, {res['run']['result'].files_before} files)"
         print(f"    {label:<40} {res['naive']['seconds']:8.1f} {res['run']['seconds']:10.1f} {ratio:5.2f}x  "
-              f"{'OK' if ratio <= NAIVE_GOAL else 'MISSED':<14} {share:7.0%}   {'OK' if share <= MEASURE_GOAL else 'MISSED'}")
+              f"{'OK' if ratio <= NAIVE_GOAL else 'MISSED':<14} "
+              f"{share:7.0%}   {'OK' if share <= MEASURE_GOAL else 'MISSED'}")
         if len(res["ratios"]) > 1:
             print(f"    {'':<40} median of {len(res['ratios'])} pairs: "
                   f"{', '.join(f'{r:.2f}x' for r in res['ratios'])} (the seconds are the first pair's)")

@@ -1,4 +1,5 @@
-"""Benchmark: how much of a table readers skip under linear, z-order (min/max and quantile) and Hilbert layouts.
+"""Benchmark: how much of a table readers skip under linear, z-order
+(min/max and quantile) and Hilbert layouts.
 
 Run from the repo root:
 
@@ -67,7 +68,8 @@ def order(data: pa.Table, layout: str) -> np.ndarray:
         return np.lexsort((y.to_numpy(), x.to_numpy()))
     if layout == "zorder min/max":
         bits = 31
-        return np.argsort(curves.zorder_index([curves.minmax_ranks(c, None, None, bits) for c in (x, y)], bits),
+        return np.argsort(curves.zorder_index([curves.minmax_ranks(c, None, None, bits) for c in (x, y)],
+                                              bits),
                           kind="stable")
     bits = curves.curve_bits(2)
     bounds = [curves.quantile_boundaries(c, 1 << bits) for c in (x, y)]
@@ -79,9 +81,9 @@ def write(data: pa.Table, rows_order: np.ndarray, directory: Path) -> None:
     directory.mkdir(parents=True)
     group_rows = -(-len(rows_order) // (FILES * GROUPS_PER_FILE))
     for i, chunk in enumerate(np.array_split(rows_order, FILES)):
-        pq.write_table(data.take(pa.array(chunk)), directory / f"part-{i:03d}.parquet", row_group_size=group_rows,
-                       max_rows_per_page=PAGE_ROWS, data_page_size=1 << 30, write_page_index=True,
-                       compression="zstd")
+        pq.write_table(data.take(pa.array(chunk)), directory / f"part-{i:03d}.parquet",
+                       row_group_size=group_rows, max_rows_per_page=PAGE_ROWS, data_page_size=1 << 30,
+                       write_page_index=True, compression="zstd")
 
 
 def probes(data: pa.Table, lookups: int, rng: np.random.Generator) -> dict[str, list[str]]:
@@ -106,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or (200_000 if args.quick else 1_000_000)
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
-    print(f"{rows:,} rows per table, {FILES} files x {GROUPS_PER_FILE} row groups, pages of {PAGE_ROWS:,} rows; "
-          f"{args.lookups} lookups per probe; share skipped: files / row groups")
+    print(f"{rows:,} rows per table, {FILES} files x {GROUPS_PER_FILE} row groups, pages of {PAGE_ROWS:,} "
+          f"rows; {args.lookups} lookups per probe; share skipped: files / row groups")
     header = ["data", "layout", *PROBES]
     lines = [header]
     with tempfile.TemporaryDirectory(prefix="lakesort-bench-curves-") as tmp:

@@ -105,7 +105,8 @@ def median_row(name: str, values: list[float], base: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 runs")
-    parser.add_argument("--runs", type=int, default=None, help="fresh processes per target (default 9, 3 with --quick)")
+    parser.add_argument("--runs", type=int, default=None, help="fresh processes per target "
+                                                               "(default 9, 3 with --quick)")
     args = parser.parse_args(argv)
     runs = args.runs or (3 if args.quick else 9)
 

@@ -6,13 +6,13 @@ Run from the repo root (it needs the test bed: `make testbed`):
         [--driver-memory 6g] [--master local[2]] [--keep]
 
 The table: TPC-H `lineitem` (tpchgen-cli, cached under tests/benchmarks/.cache/tpch/, git-ignored), shuffled
-(a seeded permutation: an ingest lands rows in arrival order) and INSERTed by Iceberg's own Spark (the test bed,
-tests/iceberg_bed.py) in three appends into a format-version 2, merge-on-read table partitioned by
+(a seeded permutation: an ingest lands rows in arrival order) and INSERTed by Iceberg's own Spark (the test
+bed, tests/iceberg_bed.py) in three appends into a format-version 2, merge-on-read table partitioned by
 `months(l_shipdate)` (84 partitions), in a throw-away SQLite catalog in a temporary directory (PYICEBERG_HOME,
 HOME and LAKESORT_WORK_DIR point there; the catalog's URI is checked). Partitioned rather than flat because
 a DELETE with `write.delete.granularity` 'partition' then writes one position delete file per partition it
-touches, whatever the tasks: twelve DELETEs make about 12 x 84 (996 at SF1: the first and last months are small,
-and a few DELETEs find no row there).
+touches, whatever the tasks: twelve DELETEs make about 12 x 84 (996 at SF1: the first and last months are
+small, and a few DELETEs find no row there).
 
 Then 5% of the rows (`pmod(hash(l_orderkey, l_linenumber), 240) < 12`) are deleted, in one of two ways:
 - `position`: twelve Spark SQL DELETEs in merge-on-read mode, `... = k` for k in 0..11: about 1,000 position
@@ -26,17 +26,18 @@ metadata holds absolute paths):
    NULLS FIRST', options rewrite-all, target-file-size-bytes, remove-dangling-deletes)` in a freshly started
    bed; the clock runs around the CALL only, so the bed's JVM start and Spark session are not in it;
 2. lakesort: `layout.compaction.pipeline.driver.compact(table, spec=<sorted by l_orderkey, same target size>,
-   force=True, master=..., spark_conf=...)`, with the bed stopped. Its seconds include spark-submit's JVM start
-   and stop; they are also given without them (spark-submit's wall minus the job's own clock, from its
-   manifests), which is the figure the ratio compares with Iceberg's.
-Same Spark resources: both on `--master` (local[2]) with `--driver-memory` (6g), 4 shuffle partitions and no UI
-(the bed's session conf), one at a time.
+   force=True, master=...,
+   spark_conf=...)`, with the bed stopped. Its seconds include spark-submit's JVM start and stop; they are
+   also given without them (spark-submit's wall minus the job's own clock, from its manifests), which is the
+   figure the ratio compares with Iceberg's.
+Same Spark resources: both on `--master` (local[2]) with `--driver-memory` (6g), 4 shuffle partitions and no
+UI (the bed's session conf), one at a time.
 
 Before and after each tool, Iceberg Spark reports the rows (count, sum(hash(*)), bit_xor(xxhash64(*)): the
-rows after must be the rows before), the data files and the live delete files (`.data_files`, `.delete_files`),
-and lakesort's reader-side planning (`layout.read.plan.plan` through pyiceberg) a point lookup's files, bytes
-and delete files (`l_orderkey = <an existing key>`). Exits 0 whatever the outcome; a tool that fails is
-reported with its traceback. Timings are single runs on whatever else the machine is doing.
+rows after must be the rows before), the data files and the live delete files (`.data_files`,
+`.delete_files`), and lakesort's reader-side planning (`layout.read.plan.plan` through pyiceberg) a point
+lookup's files, bytes and delete files (`l_orderkey = <an existing key>`). Exits 0 whatever the outcome; a
+tool that fails is reported with its traceback. Timings are single runs on whatever else the machine is doing.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class Home:
         # The bed reads its master and memory from the environment it inherits (testbed/iceberg_spark.py).
         os.environ["LAKESORT_BED_MASTER"], os.environ["LAKESORT_BED_MEMORY"] = self.master, self.memory
         t0 = time.perf_counter()
-        spark = iceberg_bed.IcebergSpark(self.root / "catalog.db", f"file://{self.root / 'warehouse'}", scratch)
+        spark = iceberg_bed.IcebergSpark(self.root / "catalog.db",
+                                         f"file://{self.root / 'warehouse'}", scratch)
         print(f"  (Iceberg Spark {spark.version} started in {time.perf_counter() - t0:.0f}s)", flush=True)
         try:
             yield spark
@@ -117,7 +119,8 @@ class Home:
 
     def restore(self, name: str) -> None:
         """Put a saved state back where it was: the metadata's paths are absolute. The catalog file is
-        overwritten in place (same inode), so a pooled SQLite connection of this process reads the restored one."""
+        overwritten in place (same inode), so a pooled SQLite connection of this process reads
+        the restored one."""
         saved = self.root / "saved" / name
         shutil.rmtree(self.root / "warehouse")
         shutil.copytree(saved / "warehouse", self.root / "warehouse")
@@ -142,7 +145,8 @@ def shuffled_source(scale: float, out: Path) -> tuple[list[Path], int]:
 
     source = pq.read_table(tpch_file(scale, "lineitem"))
     key = source.column(SORT_KEY)[source.num_rows // 2].as_py()
-    plain = pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(f.type) else f for f in source.schema])
+    plain = pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(f.type) else f
+                       for f in source.schema])
     source = source.cast(plain).replace_schema_metadata(None)
     shuffled = source.take(pa.array(np.random.default_rng(SHUFFLE_SEED).permutation(source.num_rows)))
     out.mkdir(parents=True, exist_ok=True)
@@ -158,8 +162,8 @@ def shuffled_source(scale: float, out: Path) -> tuple[list[Path], int]:
 def build_base(spark, parts: list[Path]) -> None:
     props = ", ".join(f"'{k}'='{v}'" for k, v in MOR.items())
     spark.sql("CREATE NAMESPACE IF NOT EXISTS bench")
-    spark.sql(f"CREATE TABLE {TABLE} USING iceberg PARTITIONED BY (months(l_shipdate)) TBLPROPERTIES ({props}) "
-              f"AS SELECT * FROM parquet.`file://{parts[0]}`")
+    spark.sql(f"CREATE TABLE {TABLE} USING iceberg PARTITIONED BY (months(l_shipdate)) TBLPROPERTIES "
+              f"({props}) AS SELECT * FROM parquet.`file://{parts[0]}`")
     for part in parts[1:]:
         spark.sql(f"INSERT INTO {TABLE} SELECT * FROM parquet.`file://{part}`")
 
@@ -173,12 +177,14 @@ def delete_rows(case: str, spark, files: int) -> str:
             log.info("DELETE %d/%d in %.1fs", k + 1, POSITION_DELETES, time.perf_counter() - t0)
         return f"{POSITION_DELETES} DELETE statements (write.delete.granularity 'partition')"
     answer = spark.equality_delete_query(TABLE, ["l_orderkey", "l_linenumber"],
-                                         f"SELECT l_orderkey, l_linenumber, l_shipdate FROM {TABLE} WHERE {DELETED}",
+                                         "SELECT l_orderkey, l_linenumber, "
+                                         f"l_shipdate FROM {TABLE} WHERE {DELETED}",
                                          files=files)
     files = answer["files"]  # the bulk answer counts them; an older bed described each
     count = files if isinstance(files, int) else len(files)
     rows = answer.get("records") or sum(f["records"] for f in files)
-    return f"one RowDelta of {count} equality delete files, {rows:,} keys ({answer['seconds']:.1f}s in the bed)"
+    return (f"one RowDelta of {count} equality delete files, "
+            f"{rows:,} keys ({answer['seconds']:.1f}s in the bed)")
 
 
 # --- what a table holds, and what a point lookup reads -----------------------------------------------------
@@ -229,8 +235,8 @@ def lookup_text(look: dict[str, Any]) -> str:
         return f"failed ({look['error'][:80]})"
     deletes = "" if look["delete_files"] is None else f", {look['delete_files']} delete files " \
                                                       f"({mib(look['delete_bytes'])})"
-    return (f"{look['files']}/{look['files_total']} files, {look['row_groups']} row groups, {look['pages']} pages, "
-            f"{mib(look['bytes'])}{deletes}")
+    return (f"{look['files']}/{look['files_total']} files, {look['row_groups']} row groups, {look['pages']} "
+            f"pages, {mib(look['bytes'])}{deletes}")
 
 
 # --- the contenders -------------------------------------------------------------------------------------
@@ -253,8 +259,9 @@ def run_lakesort(args, work: Path, timers: Timers) -> dict[str, Any]:
     from layout.compaction.pipeline.driver import compact
     from layout.spec import parse_spec
 
-    spec = parse_spec({"table": TABLE, "catalog": "lakesort", "owner": {"name": "Benchmarks", "email":
-                       "bench@example.com"}, "sort": {"keys": [{"column": SORT_KEY}]}, "target_file_size": TARGET},
+    spec = parse_spec({"table": TABLE, "catalog": "lakesort",
+                       "owner": {"name": "Benchmarks", "email": "bench@example.com"},
+                       "sort": {"keys": [{"column": SORT_KEY}]}, "target_file_size": TARGET},
                       source="bench_deletes")
     conf = {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "4",
             "spark.ui.enabled": "false"}
@@ -314,11 +321,13 @@ def report_tool(name: str, run: dict[str, Any], before: dict[str, Any]) -> None:
         extra = f"; CALL returned {run['output']}"
     if "result" in run:
         r = run["result"]
-        extra = (f"; {r.files_before} -> {r.files_after} files, {getattr(r, 'delete_files_removed', '?')} delete "
-                 f"files removed; spark-submit JVM start and stop {run['jvm']:.1f}s, the job's clock {run['job']:.1f}s")
+        extra = (f"; {r.files_before} -> {r.files_after} files, {getattr(r, 'delete_files_removed', '?')} "
+                 f"delete files removed; spark-submit JVM start and stop {run['jvm']:.1f}s, "
+                 f"the job's clock {run['job']:.1f}s")
     print(f"  {name}: {run['seconds']:.1f}s{extra}", flush=True)
     print(f"    after: {describe(after)}", flush=True)
-    print(f"    rows the same as before (count, sum(hash(*)), bit_xor(xxhash64(*))): {'yes' if same else 'NO'}",
+    print("    rows the same as before (count, sum(hash(*)), bit_xor(xxhash64(*))): "
+          f"{'yes' if same else 'NO'}",
           flush=True)
 
 
@@ -327,11 +336,11 @@ def report_tool(name: str, run: dict[str, Any], before: dict[str, Any]) -> None:
 
 def summary(results: list[dict[str, Any]]) -> None:
     """One row per case and tool, as a Markdown table (the README's): before -> after in each cell."""
-    print("\nOne run each. Iceberg: the CALL alone (its JVM was up); lakesort: compact() without spark-submit's "
-          "JVM start and stop (whole compact() in brackets). Lookup: lakesort's planning of "
+    print("\nOne run each. Iceberg: the CALL alone (its JVM was up); lakesort: compact() without "
+          "spark-submit's JVM start and stop (whole compact() in brackets). Lookup: lakesort's planning of "
           f"{SORT_KEY} = key: data files, their bytes, delete files merged.")
-    rows = [("case", "tool", "seconds", "lakesort / Iceberg", "data files", "delete files", "rows", "same rows",
-             "lookup files", "lookup MiB", "lookup delete files")]
+    rows = [("case", "tool", "seconds", "lakesort / Iceberg", "data files", "delete files", "rows",
+             "same rows", "lookup files", "lookup MiB", "lookup delete files")]
     for res in results:
         before, ice = res["before"], res["iceberg"]
         for name in ("Iceberg", "lakesort"):
@@ -343,13 +352,15 @@ def summary(results: list[dict[str, Any]]) -> None:
             if name == "lakesort":
                 secs = f"{run['seconds'] - run['jvm']:.1f} ({run['seconds']:.1f})"
                 if "error" not in ice:
-                    ratio = f"{(run['seconds'] - run['jvm']) / ice['seconds']:.2f} ({run['seconds'] / ice['seconds']:.2f})"
+                    ratio = (f"{(run['seconds'] - run['jvm']) / ice['seconds']:.2f} "
+                             f"({run['seconds'] / ice['seconds']:.2f})")
             else:
                 secs = f"{run['seconds']:.1f}"
             lb, la = before["lookup"], after["lookup"]
             rows.append((res["case"], name, secs, ratio, f"{before['data_files']} -> {after['data_files']}",
-                         f"{delete_count(before)} -> {delete_count(after)}", f"{before['rows']:,} -> {after['rows']:,}",
-                         "yes" if run["same_rows"] else "NO", arrow(lb, la, "files"), arrow(lb, la, "bytes", mib_=True),
+                         f"{delete_count(before)} -> {delete_count(after)}",
+                         f"{before['rows']:,} -> {after['rows']:,}", "yes" if run["same_rows"] else "NO",
+                         arrow(lb, la, "files"), arrow(lb, la, "bytes", mib_=True),
                          arrow(lb, la, "delete_files")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):

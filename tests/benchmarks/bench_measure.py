@@ -61,11 +61,13 @@ def measure_one(table: str, probe, snapshot: int, repeats: int) -> tuple[float, 
     from layout.read.cache import MetadataCache
     from layout.read.plan import plan
 
-    cold, _ = best(lambda: plan(table, probe.where, probe.columns, cache=MetadataCache(), snapshot_id=snapshot),
+    cold, _ = best(lambda: plan(table, probe.where, probe.columns, cache=MetadataCache(),
+                                snapshot_id=snapshot),
                    repeats)
     cache = MetadataCache()
     warm_plan = plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot)
-    warm, _ = best(lambda: plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot), repeats)
+    warm, _ = best(lambda: plan(table, probe.where, probe.columns, cache=cache, snapshot_id=snapshot),
+                   repeats)
     took, _ = best(lambda: ideal(warm_plan), repeats)
     return cold, warm, took
 
@@ -84,10 +86,12 @@ def per_probe(args: argparse.Namespace) -> None:
         if snapshot is None:
             continue
         print(f"\n{args.table} snapshot {snapshot} ({label})")
-        print(f"  {'probe':<18} {'cold ms':>9} {'warm ms':>9} {'ideal ms':>9} {'cold/warm':>10} {'ideal/cold':>11}")
+        print(f"  {'probe':<18} {'cold ms':>9} {'warm ms':>9} {'ideal ms':>9} "
+              f"{'cold/warm':>10} {'ideal/cold':>11}")
         for probe in owner_probes(spec):
             cold, warm, took = measure_one(args.table, probe, snapshot, args.repeats)
-            print(f"  {probe.name:<18} {cold:9.1f} {warm:9.1f} {took:9.1f} {cold / warm:10.1f} {took / cold:11.2f}")
+            print(f"  {probe.name:<18} {cold:9.1f} {warm:9.1f} {took:9.1f} "
+                  f"{cold / warm:10.1f} {took / cold:11.2f}")
 
 
 # --- on a TPC-H table built for the run ---------------------------------------------------------------------
@@ -100,10 +104,12 @@ def timed_measure(spec, snapshot: int, probes, timers: Timers, **budget) -> dict
 
     timers.reset()
     started = time.perf_counter()
-    rows = measuring.measure(spec.table, spec=spec, snapshot_id=snapshot, probes=probes, record=False, **budget)
+    rows = measuring.measure(spec.table, spec=spec, snapshot_id=snapshot, probes=probes,
+                             record=False, **budget)
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "rows": rows, "ideal": timers.seconds.get("ideal", 0.0),
-            "cold": sum(m.plan_cold_ms for m in rows) / 1000, "warm": sum(m.plan_warm_ms for m in rows) / 1000}
+            "cold": sum(m.plan_cold_ms for m in rows) / 1000,
+            "warm": sum(m.plan_warm_ms for m in rows) / 1000}
 
 
 def print_measurement(label: str, run: dict, exact: dict | None) -> None:
@@ -146,8 +152,8 @@ def scale_mode(args: argparse.Namespace) -> None:
           f"{mib(sum(files.values()))}, in {time.perf_counter() - started:.0f}s")
     print(f"{os.cpu_count()} CPUs, load average now {os.getloadavg()[0]:.1f} (other jobs share the machine)")
 
-    # As a compaction run does (layout.compaction.pipeline.steps.measure): the probes drawn once, on the snapshot
-    # before, and measured on both.
+    # As a compaction run does (layout.compaction.pipeline.steps.measure): the probes drawn once, on the
+    # snapshot before, and measured on both.
     snapshot = table.current_snapshot().snapshot_id
     started = time.perf_counter()
     probes = measuring.probes_for(spec, table, snapshot)
@@ -160,7 +166,8 @@ def scale_mode(args: argparse.Namespace) -> None:
         return
     print("\nlakesort compact ...", flush=True)
     started = time.perf_counter()
-    result = compact(spec.table, spec=spec, master="local[*]", spark_conf=DEFAULT_CONF, work_dir=home / "compact")
+    result = compact(spec.table, spec=spec, master="local[*]", spark_conf=DEFAULT_CONF,
+                     work_dir=home / "compact")
     compaction = time.perf_counter() - started
     print(f"  {compaction:.1f}s: {result.files_before} -> {result.files_after} files")
     after = timed_measure(spec, result.snapshot_id, probes, timers)
@@ -169,10 +176,11 @@ def scale_mode(args: argparse.Namespace) -> None:
     both = drawing + before["seconds"] + after["seconds"]
     both_exact = drawing + before_exact["seconds"] + after_exact["seconds"]
     ideal, cold = before["ideal"] + after["ideal"], before["cold"] + after["cold"]
-    print(f"\n    measuring (drawing + before + after): {both:.2f}s = {both / compaction:.1%} of the compaction "
-          f"({compaction:.1f}s); goal <= {GOAL_SHARE:.0%} {'OK' if both <= GOAL_SHARE * compaction else 'MISSED'}")
-    print(f"      of which cold plans {cold:.2f}s ({cold / both:.0%}), ideal {ideal:.2f}s ({ideal / both:.0%}), "
-          f"drawing {drawing:.2f}s ({drawing / both:.0%})")
+    print(f"\n    measuring (drawing + before + after): {both:.2f}s = {both / compaction:.1%} of the "
+          f"compaction ({compaction:.1f}s); goal <= {GOAL_SHARE:.0%} "
+          f"{'OK' if both <= GOAL_SHARE * compaction else 'MISSED'}")
+    print(f"      of which cold plans {cold:.2f}s ({cold / both:.0%}), ideal {ideal:.2f}s "
+          f"({ideal / both:.0%}), drawing {drawing:.2f}s ({drawing / both:.0%})")
     print(f"    with the exact ideal: {both_exact:.2f}s = {both_exact / compaction:.1%}")
     print(f"    load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min)")
 
@@ -180,8 +188,10 @@ def scale_mode(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=None,
-                        help="build TPC-H lineitem at this scale factor in a temporary catalog and time `measure`")
-    parser.add_argument("--batches", type=int, default=3, help="ingest appends (each writes one file per month)")
+                        help="build TPC-H lineitem at this scale factor in a temporary "
+                             "catalog and time `measure`")
+    parser.add_argument("--batches", type=int, default=3, help="ingest appends (each "
+                                                               "writes one file per month)")
     parser.add_argument("--no-after", action="store_true", help="skip the compaction and the sorted snapshot")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--table", default="demo.lineitem")

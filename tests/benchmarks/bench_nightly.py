@@ -1,4 +1,5 @@
-"""Benchmark: the nightly rewrite amplification (bytes a nightly compaction rewrites / bytes the night appended).
+"""Benchmark: the nightly rewrite amplification
+(bytes a nightly compaction rewrites / bytes the night appended).
 
 Run from the repo root:
 
@@ -13,12 +14,12 @@ are new rows. TPC-H ships a line 1-121 days after the order, so a day of orders 
 monthly partitions, as a real day of ingest does. `compact` runs again; figure: the plan's input bytes /
 the appended files' bytes. With `--nights N`, N nights in a row (each appends the next day of orders and
 compacts): the figure is the sum over the nights, and after each night a dry plan reports the deepest
-overlap of any partition (at most the spec's max_sorted_runs). Beside it, the least any merge policy could have
-rewritten for the same nights, knowing them in advance (issue #38's goal: at most 1.2x that): per partition, the
-exhaustive oracle of tests/compaction/planning/test_sorted_runs.py over the bytes each night appended there (up
-to ORACLE_NIGHTS nights; the oracle counts appended bytes, while the plan counts the files lakesort wrote,
-whose size differs a little). The plan's decisions are printed with it, and a plan-only variant (one day of
-shipments, one partition) for comparison. Exits 0 whether or not a goal is met.
+overlap of any partition (at most the spec's max_sorted_runs). Beside it, the least any merge policy could
+have rewritten for the same nights, knowing them in advance (issue #38's goal: at most 1.2x that): per
+partition, the exhaustive oracle of tests/compaction/planning/test_sorted_runs.py over the bytes each night
+appended there (up to ORACLE_NIGHTS nights; the oracle counts appended bytes, while the plan counts the files
+lakesort wrote, whose size differs a little). The plan's decisions are printed with it, and a plan-only
+variant (one day of shipments, one partition) for comparison. Exits 0 whether or not a goal is met.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def maintain(spec, nights: int):
         rows = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow().num_rows
         expected = int(snapshot.summary["total-records"]) if snapshot.summary else rows
         if rows != expected:
-            raise SystemExit(f"snapshot {snapshot.snapshot_id} reads {rows} rows, its summary says {expected}")
+            raise SystemExit(f"snapshot {snapshot.snapshot_id} reads {rows} rows, "
+                             f"its summary says {expected}")
     return result
 
 
@@ -84,7 +86,8 @@ def probes_against_full(spec, args, home: Path, *, first_day: dt.date, new_key: 
               Probe(name="new_order", where=f"l_orderkey = {new_key}")]
 
     def selected() -> dict[str, int]:
-        return {p.name: plan(spec.table, p.where, p.columns, cache=False).counts.bytes_selected for p in probes}
+        return {p.name: plan(spec.table, p.where, p.columns, cache=False).counts.bytes_selected
+                for p in probes}
 
     runs = selected()
     touched = [d.partition for d in plan_partitions(spec) if d.sorted_runs > 1 or d.overlap_depth > 1]
@@ -132,7 +135,9 @@ def max_order_key(scale: float) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    return int(pc.max(pq.read_table(tpch_file(scale, "orders"), columns=["o_orderkey"])["o_orderkey"]).as_py())
+    return int(
+        pc.max(pq.read_table(tpch_file(scale, "orders"), columns=["o_orderkey"])["o_orderkey"]).as_py()
+    )
 
 
 def orders_of_days(scale: float, first_day: dt.date, days: int, key_shift: int, arrow_schema):
@@ -203,15 +208,18 @@ def explain_plan(plan, appended: dict[str, int]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="scale factor 0.1")
-    parser.add_argument("--scale", type=float, default=None, help="TPC-H scale factor (default 1, 0.1 with --quick)")
-    parser.add_argument("--batches", type=int, default=3, help="ingest appends (each writes one file per month)")
+    parser.add_argument("--scale", type=float, default=None,
+                        help="TPC-H scale factor (default 1, 0.1 with --quick)")
+    parser.add_argument("--batches", type=int, default=3, help="ingest appends (each "
+                                                               "writes one file per month)")
     parser.add_argument("--day", type=dt.date.fromisoformat, default=dt.date(1995, 6, 15),
                         help="order date of the nightly append (default 1995-06-15)")
     parser.add_argument("--days", type=int, default=1, help="days of orders in the nightly append")
     parser.add_argument("--nights", type=int, default=1,
                         help="nights to simulate (each appends the next --days of orders and compacts)")
     parser.add_argument("--retain-nights", type=int, default=2,
-                        help="maintenance after each night keeps the snapshots of this many nights (0: none run)")
+                        help="maintenance after each night keeps the snapshots of this "
+                             "many nights (0: none run)")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
@@ -229,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = parse_spec(SPEC, source="bench_compact.SPEC")
     started = time.perf_counter()
     summary = build_demo(home, scale=scale, batches=args.batches, config_dir=home)
-    print(f"ingested TPC-H lineitem sf={scale:g}: {summary.rows:,} rows in {time.perf_counter() - started:.0f}s")
+    print(f"ingested TPC-H lineitem sf={scale:g}: {summary.rows:,} rows in "
+          f"{time.perf_counter() - started:.0f}s")
     compact(spec.table, spec=spec, master=args.master, spark_conf=DEFAULT_CONF, work_dir=home / "compact-1")
 
     table = load_table(spec.table, spec.catalog)
@@ -238,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     total_appended = total_rewritten = deepest = 0
     storage = None
     new_key = None  # an order the first night appended: the point lookup of probes_against_full
-    per_partition: dict[str, list[int]] = {}  # the bytes each night appended, by partition: the oracle's nights
+    # the bytes each night appended, by partition: the oracle's nights
+    per_partition: dict[str, list[int]] = {}
     for night in range(args.nights):
         first_day = args.day + dt.timedelta(days=night * args.days)
         day_rows, n_orders = orders_of_days(scale, first_day, args.days, shift, arrow_schema)
@@ -262,10 +272,11 @@ def main(argv: list[str] | None = None) -> int:
         storage = maintain(spec, args.retain_nights) if args.retain_nights else None
         print(f"\nnight {night + 1}: appended {day_rows.num_rows:,} lineitems of {n_orders:,} orders placed "
               f"{first_day}{f' + {args.days - 1} days' if args.days > 1 else ''} in {len(appended)} files, "
-              f"{mib(app_bytes)}; compact {time.perf_counter() - t0:.1f}s rewrote {mib(result.plan.input_bytes)} "
+              f"{mib(app_bytes)}; compact {time.perf_counter() - t0:.1f}s rewrote "
+              f"{mib(result.plan.input_bytes)} "
               f"({result.plan.input_bytes / app_bytes if app_bytes else float('nan'):.1f}x) in "
-              f"{len(result.plan.groups)} groups; deepest overlap now {depth} (max_sorted_runs {spec.max_sorted_runs}); "
-              f"so far {total_rewritten / total_appended:.2f}x"
+              f"{len(result.plan.groups)} groups; deepest overlap now {depth} (max_sorted_runs "
+              f"{spec.max_sorted_runs}); so far {total_rewritten / total_appended:.2f}x"
               + (f"; under the location {mib(storage.bytes_after)}, live {mib(storage.live_bytes)} "
                  f"({storage.bytes_after / storage.live_bytes:.2f}x)" if storage else ""))
         explain_plan(result.plan, appended)
@@ -280,13 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     ship_bytes = sum(shipped.values())
     ship_plan = plan_rewrite(load_table(spec.table, spec.catalog), spec)
     ship_amp = ship_plan.input_bytes / ship_bytes if ship_bytes else float("nan")
-    print(f"\nplan only: appended {ship_rows.num_rows:,} lineitems shipped {ship_day} in {len(shipped)} file(s), "
-          f"{mib(ship_bytes)}; the plan would rewrite {mib(ship_plan.input_bytes)}")
+    print(f"\nplan only: appended {ship_rows.num_rows:,} lineitems shipped {ship_day} in {len(shipped)} "
+          f"file(s), {mib(ship_bytes)}; the plan would rewrite {mib(ship_plan.input_bytes)}")
     explain_plan(ship_plan, shipped)
     print(f"\n    {f'{args.nights} night(s): rewritten / appended bytes':<44} {amplification:>8.2f}x  "
           f"<= {AMPLIFICATION_GOAL}x {'OK' if amplification <= AMPLIFICATION_GOAL else 'MISSED'}")
     print(f"    {'the least any merge policy rewrites (oracle)':<44} {optimum:>8.2f}x  "
-          f"({len(per_partition)} partitions, {max(map(len, per_partition.values()), default=0)} nights at most)")
+          f"({len(per_partition)} partitions, {max(map(len, per_partition.values()), default=0)} nights at "
+          "most)")
     ratio = amplification / optimum
     print(f"    {'rewritten / that least':<44} {ratio:>8.2f}x  <= {OPTIMUM_GOAL}x "
           f"{'n/a' if math.isnan(ratio) else 'OK' if ratio <= OPTIMUM_GOAL else 'MISSED'}")
@@ -294,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'OK' if deepest <= spec.max_sorted_runs else 'MISSED'}")
     if storage is not None:
         ratio = storage.bytes_after / storage.live_bytes
-        print(f"    {f'bytes under the location / live, {args.retain_nights} nights kept':<44} {ratio:>8.2f}x  "
-              f"<= {STORAGE_GOAL}x {'OK' if ratio <= STORAGE_GOAL else 'MISSED'}")
+        print(f"    {f'bytes under the location / live, {args.retain_nights} nights kept':<44} "
+              f"{ratio:>8.2f}x  <= {STORAGE_GOAL}x {'OK' if ratio <= STORAGE_GOAL else 'MISSED'}")
     print(f"    {'plan only, one day of shipments':<44} {ship_amp:>8.1f}x")
     print(f"    {'probes: bytes read / fully compacted, worst':<44} {read_ratio:>8.2f}x  <= {READ_GOAL}x "
           f"{'OK' if read_ratio <= READ_GOAL else 'MISSED'}")

@@ -1,29 +1,33 @@
-"""Benchmark: what lakesort costs on an object store, in requests (S3 behind Iceberg's REST catalog, issue #37).
+"""Benchmark: what lakesort costs on an object store, in requests
+(S3 behind Iceberg's REST catalog, issue #37).
 
 Run from the repo root (needs `make testbed`: the REST catalog server's and the S3A jars, and Java):
 
     .venv/bin/python tests/benchmarks/bench_object_store.py [--sf 1] [--batches 4] [--json PATH] [--keep]
 
-One run, on the object-store test bed of tests/object_store.py (moto's S3 behind testbed/s3_front.py, which logs
-every request: kind, key, range, bytes; Iceberg's REST catalog server vending the S3 credentials per table):
+One run, on the object-store test bed of tests/object_store.py (moto's S3 behind testbed/s3_front.py, which
+logs every request: kind, key, range, bytes;
+Iceberg's REST catalog server vending the S3 credentials per table):
 
-1. ingest: TPC-H lineitem (tpchgen-cli, cached under tests/benchmarks/.cache/tpch/) by `lakesort demo` into the
-   REST catalog: rows shuffled, partitioned by month of l_shipdate, `--batches` appends (4 by default: each
-   append writes a file per month, so 4 x 84 small files; the demo's 12 would triple ingest time on moto);
+1. ingest: TPC-H lineitem (tpchgen-cli, cached under tests/benchmarks/.cache/tpch/) by `lakesort demo` into
+   the REST catalog: rows shuffled, partitioned by month of l_shipdate, `--batches` appends (4 by default:
+   each append writes a file per month, so 4 x 84 small files;
+   the demo's 12 would triple ingest time on moto);
 2. per command, the whole command as a user runs it (a subprocess, the CLI's own configuration: the catalog's
-   URI, the S3 endpoint and region, no keys): `lakesort compact` (plan, Spark job, verify, commit, measure), the
-   Spark job broken out by the time window between the `spark-submit` log line and the next line lakesort
+   URI, the S3 endpoint and region, no keys): `lakesort compact` (plan, Spark job, verify, commit, measure),
+   the Spark job broken out by the time window between the `spark-submit` log line and the next line lakesort
    logs; then `lakesort verify` and `lakesort measure` (engine check on, as by default). Requests per kind
    (GET with bytes, PUT with bytes, LIST, DELETE, HEAD, POST);
-3. per probe of dags/tables/demo_lineitem.yaml, on the compacted snapshot: lakesort's planning (`layout.read.plan`,
-   cold metadata cache) against DataFusion running the probe's query (the engine check's own runner,
-   `layout.metrics.engine._run`) over the same data files, the files the manifests keep, each counted by the
-   same proxy. Both count GETs and bytes of data files; lakesort's planning reads metadata only (footers, page
-   indexes, bloom filters) and its GETs per opened file are reported; DataFusion reads the pages it selects too.
+3. per probe of dags/tables/demo_lineitem.yaml, on the compacted snapshot: lakesort's planning
+   (`layout.read.plan`, cold metadata cache) against DataFusion running the probe's query (the engine check's
+   own runner, `layout.metrics.engine._run`) over the same data files, the files the manifests keep, each
+   counted by the same proxy. Both count GETs and bytes of data files; lakesort's planning reads metadata only
+   (footers, page indexes, bloom filters) and its GETs per opened file are reported; DataFusion reads the
+   pages it selects too.
 
 Goals: at most 2 GETs per file for a file's metadata; per probe at most as many GETs and bytes as DataFusion.
-Results are printed as tables and written as JSON (`--json`, default tests/benchmarks/.cache/object_store.json).
-Exits 0 whether or not a goal is met.
+Results are printed as tables and written as JSON (`--json`, default
+tests/benchmarks/.cache/object_store.json). Exits 0 whether or not a goal is met.
 """
 
 from __future__ import annotations
@@ -101,7 +105,8 @@ def lakesort(env: dict[str, str], cwd: Path, *args: str) -> tuple[float, str]:
 
 
 def probe_requests(store, probes, sources_env) -> list[dict]:
-    """Per probe: lakesort's cold planning and DataFusion's query over the same files, from the proxy's log."""
+    """Per probe: lakesort's cold planning and DataFusion's query over the same files,
+    from the proxy's log."""
     os.environ.update(sources_env)
     from layout.metrics import engine
     from layout.read.cache import MetadataCache
@@ -130,13 +135,14 @@ def probe_requests(store, probes, sources_env) -> list[dict]:
         df_gets = [r for r in df_log if r["kind"] == "GET"]
         out.append({
             "probe": p.name, "where": p.where, "files_opened": len(opened),
-            "files_selected": planned.counts.files_selected,
-            "lakesort_gets": len(gets), "lakesort_bytes": sum(r.get("bytes_out") or 0 for r in gets),
+            "files_selected": planned.counts.files_selected, "lakesort_gets": len(gets),
+            "lakesort_bytes": sum(r.get("bytes_out") or 0 for r in gets),
             "lakesort_heads": sum(1 for r in data if r["kind"] == "HEAD"),
             "lakesort_gets_per_file": len(gets) / len(opened) if opened else 0.0,
             "lakesort_max_gets_one_file": max(Counter(r["key"] for r in gets).values(), default=0),
             "lakesort_catalog_requests": len(ls_log) - len(data), "lakesort_plan_ms": planned.plan_ms,
-            "datafusion_gets": len(df_gets), "datafusion_bytes": sum(r.get("bytes_out") or 0 for r in df_gets),
+            "datafusion_gets": len(df_gets),
+            "datafusion_bytes": sum(r.get("bytes_out") or 0 for r in df_gets),
             "datafusion_heads": sum(1 for r in df_log if r["kind"] == "HEAD"),
             "datafusion_lists": sum(1 for r in df_log if r["kind"] == "LIST"),
             "datafusion_bytes_scanned": df[1], "datafusion_rows_matching": df[3],
@@ -146,9 +152,10 @@ def probe_requests(store, probes, sources_env) -> list[dict]:
 
 
 def print_tables(result: dict) -> None:
-    print(f"\nTPC-H lineitem SF{result['sf']:g}, {result['batches']} appends: {result['files_ingested']} files "
-          f"ingested in {result['ingest_seconds']:.0f} s")
-    print(f"\n{'command':<22}{'s':>7}" + "".join(f"{k:>8}" for k in KINDS) + f"{'GET MiB':>10}{'PUT MiB':>10}")
+    print(f"\nTPC-H lineitem SF{result['sf']:g}, {result['batches']} appends: {result['files_ingested']} "
+          f"files ingested in {result['ingest_seconds']:.0f} s")
+    print(f"\n{'command':<22}{'s':>7}" + "".join(f"{k:>8}" for k in KINDS)
+          + f"{'GET MiB':>10}{'PUT MiB':>10}")
     for name, row in result["commands"].items():
         print(f"{name:<22}{row['seconds']:>7.0f}" + "".join(f"{row[k]:>8}" for k in KINDS)
               + f"{row['GET_bytes'] / 2**20:>10.1f}{row['PUT_bytes'] / 2**20:>10.1f}")
@@ -157,10 +164,12 @@ def print_tables(result: dict) -> None:
     for r in result["probes"]:
         ok_meta = r["lakesort_max_gets_one_file"] <= METADATA_GETS_GOAL
         ok_df = r["lakesort_gets"] <= r["datafusion_gets"] and r["lakesort_bytes"] <= r["datafusion_bytes"]
-        print(f"{r['probe']:<18}{r['files_opened']:>6}{r['lakesort_gets']:>8}{r['lakesort_bytes'] / 1024:>9.0f}"
-              f"{r['lakesort_gets_per_file']:>9.2f}{r['lakesort_heads']:>8}{r['datafusion_gets']:>8}"
-              f"{r['datafusion_bytes'] / 1024:>9.0f}{r['datafusion_heads']:>8}  "
-              f"<=2 GETs/file {'met' if ok_meta else 'MISSED'}; <= DataFusion {'met' if ok_df else 'MISSED'}")
+        print(
+            f"{r['probe']:<18}{r['files_opened']:>6}{r['lakesort_gets']:>8}{r['lakesort_bytes'] / 1024:>9.0f}"
+            f"{r['lakesort_gets_per_file']:>9.2f}{r['lakesort_heads']:>8}{r['datafusion_gets']:>8}"
+            f"{r['datafusion_bytes'] / 1024:>9.0f}{r['datafusion_heads']:>8}  "
+            f"<=2 GETs/file {'met' if ok_meta else 'MISSED'}; <= DataFusion {'met' if ok_df else 'MISSED'}"
+        )
 
 
 def main() -> None:
@@ -191,11 +200,12 @@ def main() -> None:
         env.update(settings)
         result: dict = {"sf": args.sf, "batches": args.batches, "commands": {}}
         store.reset()
-        seconds, _ = lakesort(env, work / "home", "demo", "--home", str(work / "home"), "--scale", f"{args.sf:g}",
-                              "--batches", str(args.batches))
+        seconds, _ = lakesort(env, work / "home", "demo", "--home", str(work / "home"), "--scale",
+                              f"{args.sf:g}", "--batches", str(args.batches))
         ingest = store.log()
         result["ingest_seconds"] = seconds
-        result["files_ingested"] = len({r["key"] for r in ingest if r["kind"] == "PUT" and r["key"].endswith(".parquet")})
+        result["files_ingested"] = len({r["key"] for r in ingest
+                                        if r["kind"] == "PUT" and r["key"].endswith(".parquet")})
         result["commands"]["ingest (demo)"] = {"seconds": seconds, **summarize(ingest)}
         print(f"ingested SF{args.sf:g} in {seconds:.0f} s", flush=True)
 

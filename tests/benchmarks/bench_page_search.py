@@ -1,4 +1,5 @@
-"""Benchmark: page search as the planner pays for it, binary (ASCENDING) against linear (UNORDERED), cold and warm.
+"""Benchmark: page search as the planner pays for it, binary (ASCENDING) against linear
+(UNORDERED), cold and warm.
 
 Run from the repo root:
 
@@ -22,8 +23,8 @@ Linear = the same code with the chunk's search structure forced to UNORDERED (ca
 own), i.e. a linear scan over lazily decoded keys where the planner would binary search. Probes: points
 (one page) and 1% ranges (1% of the pages), at random positions; the planner binds `BETWEEN` as `>= AND
 <=`, two searches (each selecting a half-open run of pages) whose rows it intersects, so a range plan
-makes twice the comparisons of the one closed-interval search timed as "search only"; every probe's selection is checked
-against the rows expected and the pages fetched, and binary against linear. Reported: the best of N
+makes twice the comparisons of the one closed-interval search timed as "search only"; every probe's selection
+is checked against the rows expected and the pages fetched, and binary against linear. Reported: the best of N
 repeats of the mean time per probe, bound comparisons per probe, and linear / binary per phase in the
 same run. Verdict: the warm plan, every cost counted, worst probe kind; goal >= 100x. The cold ratio is
 printed beside it. Nothing about time is asserted.
@@ -241,10 +242,14 @@ def main(argv: list[str] | None = None) -> int:
             few = cases[:n_few]
             for name, chunks_type in (("binary", _CachedChunks), ("linear", LinearChunks)):
                 warm_cases = cases if name == "binary" else few
-                results[name, "search only", kind] = timed_searches(chunks_type, facts, cache, warm_cases, repeats)
+                results[name, "search only", kind] = timed_searches(
+                    chunks_type, facts, cache, warm_cases, repeats
+                )
                 results[name, "warm plan", kind], comparisons[name, kind] = timed_plans(
                     chunks_type, facts, cache, warm_cases, False, repeats)
-                results[name, "cold plan", kind], _ = timed_plans(chunks_type, facts, cache, few, True, repeats)
+                results[name, "cold plan", kind], _ = timed_plans(
+                    chunks_type, facts, cache, few, True, repeats
+                )
             # Same rows from both searches, probe by probe (each was checked against the expected rows too).
             for probe in few:
                 binary = plan_chunk(_CachedChunks, facts, cache, probe)[:2]

@@ -392,7 +392,8 @@ def bench_a(path: Path, repeats: int) -> dict[str, float]:
         )
     else:
         print(
-            f"    ({APACHE_THRIFT} baseline SKIPPED, its C extension is not importable: {APACHE_THRIFT_MISSING})"
+            f"    ({APACHE_THRIFT} baseline SKIPPED, its C extension is not importable: "
+            f"{APACHE_THRIFT_MISSING})"
         )
     return results
 
@@ -469,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio_b = b[all_key] / b[one_key]
 
     print(
-        f"(a) layout.parquet vs fastest thriftpy2: {ratio_a:5.1f}x  (goal >= 3x)  {'OK' if ratio_a >= 3 else 'MISSED'}"
+        f"(a) layout.parquet vs fastest thriftpy2: {ratio_a:5.1f}x  (goal >= "
+        f"3x)  {'OK' if ratio_a >= 3 else 'MISSED'}"
     )
     if apache_key:
         ratio_c = a[apache_key] / a["layout.parquet"]
@@ -480,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("(a) layout.parquet vs Apache Thrift C:   skipped (thrift's C extension not importable)")
     print(
-        f"(b) all 50 columns vs one column, lazy:  {ratio_b:5.1f}x  (goal >= 20x) {'OK' if ratio_b >= 20 else 'MISSED'}"
+        f"(b) all 50 columns vs one column, lazy:  {ratio_b:5.1f}x  (goal >= 20x) "
+        f"{'OK' if ratio_b >= 20 else 'MISSED'}"
     )
     return 0
 

@@ -2,47 +2,50 @@
 
 Run from the repo root (needs `make testbed`: the bed's Spark 4.1 with Iceberg's runtime and Delta):
 
-    .venv/bin/python tests/benchmarks/bench_peers.py --quick                  # SF 0.1, minutes
-    .venv/bin/python tests/benchmarks/bench_peers.py                          # SF1: partitioned, flat, nightly
-    .venv/bin/python tests/benchmarks/bench_peers.py --cases flat --sf10 --tools iceberg-sort,lakesort-linear
+    .venv/bin/python tests/benchmarks/bench_peers.py --quick                # SF 0.1, minutes
+    .venv/bin/python tests/benchmarks/bench_peers.py                        # SF1: partitioned, flat, nightly
+    .venv/bin/python tests/benchmarks/bench_peers.py --cases flat --sf10 \\
+        --tools iceberg-sort,lakesort-linear
 
-One run, the same data and the same Spark resources for every tool (`--master`, default local[2]; driver memory
-6g, 8 shuffle partitions, UI off; each tool's JVM started for it and its start counted):
+One run, the same data and the same Spark resources for every tool (`--master`, default local[2]; driver
+memory 6g, 8 shuffle partitions, UI off; each tool's JVM started for it and its start counted):
 
 - Iceberg: `CALL lakesort.system.rewrite_data_files(table => ..., strategy => 'sort', sort_order => ...,
   options => map('target-file-size-bytes', ..., 'rewrite-all', 'true'))` with the spec's keys, and with
   `zorder(l_shipdate, l_orderkey)`, through Iceberg's JdbcCatalog on the SQLite catalog file pyiceberg uses
-  (the bed's Spark 4.1, Iceberg's runtime 1.12.0); the table's write.parquet.* properties are the spec's writer;
-- Delta: `OPTIMIZE delta.`path` ZORDER BY (l_shipdate, l_orderkey)` on a Delta table written (untimed) from the
-  same input files' rows, maxFileSize the same target, parquet-mr's settings the spec's (Delta 4.1.0, Spark 4.1);
-- lakesort: `compact(...)` (plan, Spark job, verify, commit) with strategy linear, zorder and hilbert on the same
-  keys, on lakesort's own Spark (4.2), as bench_compact runs it.
+  (the bed's Spark 4.1, Iceberg's runtime 1.12.0);
+  the table's write.parquet.* properties are the spec's writer;
+- Delta: `OPTIMIZE delta.`path` ZORDER BY (l_shipdate, l_orderkey)` on a Delta table written (untimed) from
+  the same input files' rows, maxFileSize the same target, parquet-mr's settings the spec's
+  (Delta 4.1.0, Spark 4.1);
+- lakesort: `compact(...)` (plan, Spark job, verify, commit) with strategy linear, zorder and hilbert on the
+  same keys, on lakesort's own Spark (4.2), as bench_compact runs it.
 
 Cases: `partitioned` (TPC-H lineitem SF1 partitioned by month of l_shipdate, bench_compact's: 252 shuffled
 files), `flat` (SF1 unpartitioned, 20 appends, 64 MiB target), `sf10` (`--sf10`: SF10 unpartitioned; Iceberg's
-sort and lakesort linear unless `--tools` says otherwise) and `nightly`: SF1 partitioned by month whose partitions
-each hold 4 sorted runs, built by lakesort itself (4 appends of a quarter of the shuffled rows, each followed by
-`compact`; while the state is built, runs are merged only when a partition would hold more than max_sorted_runs,
-so each night's run is kept whatever the nightly policy of the day), then merged into one by Iceberg's sort
-rewrite, by lakesort's default path (`compact(force=True)`, the `--full` merge) and by lakesort with the merge
-path off (Spark conf `spark.lakesort.compact.mergeRuns=false`).
+sort and lakesort linear unless `--tools` says otherwise) and `nightly`: SF1 partitioned by month whose
+partitions each hold 4 sorted runs, built by lakesort itself (4 appends of a quarter of the shuffled rows,
+each followed by `compact`; while the state is built, runs are merged only when a partition would hold more
+than max_sorted_runs, so each night's run is kept whatever the nightly policy of the day), then merged into
+one by Iceberg's sort rewrite, by lakesort's default path (`compact(force=True)`, the `--full` merge) and by
+lakesort with the merge path off (Spark conf `spark.lakesort.compact.mergeRuns=false`).
 
 Every tool starts from an identical copy of the input state (peers_tools.State). Per tool and case: wall time;
 the input files' bytes (each read whole by every tool: exact); bytes read, shuffled and written from its Spark
-event log (task metrics; the bytes read undercount, see print_case); files and bytes out (file sizes); then, on the
-files the tool left live (hard-linked into a directory of their own), the probes' bytes by lakesort's model
-(`layout.read.plan` over the files) and by DataFusion (`layout.metrics.engine`), and lakesort verify's findings
-(column and offset indexes, BoundaryOrder, page sizes) with the spec the tool was asked to meet. Probes: a point
-and a range on each key (l_shipdate: a day, a week; l_orderkey: one order, 1% of the keys) and the owners'
-late_returns, every column projected; and each key probe family drawn `--draws` times (100 days, weeks, orders
-and 1% ranges, the same draws for every tool; lakesort's model), since one draw compares where pages happen to
-end more than the layouts (a day of SF10 is about 24,000 rows over pages of 20,000 rows).
+event log (task metrics; the bytes read undercount, see print_case); files and bytes out (file sizes); then,
+on the files the tool left live (hard-linked into a directory of their own), the probes' bytes by lakesort's
+model (`layout.read.plan` over the files) and by DataFusion (`layout.metrics.engine`), and lakesort verify's
+findings (column and offset indexes, BoundaryOrder, page sizes) with the spec the tool was asked to meet.
+Probes: a point and a range on each key (l_shipdate: a day, a week; l_orderkey: one order, 1% of the keys) and
+the owners' late_returns, every column projected; and each key probe family drawn `--draws` times (100 days,
+weeks, orders and 1% ranges, the same draws for every tool; lakesort's model), since one draw compares where
+pages happen to end more than the layouts (a day of SF10 is about 24,000 rows over pages of 20,000 rows).
 
-Goals, printed as ratios: issue #38's (first compaction lakesort <= 1.0x Iceberg's sort rewrite, probes' bytes <=
-Iceberg's; the merge of 4 runs >= 2x faster than Iceberg's sort rewrite and >= 1.5x faster than lakesort's sort
-path; zorder and hilbert probes' bytes <= Delta's and Iceberg's zorder), then the goals it closed on
-(`closing_goals`; why: tests/benchmarks/README.md). Exits 0 whether or not a goal is met; single runs on whatever
-else the machine is doing.
+Goals, printed as ratios: issue #38's (first compaction lakesort <= 1.0x Iceberg's sort rewrite, probes' bytes
+<= Iceberg's; the merge of 4 runs >= 2x faster than Iceberg's sort rewrite and >= 1.5x faster than lakesort's
+sort path; zorder and hilbert probes' bytes <= Delta's and Iceberg's zorder), then the goals it closed on
+(`closing_goals`; why: tests/benchmarks/README.md). Exits 0 whether or not a goal is met; single runs on
+whatever else the machine is doing.
 """
 
 from __future__ import annotations
@@ -95,10 +98,10 @@ CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8", "spark
         "spark.sql.session.timeZone": "UTC"}
 FIRST_GOAL, MERGE_ICEBERG_GOAL, MERGE_SORT_GOAL = 1.0, 2.0, 1.5
 # The goals #38 closed on, where its own proved out of reach (the figures: tests/benchmarks/README.md): the
-# rewrite without the proof, which no peer makes, at most Iceberg's time, and the proof at most this share of the
-# run; each key probe family's mean bytes over the draws at most DRAWS_GOAL x Iceberg's (a single probe compares
-# where pages end); the merge at least as fast as the sort path, with no shuffle; each curve's bytes summed over
-# the key probes at most each peer z-order's.
+# rewrite without the proof, which no peer makes, at most Iceberg's time, and the proof at most this share of
+# the run; each key probe family's mean bytes over the draws at most DRAWS_GOAL x Iceberg's (a single probe
+# compares where pages end); the merge at least as fast as the sort path, with no shuffle; each curve's bytes
+# summed over the key probes at most each peer z-order's.
 PROOF_SHARE_GOAL, DRAWS_GOAL = 0.15, 1.05
 NIGHTS = 4
 FIRST_TOOLS = ("iceberg-sort", "iceberg-zorder", "delta-zorder", "lakesort-linear", "lakesort-zorder",
@@ -117,7 +120,8 @@ class PeerCase:
     target: str
     appends: int
     tools: tuple[str, ...]
-    by_month: bool = True  # nightly: the table partitioned by month of l_shipdate (else one group of every run)
+    # nightly: the table partitioned by month of l_shipdate (else one group of every run)
+    by_month: bool = True
 
 
 CASES = {
@@ -126,7 +130,8 @@ CASES = {
     "nightly": PeerCase("nightly", 1, "bench.lineitem_nightly", "nightly", "128MiB", NIGHTS, NIGHTLY_TOOLS),
     "nightly-flat": PeerCase("nightly-flat", 1, "bench.lineitem_nightly_flat", "nightly", "128MiB", NIGHTS,
                              NIGHTLY_TOOLS, by_month=False),
-    "sf10": PeerCase("sf10", 10, "bench.lineitem_sf10", "flat", "128MiB", 20, ("iceberg-sort", "lakesort-linear")),
+    "sf10": PeerCase("sf10", 10, "bench.lineitem_sf10", "flat", "128MiB", 20,
+                     ("iceberg-sort", "lakesort-linear")),
 }
 
 
@@ -142,7 +147,8 @@ def spec_for(case: PeerCase, strategy: str):
     from layout.spec import parse_spec
 
     return parse_spec({**SPEC, "table": case.table, "target_file_size": case.target,
-                       "sort": {"strategy": strategy, "keys": [{"column": k, "direction": "asc"} for k in KEYS]}},
+                       "sort": {"strategy": strategy,
+                                "keys": [{"column": k, "direction": "asc"} for k in KEYS]}},
                       source=f"bench_peers[{case.name}, {strategy}]")
 
 
@@ -175,8 +181,9 @@ def build(case: PeerCase, home: Path, master: str) -> float:
 def build_nightly(case: PeerCase, home: Path, master: str) -> None:
     """NIGHTS appends of a quarter of the shuffled rows into a table partitioned by month, each followed by a
     lakesort compaction that keeps the night's run: `runs_to_merge` is wrapped for the build so that runs are
-    merged only when a partition would hold more than max_sorted_runs. The policy does that itself today (nothing
-    is merged while a slot is free); the wrapper keeps the state the same if the policy starts merging earlier."""
+    merged only when a partition would hold more than max_sorted_runs. The policy does that itself today
+    (nothing is merged while a slot is free); the wrapper keeps the state the same if the policy starts
+    merging earlier."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -195,8 +202,9 @@ def build_nightly(case: PeerCase, home: Path, master: str) -> None:
     if case.by_month:
         with table.update_spec() as update:
             update.add_field("l_shipdate", MonthTransform(), "l_shipdate_month")
-    # Before the nights: lakesort resolves what the spec leaves open (the dictionary page size) from the table's
-    # properties, and that enters the layout's hash; set later, the runs would no longer count as this layout's.
+    # Before the nights: lakesort resolves what the spec leaves open (the dictionary page size) from the
+    # table's properties, and that enters the layout's hash; set later,
+    # the runs would no longer count as this layout's.
     set_iceberg_writer(case.table, spec_for(case, "linear"))
     table = table.refresh()
     shuffled = source.take(pa.array(np.random.default_rng(7).permutation(source.num_rows)))
@@ -208,7 +216,8 @@ def build_nightly(case: PeerCase, home: Path, master: str) -> None:
         bounds = np.linspace(0, shuffled.num_rows, NIGHTS + 1).astype(int)
         for night, (lo, hi) in enumerate(itertools.pairwise(bounds), start=1):
             table.refresh().append(shuffled.slice(lo, hi - lo))
-            compact(spec.table, spec=spec, master=master, spark_conf=CONF, work_dir=home / f"build-night-{night}")
+            compact(spec.table, spec=spec, master=master, spark_conf=CONF,
+                    work_dir=home / f"build-night-{night}")
             print(f"  night {night}: {hi - lo:,} rows appended and compacted", flush=True)
     finally:
         planner.runs_to_merge = original
@@ -232,7 +241,8 @@ def run_tool(tool: Tool, case: PeerCase, home: Path, state: State, delta_path: P
         run = iceberg_rewrite(tool, case.table, KEYS, target, home, args.master, CONF, work)
     elif tool.engine == "delta":
         assert delta_path is not None
-        run = delta_optimize(tool, delta_path, KEYS, target, args.master, CONF, spec.writer.spark_options(), work)
+        run = delta_optimize(tool, delta_path, KEYS, target, args.master, CONF,
+                             spec.writer.spark_options(), work)
     else:
         state.restore()
         run = lakesort_compact(tool, spec, args.master, CONF, work, force=case.kind == "nightly")
@@ -259,8 +269,10 @@ def run_case(case: PeerCase, home: Path, args, tools: list[str]) -> dict[str, Ou
     if any(TOOLS[t].engine == "delta" for t in tools):
         delta_path = home / f"delta-{case.name}"
         seconds = delta_write(sorted(inputs), delta_path, case.kind != "flat", args.master, CONF,
-                              spec_for(case, "zorder").writer.spark_options(), home / f"work-{case.name}-delta-write")
-        print(f"  Delta table written from the same {len(inputs)} files in {seconds:.0f}s (untimed)", flush=True)
+                              spec_for(case, "zorder").writer.spark_options(),
+                              home / f"work-{case.name}-delta-write")
+        print(f"  Delta table written from the same {len(inputs)} files in {seconds:.0f}s (untimed)",
+              flush=True)
     outcomes = {}
     for name in tools:
         try:
@@ -290,17 +302,18 @@ def print_case(case: PeerCase, outcomes: dict[str, Outcome]) -> None:
         return
     names = [p.name for p in next(iter(outcomes.values())).probes]
     print(f"\n  {case.name}: wall time, Spark's I/O (event log), output")
-    print(f"    {'tool':<20} {'wall s':>7} {'inputs':>12} {'read (log)':>12} {'shuffled':>12} {'written':>12} "
-          f"{'files':>9} {'out':>12}")
+    print(f"    {'tool':<20} {'wall s':>7} {'inputs':>12} {'read (log)':>12} {'shuffled':>12} "
+          f"{'written':>12} {'files':>9} {'out':>12}")
     for name, o in outcomes.items():
         read, shuffled, written = io_text(o.run)
-        print(f"    {name:<20} {o.run.seconds:7.1f} {mib(o.run.bytes_in):>12} {read:>12} {shuffled:>12} {written:>12} "
-              f"{o.run.files_in:>4}->{len(o.run.files_out):<4} {mib(o.run.bytes_out):>12}")
+        print(f"    {name:<20} {o.run.seconds:7.1f} {mib(o.run.bytes_in):>12} {read:>12} {shuffled:>12} "
+              f"{written:>12} {o.run.files_in:>4}->{len(o.run.files_out):<4} {mib(o.run.bytes_out):>12}")
     if any(o.run.tool.startswith("lakesort") for o in outcomes.values()):
         # Spark's input metrics count what Hadoop's file system statistics saw on the task's own thread: rows
         # pulled by another thread (a Python stage's feeder: lakesort's fingerprint and merge) go uncounted.
-        print("    inputs: the input files' bytes, each read whole by every tool. read (log): Spark's task input "
-              "metrics, which undercount reads made off the task's thread (lakesort's rows go to Python)")
+        print("    inputs: the input files' bytes, each read whole by every tool. read (log): Spark's task "
+              "input metrics, which undercount reads made off the task's thread "
+              "(lakesort's rows go to Python)")
     print(f"\n  {case.name}: probes' bytes read afterwards, KiB (lakesort's model / DataFusion)")
     print(f"    {'tool':<20} " + " ".join(f"{n:>21}" for n in names))
     for name, o in outcomes.items():
@@ -318,7 +331,8 @@ def print_case(case: PeerCase, outcomes: dict[str, Outcome]) -> None:
 
 def print_draws(case: PeerCase, outcomes: dict[str, Outcome]) -> None:
     """The key probes drawn many times (the same draws for every tool): mean KiB by lakesort's model, and
-    against Iceberg's sort rewrite the mean of the per-draw ratios and the share of draws read in no more bytes."""
+    against Iceberg's sort rewrite the mean of the per-draw ratios and the share of draws read
+    in no more bytes."""
     first = next((o for o in outcomes.values() if o.draws), None)
     if first is None:
         return
@@ -331,7 +345,8 @@ def print_draws(case: PeerCase, outcomes: dict[str, Outcome]) -> None:
         cells = []
         for d in o.draws:
             cell = f"{d.mean / 1024:,.0f}"
-            theirs = next((t for t in ice.draws if t.name == d.name), None) if ice and name != "iceberg-sort" else None
+            theirs = (next((t for t in ice.draws if t.name == d.name), None) if ice and name != "iceberg-sort"
+                      else None)
             if theirs is not None:
                 per = [ratio(a, b) for a, b in zip(d.values, theirs.values, strict=True) if b]
                 within = sum(a <= b for a, b in zip(d.values, theirs.values, strict=True)) / len(d.values)
@@ -364,38 +379,44 @@ def closing_goals(results: dict[str, dict[str, Outcome]]) -> list[str]:
         if nightly:
             if sort_path and ls:
                 r = ratio(sort_path.run.seconds, ls.run.seconds)
-                # A merge shuffles no rows (the job's small aggregations shuffle a few KiB); the merge takes groups
-                # of spark.lakesort.compact.mergeMinBytes and more, and smaller ones are sorted.
+                # A merge shuffles no rows (the job's small aggregations shuffle a few KiB); the merge takes
+                # groups of spark.lakesort.compact.mergeMinBytes and more, and smaller ones are sorted.
                 if ls.run.io is not None and ls.run.io.shuffle_written > ls.run.bytes_in / 100:
                     lines.append(f"{case}: no group merged (each under the merge's minimum size, so sorted; "
-                                 f"{mib(ls.run.io.shuffle_written)} shuffled): sort path / default = {r:.2f}x")
+                                 f"{mib(ls.run.io.shuffle_written)} shuffled): "
+                                 f"sort path / default = {r:.2f}x")
                 else:
                     shuffled = mib(ls.run.io.shuffle_written) if ls.run.io is not None else "?"
-                    lines.append(f"{case}: lakesort's sort path / its merge = {r:.2f}x (>= 1.0x), the merge shuffling "
-                                 f"no rows ({shuffled}) {verdict(r >= 1.0 and ls.run.io is not None)}")
+                    lines.append(f"{case}: lakesort's sort path / its merge = {r:.2f}x (>= 1.0x), the merge "
+                                 f"shuffling no rows ({shuffled}) "
+                                 f"{verdict(r >= 1.0 and ls.run.io is not None)}")
             continue
         if ice and ls:
             without = ratio(ls.run.seconds - ls.run.proof_seconds, ice.run.seconds)
             share = ratio(ls.run.proof_seconds, ls.run.seconds)
-            lines.append(f"{case}: lakesort without its proof / Iceberg's sort rewrite = {without:.2f}x (<= 1.0x), "
-                         f"the proof {share:.0%} of the run (<= {PROOF_SHARE_GOAL:.0%}) "
+            lines.append(f"{case}: lakesort without its proof / Iceberg's sort rewrite = {without:.2f}x (<= "
+                         f"1.0x), the proof {share:.0%} of the run (<= {PROOF_SHARE_GOAL:.0%}) "
                          f"{verdict(without <= 1.0 and share <= PROOF_SHARE_GOAL)}")
             if ls.draws and ice.draws:
                 worst = max(ratio(d.mean, t.mean) for d, t in zip(ls.draws, ice.draws, strict=True))
-                lines.append(f"{case}: drawn key probes, lakesort's mean bytes / Iceberg's, the worst family = "
-                             f"{worst:.2f}x (<= {DRAWS_GOAL}x) {verdict(worst <= DRAWS_GOAL)}")
+                lines.append(f"{case}: drawn key probes, lakesort's mean bytes / Iceberg's, the worst family "
+                             f"= {worst:.2f}x (<= {DRAWS_GOAL}x) {verdict(worst <= DRAWS_GOAL)}")
         for curve in ("lakesort-zorder", "lakesort-hilbert"):
             for peer in ("delta-zorder", "iceberg-zorder"):
                 mine, theirs = outcomes.get(curve), outcomes.get(peer)
                 if mine and theirs:
-                    r = ratio(*(sum(p.model for p in o.probes if p.name != "late_returns") for o in (mine, theirs)))
-                    lines.append(f"{case}: {curve} / {peer}, bytes summed over the key probes = {r:.2f}x (<= 1.0x) "
-                                 f"{verdict(r <= 1.0)}")
+                    r = ratio(*(sum(p.model for p in o.probes if p.name != "late_returns")
+                                for o in (mine, theirs)))
+                    lines.append(f"{case}: {curve} / {peer}, bytes summed over the key probes = {r:.2f}x (<= "
+                                 f"1.0x) {verdict(r <= 1.0)}")
     return lines
 
 
-def _sort_tools(case: str, outcomes: dict[str, Outcome]) -> tuple[bool, Outcome | None, Outcome | None, Outcome | None]:
-    """Whether the case is a nightly merge, and its outcomes of Iceberg's sort, lakesort linear and its sort path."""
+def _sort_tools(
+    case: str, outcomes: dict[str, Outcome]
+) -> tuple[bool, Outcome | None, Outcome | None, Outcome | None]:
+    """Whether the case is a nightly merge, and its outcomes of Iceberg's sort,
+    lakesort linear and its sort path."""
     return (CASES[case].kind == "nightly", outcomes.get("iceberg-sort"), outcomes.get("lakesort-linear"),
             outcomes.get("lakesort-sort-path"))
 
@@ -415,20 +436,22 @@ def _print_issue_goals(results: dict[str, dict[str, Outcome]]) -> None:
             continue
         if ice and ls:
             r = ratio(ls.run.seconds, ice.run.seconds)
-            print(f"  {case}: lakesort linear / Iceberg's sort rewrite, time = {r:.2f}x (goal <= {FIRST_GOAL}x) "
-                  f"{'OK' if r <= FIRST_GOAL else 'MISSED'}")
+            print(f"  {case}: lakesort linear / Iceberg's sort rewrite, time = {r:.2f}x (goal <= "
+                  f"{FIRST_GOAL}x) {'OK' if r <= FIRST_GOAL else 'MISSED'}")
             if ls.run.proof_seconds:
-                print(f"  {case}: the same without lakesort's proof (read-back {ls.run.proof_seconds:.1f}s with verify, "
-                      f"which Iceberg does not do) = {ratio(ls.run.seconds - ls.run.proof_seconds, ice.run.seconds):.2f}x")
-            worse = [f"{p.name} {p.model / max(q.model, 1):.2f}x" for p, q in zip(ls.probes, ice.probes, strict=True)
-                     if p.model > q.model]
+                print(f"  {case}: the same without lakesort's proof (read-back {ls.run.proof_seconds:.1f}s "
+                      "with verify, which Iceberg does not do) = "
+                      f"{ratio(ls.run.seconds - ls.run.proof_seconds, ice.run.seconds):.2f}x")
+            worse = [f"{p.name} {p.model / max(q.model, 1):.2f}x"
+                     for p, q in zip(ls.probes, ice.probes, strict=True) if p.model > q.model]
             print(f"  {case}: probes' bytes, lakesort linear <= Iceberg's sort for every probe: "
                   f"{'OK' if not worse else 'MISSED (' + ', '.join(worse) + ')'}")
             if ls.draws and ice.draws:
-                means = [f"{d.name} {ratio(d.mean, t.mean):.2f}x" for d, t in zip(ls.draws, ice.draws, strict=True)]
+                means = [f"{d.name} {ratio(d.mean, t.mean):.2f}x"
+                         for d, t in zip(ls.draws, ice.draws, strict=True)]
                 over = [d.name for d, t in zip(ls.draws, ice.draws, strict=True) if d.mean > t.mean]
-                print(f"  {case}: key probes drawn {len(ls.draws[0].values)} times, lakesort linear / Iceberg's sort, "
-                      f"mean bytes: {', '.join(means)} {'OK' if not over else 'MISSED'}")
+                print(f"  {case}: key probes drawn {len(ls.draws[0].values)} times, lakesort linear / "
+                      f"Iceberg's sort, mean bytes: {', '.join(means)} {'OK' if not over else 'MISSED'}")
         for curve in ("lakesort-zorder", "lakesort-hilbert"):
             mine = outcomes.get(curve)
             for peer in ("delta-zorder", "iceberg-zorder"):
@@ -448,15 +471,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="partitioned,flat,nightly",
                         help=f"comma separated, of {', '.join(CASES)} (default: all but sf10)")
     parser.add_argument("--sf10", action="store_true", help="also SF10 unpartitioned (long)")
-    parser.add_argument("--quick", action="store_true", help="a tenth of the scale (SF 0.1; not the issue's figures)")
-    parser.add_argument("--tools", default="", help=f"comma separated, of {', '.join(TOOLS)} (default: the case's)")
+    parser.add_argument("--quick", action="store_true", help="a tenth of the scale (SF 0.1; "
+                                                             "not the issue's figures)")
+    parser.add_argument("--tools", default="", help="comma separated, "
+                                                    f"of {', '.join(TOOLS)} (default: the case's)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--draws", type=int, default=100,
-                        help="draws of each key probe family (a day, a week, an order, 1%% of orders; 0: none)")
+                        help="draws of each key probe family (a day, a week, an order, "
+                             "1%% of orders; 0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory and the outputs")
     args = parser.parse_args(argv)
-    names = [n for n in args.cases.split(",") if n] + (["sf10"] if args.sf10 and "sf10" not in args.cases else [])
-    unknown = [n for n in names if n not in CASES] + [t for t in args.tools.split(",") if t and t not in TOOLS]
+    names = ([n for n in args.cases.split(",") if n]
+             + (["sf10"] if args.sf10 and "sf10" not in args.cases else []))
+    unknown = ([n for n in names if n not in CASES]
+               + [t for t in args.tools.split(",") if t and t not in TOOLS])
     if unknown:
         parser.error(f"unknown case(s) or tool(s) {unknown}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -466,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     home = isolated_home("lakesort-bench-peers-", keep=args.keep)
     # Run files and the tables' leases under the temporary directory too: the default (<tmp>/lakesort-work) is
-    # shared with any other lakesort run on the machine, whose lease on a table of the same name would refuse ours.
+    # shared with any other lakesort run on the machine,
+    # whose lease on a table of the same name would refuse ours.
     os.environ["LAKESORT_WORK_DIR"] = str(home / "lakesort-work")
     print(f"master {args.master}, conf {CONF}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     results = {}

@@ -3,7 +3,8 @@ an Iceberg table against pyiceberg's own scan planning.
 
 Run from the repo root:
 
-    .venv/bin/python tests/benchmarks/bench_planning.py [--quick] [--files 5000] [--no-directory] [--no-iceberg]
+    .venv/bin/python tests/benchmarks/bench_planning.py [--quick] [--files 5000] [--no-directory] \\
+        [--no-iceberg]
 
 The table: 1,000 Parquet files (200 with --quick, or --files N) of 20,000 rows each, written with pyarrow
 (`write_page_index=True`, 2 row groups of 10,000 rows, pages of 1,000 rows), sorted by an int64 key `k`
@@ -136,9 +137,9 @@ def describe(files: list[Path]) -> str:
     orders = {n: pf.column_index(0, n).boundary_order.name for n in ("k", "c", "v")}
     pages = len(pf.offset_index(0, "k").page_locations)
     size = sum(p.stat().st_size for p in files)
-    return (f"{len(files)} files, {pf.num_row_groups} row groups x {pf.row_groups[0].num_rows:,} rows per file, "
-            f"{pages} pages per column chunk, {len(pf.columns)} columns, {size / 2**20:.0f} MiB; "
-            f"BoundaryOrder " + ", ".join(f"{n}={o}" for n, o in orders.items()))
+    return (f"{len(files)} files, {pf.num_row_groups} row groups x {pf.row_groups[0].num_rows:,} rows per "
+            f"file, {pages} pages per column chunk, {len(pf.columns)} columns, {size / 2**20:.0f} MiB; "
+            "BoundaryOrder " + ", ".join(f"{n}={o}" for n, o in orders.items()))
 
 
 # --- an Iceberg table over the same files -------------------------------------------------------------
@@ -159,7 +160,8 @@ def iceberg_table(home: Path, files: list[Path], identifier: str = "bench.events
     if catalog.table_exists(identifier):
         snapshot = catalog.load_table(identifier).current_snapshot()
         if snapshot is not None and snapshot.summary.get("total-data-files") == str(len(files)):
-            print(f"Iceberg table {identifier}: reusing its {len(files)} files ({home.relative_to(REPO_ROOT)})")
+            print(f"Iceberg table {identifier}: reusing its {len(files)} files "
+                  f"({home.relative_to(REPO_ROOT)})")
             return identifier
         catalog.drop_table(identifier)  # not purge_table: the data files are the cached ones, kept
     namespace = identifier.rpartition(".")[0]
@@ -167,7 +169,8 @@ def iceberg_table(home: Path, files: list[Path], identifier: str = "bench.events
     table = catalog.create_table(identifier, schema=pq.read_schema(files[0]))
     started = time.perf_counter()
     table.add_files([str(p) for p in files])
-    print(f"Iceberg table {identifier}: add_files of {len(files)} files in {time.perf_counter() - started:.1f}s")
+    print(f"Iceberg table {identifier}: add_files of {len(files)} files in "
+          f"{time.perf_counter() - started:.1f}s")
     return identifier
 
 
@@ -198,9 +201,9 @@ def timed_pyiceberg(identifier: str, row_filter: BooleanExpression) -> tuple[flo
 
 def counts_line(p: Plan) -> str:
     c = p.counts
-    return (f"files {c.files_selected}/{c.files_total}, row groups {c.row_groups_selected}/{c.row_groups_total}, "
-            f"pages {c.pages_selected}/{c.pages_total}, rows {c.rows_selected:,}/{c.rows_total:,}, "
-            f"bytes {c.bytes_selected:,}/{c.bytes_total:,}")
+    return (f"files {c.files_selected}/{c.files_total}, row groups "
+            f"{c.row_groups_selected}/{c.row_groups_total}, pages {c.pages_selected}/{c.pages_total}, rows "
+            f"{c.rows_selected:,}/{c.rows_total:,}, bytes {c.bytes_selected:,}/{c.bytes_total:,}")
 
 
 @dataclass
@@ -237,8 +240,8 @@ def bench(source: str, label: str, probes: dict[str, tuple[str, BooleanExpressio
         print(f"    counts: {counts_line(warm_plan)}; page comparisons {warm_plan.page_comparisons}")
         if iceberg:
             their_ms = statistics.median(theirs) * 1e3
-            print(f"    pyiceberg plan_files cold median {their_ms:9.1f} ms (min {min(theirs) * 1e3:.1f}, n={n_cold}), "
-                  f"{their_files} files kept")
+            print(f"    pyiceberg plan_files cold median {their_ms:9.1f} ms (min {min(theirs) * 1e3:.1f}, "
+                  f"n={n_cold}), {their_files} files kept")
         print(f"    cold median {cold_ms:9.1f} ms (min {min(cold) * 1e3:.1f}, n={n_cold}); "
               f"warm median {warm_ms:7.2f} ms (min {min(warm) * 1e3:.2f}, n={n_warm}); "
               f"cold / warm {cold_ms / warm_ms:5.1f}x")
@@ -246,7 +249,8 @@ def bench(source: str, label: str, probes: dict[str, tuple[str, BooleanExpressio
               f"hit rate {stats.hit_rate:.3f}, loads {stats.loads}, evictions {stats.evictions}")
         if warm_ms >= WARM_GOAL_MS and profile_top:
             profile(source, where, cache, profile_top)
-        results.append(Result(label, name, cold_ms, warm_ms, statistics.median(theirs) * 1e3 if iceberg else None))
+        results.append(Result(label, name, cold_ms, warm_ms,
+                              statistics.median(theirs) * 1e3 if iceberg else None))
     return results
 
 
@@ -266,7 +270,9 @@ def profile(source: str, where: str, cache: MetadataCache, top: int, runs: int =
         start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
         for line in lines[start:]:
             if line.strip():
-                print("      " + line.replace(str(REPO_ROOT) + os.sep, "").replace(sys.base_prefix, "<python>"))
+                print(
+                    "      " + line.replace(str(REPO_ROOT) + os.sep, "").replace(sys.base_prefix, "<python>")
+                )
 
 
 # --- main ---------------------------------------------------------------------------------------------
@@ -275,14 +281,18 @@ def profile(source: str, where: str, cache: MetadataCache, top: int, runs: int =
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 files, fewer runs")
-    parser.add_argument("--files", type=int, default=None, help="number of files (default 1000, 200 with --quick)")
+    parser.add_argument("--files", type=int, default=None, help="number of files (default "
+                                                                "1000, 200 with --quick)")
     parser.add_argument("--rows", type=int, default=20_000, help="rows per file")
-    parser.add_argument("--cold", type=int, default=None, help="cold runs per probe (default 5, 3 with --quick)")
-    parser.add_argument("--warm", type=int, default=None, help="warm runs per probe (default 20, 10 with --quick)")
+    parser.add_argument("--cold", type=int, default=None, help="cold runs per probe "
+                                                               "(default 5, 3 with --quick)")
+    parser.add_argument("--warm", type=int, default=None, help="warm runs per probe "
+                                                               "(default 20, 10 with --quick)")
     parser.add_argument("--no-iceberg", action="store_true", help="only the plain directory")
     parser.add_argument("--no-directory", action="store_true", help="only the Iceberg table")
     parser.add_argument("--regenerate", action="store_true", help="rewrite the cached files")
-    parser.add_argument("--profile-top", type=int, default=15, help="functions to print when warm is slow (0: no)")
+    parser.add_argument("--profile-top", type=int, default=15,
+                        help="functions to print when warm is slow (0: no)")
     args = parser.parse_args(argv)
     n_files = args.files or (200 if args.quick else 1_000)
     n_cold = args.cold or (3 if args.quick else 5)
@@ -312,21 +322,24 @@ def main(argv: list[str] | None = None) -> int:
             (home / "catalog.db").unlink(missing_ok=True)
             iceberg_home(files[0].parent)
         identifier = iceberg_table(home, files)
-        print("  cold: a fresh MetadataCache, pyiceberg's manifest cache cleared and the table loaded from the "
-              "catalog inside the timing, for lakesort and pyiceberg alike; the OS page cache is warm for both")
+        print("  cold: a fresh MetadataCache, pyiceberg's manifest cache cleared and the table loaded from "
+              "the catalog inside the timing, for lakesort and pyiceberg alike; "
+              "the OS page cache is warm for both")
         results += bench(identifier, "iceberg", probes, n_cold, n_warm, args.profile_top, iceberg=True)
 
-    print(f"\n    {'source':<10} {'probe':<9} {'pyiceberg':>10} {'cold ms':>9} {'warm ms':>9} {'cold/pyice':>11} "
-          f"{'cold/warm':>10}  goals")
+    print(f"\n    {'source':<10} {'probe':<9} {'pyiceberg':>10} {'cold ms':>9} {'warm ms':>9} "
+          f"{'cold/pyice':>11} {'cold/warm':>10}  goals")
     for r in results:
         if r.pyiceberg_ms is not None:
             ratio = r.cold_ms / r.pyiceberg_ms
-            goals = (f"cold <= {PYICEBERG_GOAL_RATIO}x pyiceberg cold {'OK' if ratio <= PYICEBERG_GOAL_RATIO else 'MISSED'}, "
-                     f"warm < {WARM_GOAL_MS:.0f} ms {'OK' if r.warm_ms < WARM_GOAL_MS else 'MISSED'}")
+            goals = (f"cold <= {PYICEBERG_GOAL_RATIO}x pyiceberg cold "
+                     f"{'OK' if ratio <= PYICEBERG_GOAL_RATIO else 'MISSED'}, warm < {WARM_GOAL_MS:.0f} ms "
+                     f"{'OK' if r.warm_ms < WARM_GOAL_MS else 'MISSED'}")
             theirs, versus = f"{r.pyiceberg_ms:10.1f}", f"{ratio:10.2f}x"
         else:
-            goals = (f"cold/warm >= {WARM_GOAL_RATIO:.0f}x {'OK' if r.cold_ms / r.warm_ms >= WARM_GOAL_RATIO else 'MISSED'}, "
-                     f"warm < {WARM_GOAL_MS:.0f} ms {'OK' if r.warm_ms < WARM_GOAL_MS else 'MISSED'}")
+            goals = (f"cold/warm >= {WARM_GOAL_RATIO:.0f}x "
+                     f"{'OK' if r.cold_ms / r.warm_ms >= WARM_GOAL_RATIO else 'MISSED'}, warm < "
+                     f"{WARM_GOAL_MS:.0f} ms {'OK' if r.warm_ms < WARM_GOAL_MS else 'MISSED'}")
             theirs, versus = f"{'-':>10}", f"{'-':>11}"
         print(f"    {r.source:<10} {r.probe:<9} {theirs} {r.cold_ms:>9.1f} {r.warm_ms:>9.2f} {versus} "
               f"{r.cold_ms / r.warm_ms:>9.1f}x  {goals}")

@@ -11,10 +11,10 @@ as many times with it off (`spark.lakesort.progress.interval=0`, what `lakesort 
 table rolled back between runs; each pair runs the two in turn, the first of the pair alternating, so that
 whatever else the machine does falls on both. Counted: the progress lines `lakesort compact` relayed (progress
 and summaries apart). The cost is the median of the pairs' ratios (on / off) of the whole compaction's
-seconds, and of the Spark job's own seconds (from its manifest). Goal: under 2% (issue 39). On a shared machine
-two runs of the same compaction differ by more than that, so the job also logs what its looks at Spark's status
-took (`lakesort.progress.cost` in the run's spark-submit.log): their wall time, which bounds their cost to the
-driver and its JVM, as a share of the Spark job's seconds.
+seconds, and of the Spark job's own seconds (from its manifest). Goal: under 2% (issue 39). On a shared
+machine two runs of the same compaction differ by more than that, so the job also logs what its looks at
+Spark's status took (`lakesort.progress.cost` in the run's spark-submit.log): their wall time, which bounds
+their cost to the driver and its JVM, as a share of the Spark job's seconds.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     table, built = bench.build(case, home)
     spec = bench.spec_for(case)
     timers = bench.Timers()
-    print(f"{case.name}: sf={case.scale:g}, {len(bench.live_files(table))} files, built in {built:.0f}s", flush=True)
+    print(f"{case.name}: sf={case.scale:g}, {len(bench.live_files(table))} files, built in {built:.0f}s",
+          flush=True)
 
     runs: dict[str, list[dict]] = {"on": [], "off": []}
     counts: list[tuple[int, int]] = []
@@ -98,12 +99,14 @@ def main(argv: list[str] | None = None) -> int:
                 for line in counted.lines[:6]:
                     print(f"    | {line}")
     whole = [on["seconds"] / off["seconds"] for on, off in zip(runs["on"], runs["off"], strict=True)]
-    job = [on["job"]["seconds"] / off["job"]["seconds"] for on, off in zip(runs["on"], runs["off"], strict=True)]
+    job = [on["job"]["seconds"] / off["job"]["seconds"]
+           for on, off in zip(runs["on"], runs["off"], strict=True)]
     cost = statistics.median(whole) - 1
     print(f"\nprogress lines per run: {', '.join(f'{p} + {s} summaries' for p, s in counts)}")
     print(f"on / off, whole compaction: {', '.join(f'{r:.3f}' for r in whole)}; median {1 + cost:.3f} "
           f"({cost:+.1%}, goal < {GOAL:.0%}: {'OK' if cost < GOAL else 'MISSED'})")
-    print(f"on / off, Spark job alone:  {', '.join(f'{r:.3f}' for r in job)}; median {statistics.median(job):.3f}")
+    print(f"on / off, Spark job alone:  {', '.join(f'{r:.3f}' for r in job)}; median "
+          f"{statistics.median(job):.3f}")
     print(f"the looks' seconds / the Spark job's: {', '.join(f'{r:.3%}' for r in shares)} "
           f"(goal < {GOAL:.0%}: {'OK' if max(shares) < GOAL else 'MISSED'})")
     return 0

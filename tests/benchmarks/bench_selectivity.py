@@ -27,8 +27,8 @@ DataFusion prints counts humanized ("10.00 K"), so `page_index_rows_pruned` is r
 DataFusion keeps are therefore taken exactly from the page counts: every page holds 1,000 rows and every
 row group 10,000, so kept rows = row groups kept x 10,000 - pages pruned x 1,000 (DataFusion skips the
 page index of row groups its statistics prove fully matched; their pages count as kept); the same figure
-from the humanized row metric is shown next to it as a cross-check. Goal: our rows no more than DataFusion's, on every probe.
-Rows that really match (a `count(*)`) are shown for scale.
+from the humanized row metric is shown next to it as a cross-check. Goal: our rows no more than DataFusion's,
+on every probe. Rows that really match (a `count(*)`) are shown for scale.
 """
 
 from __future__ import annotations
@@ -176,15 +176,15 @@ def main(argv: list[str] | None = None) -> int:
         if rows_tm is not None:
             humanized = df_row_groups * ROW_GROUP_ROWS - (rows_tm[0] - rows_tm[1])
             if abs(humanized - df_rows) > max(10, 0.01 * ROW_GROUP_ROWS * df_row_groups):
-                print(f"    WARNING: page_index_rows_pruned gives {humanized:,.0f} kept rows, the page counts "
-                      f"{df_rows:,}: the file layout is not what this script assumes")
+                print(f"    WARNING: page_index_rows_pruned gives {humanized:,.0f} kept rows, the page "
+                      f"counts {df_rows:,}: the file layout is not what this script assumes")
         c = ours.counts
         matching = count(ctx, where)
         assert c.rows_selected >= matching, f"{name}: plan kept {c.rows_selected} < {matching} matching rows"
         print(f"    ours: files {c.files_selected}, row groups {c.row_groups_selected}, "
               f"pages {c.pages_selected}, rows {c.rows_selected:,};  DataFusion: files {df_files}, "
-              f"row groups {df_row_groups}, pages {df_pages}, rows {df_rows:,} (from the humanized row metric "
-              f"{'n/a' if humanized is None else f'{humanized:,.0f}'}); matching rows {matching:,}")
+              f"row groups {df_row_groups}, pages {df_pages}, rows {df_rows:,} (from the humanized row "
+              f"metric {'n/a' if humanized is None else f'{humanized:,.0f}'}); matching rows {matching:,}")
         rows.append((name, matching, c.rows_selected, df_rows, c.row_groups_selected, df_row_groups,
                      c.pages_selected, df_pages))
 

@@ -1,10 +1,10 @@
-"""What bench_peers.py measures of each tool's output: Spark's I/O from its event log, the owners' probes' bytes
-(lakesort's model and DataFusion), and lakesort verify's findings on the files the tool left live.
+"""What bench_peers.py measures of each tool's output: Spark's I/O from its event log, the owners' probes'
+bytes (lakesort's model and DataFusion), and lakesort verify's findings on the files the tool left live.
 
-Each tool's live output files are hard-linked into a directory of their own (`link_outputs`), one sub-directory
-per partition, so that lakesort plans and verifies plain files the same way whichever tool wrote them: the
-planner opens every footer of the directory (no Iceberg manifests, which Delta's output has not), and
-DataFusion reads exactly those files.
+Each tool's live output files are hard-linked into a directory of their own (`link_outputs`), one
+sub-directory per partition, so that lakesort plans and verifies plain files the same way whichever tool wrote
+them: the planner opens every footer of the directory (no Iceberg manifests, which Delta's output has not),
+and DataFusion reads exactly those files.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class ProbeBytes:
 
 @dataclass(frozen=True)
 class LayoutFindings:
-    """lakesort verify's findings on a tool's output (errors and warnings by rule) and the facts behind them."""
+    """lakesort verify's findings on a tool's output
+    (errors and warnings by rule) and the facts behind them."""
 
     errors: tuple[tuple[str, int], ...]
     warnings: tuple[tuple[str, int], ...]
@@ -59,9 +60,9 @@ class LayoutFindings:
         orders = "; ".join(f"{key} " + ", ".join(f"{order} {n}" for order, n in counts)
                            for key, counts in self.boundary_orders)
         return (f"errors: {rules(self.errors)}; warnings: {rules(self.warnings)}; column index "
-                f"{self.column_index_share:.0%} / offset index {self.offset_index_share:.0%} of {self.chunks} chunks; "
-                f"BoundaryOrder {orders}; {self.row_groups} row groups; keys' pages {self.pages_per_chunk:.0f} a chunk, "
-                f"{self.rows_per_page:,.0f} rows a page")
+                f"{self.column_index_share:.0%} / offset index {self.offset_index_share:.0%} of "
+                f"{self.chunks} chunks; BoundaryOrder {orders}; {self.row_groups} row groups; keys' pages "
+                f"{self.pages_per_chunk:.0f} a chunk, {self.rows_per_page:,.0f} rows a page")
 
 
 # --- Spark's event log -----------------------------------------------------------------------------------
@@ -123,10 +124,10 @@ def probe_bytes(directory: Path, probes: list[tuple[str, str]]) -> list[ProbeByt
 
 @dataclass(frozen=True)
 class ProbeDraws:
-    """One probe family (a day, a week, an order, 1% of the orders) drawn `len(values)` times with one seed, so
-    every tool is asked the same draws: lakesort's model's bytes per draw. A single draw compares where pages
-    happen to end (a day of SF10 is about 24,000 rows over pages of 20,000: two pages or three by luck); the
-    mean over the draws compares the layouts."""
+    """One probe family (a day, a week, an order, 1% of the orders) drawn `len(values)` times with one seed,
+    so every tool is asked the same draws: lakesort's model's bytes per draw. A single draw compares where
+    pages happen to end (a day of SF10 is about 24,000 rows over pages of 20,000: two pages or three by luck);
+    the mean over the draws compares the layouts."""
 
     name: str
     values: tuple[int, ...]
@@ -192,7 +193,8 @@ def findings(partitions: dict[str, str], spec, keys: tuple[str, ...]) -> LayoutF
     rows_per_page, pages = [], []
     for key in keys:
         mine = facts.filter(pc.equal(facts["column"], key))
-        orders.append((key, tuple(sorted(Counter(str(o) for o in mine["boundary_order"].to_pylist()).items()))))
+        orders.append((key,
+                       tuple(sorted(Counter(str(o) for o in mine["boundary_order"].to_pylist()).items()))))
         for n_rows, n_pages in zip(mine["num_rows"].to_pylist(), mine["pages"].to_pylist(), strict=True):
             if n_pages:
                 rows_per_page.append(n_rows / n_pages)

@@ -1,4 +1,5 @@
-"""The peers' side of bench_peers.py: Iceberg's rewrite_data_files and Delta's OPTIMIZE, one Spark session each.
+"""The peers' side of bench_peers.py: Iceberg's rewrite_data_files and Delta's OPTIMIZE,
+one Spark session each.
 
     .testbed/spark-4.1/bin/python tests/benchmarks/peers_spark.py REQUEST.json
 
@@ -7,8 +8,9 @@ Iceberg or Delta release supports yet), so it imports the standard library and p
 which action, the master and Spark conf (the same as lakesort's compaction gets), where the jars are, and the
 action's arguments:
 
-- `iceberg_rewrite`: `CALL lakesort.system.rewrite_data_files(...)` through Iceberg's JdbcCatalog on pyiceberg's
-  SQLite catalog file (as testbed/iceberg_spark.py opens it), with `strategy`, `sort_order` and `options`;
+- `iceberg_rewrite`: `CALL lakesort.system.rewrite_data_files(...)` through Iceberg's JdbcCatalog on
+  pyiceberg's SQLite catalog file (as testbed/iceberg_spark.py opens it), with `strategy`,
+  `sort_order` and `options`;
 - `delta_write`: the given Parquet files' rows written as a Delta table (untimed set-up: the same rows as the
   Iceberg table's), partitioned by a column computed from another when asked (Delta partitions by a column's
   values only, and keeps that column out of the data files);
@@ -47,7 +49,8 @@ def session(request: dict):
                    .config(f"{prefix}.jdbc.schema-version", "V1"))
     else:
         builder = (builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-                   .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+                   .config("spark.sql.catalog.spark_catalog",
+                           "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
     return builder.getOrCreate()
 
 

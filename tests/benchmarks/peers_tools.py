@@ -1,9 +1,9 @@
 """The contenders of bench_peers.py and the states they start from.
 
-Every tool starts from an identical copy of the case's input state: the catalog's SQLite file and the warehouse
-as they were after the build (`State`: a copy of the catalog file and hard links of the warehouse's files, put
-back before each tool; no tool writes into an existing file, Iceberg and lakesort only add files and commit
-through the catalog). Delta's table is written once per case from the same input files' rows.
+Every tool starts from an identical copy of the case's input state: the catalog's SQLite file and the
+warehouse as they were after the build (`State`: a copy of the catalog file and hard links of the warehouse's
+files, put back before each tool; no tool writes into an existing file, Iceberg and lakesort only add files
+and commit through the catalog). Delta's table is written once per case from the same input files' rows.
 
 Tools (`TOOLS`): Iceberg's `rewrite_data_files` with the sort strategy on the spec's keys or `zorder(...)` of
 them, Delta's `OPTIMIZE ... ZORDER BY`, both on the test bed's Spark 4.1 (peers_spark.py in
@@ -32,7 +32,8 @@ BED_PYTHON = BED / "spark-4.1" / "bin" / "python"
 ICEBERG_JARS = BED / "jars"
 DELTA_JARS = BED / "delta"
 PEERS_JOB = HERE / "peers_spark.py"
-MERGE_OFF = "spark.lakesort.compact.mergeRuns"  # the other path of lakesort's nightly merge (issue #38, part 2)
+# the other path of lakesort's nightly merge (issue #38, part 2)
+MERGE_OFF = "spark.lakesort.compact.mergeRuns"
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,8 @@ class ToolRun:
     io: SparkIO | None  # from the run's event log(s)
     note: str = ""
     # lakesort only: wall seconds of the steps outside the Spark job (prepare, spark-submit's JVM and session
-    # around the job, verify, commit) and of the proof, which Iceberg and Delta do not do: the read-back of the
-    # staged files in the job and the verify step (the metadata proof, the layout rules, GX)
+    # around the job, verify, commit) and of the proof, which Iceberg and Delta do not do: the read-back of
+    # the staged files in the job and the verify step (the metadata proof, the layout rules, GX)
     steps: tuple[tuple[str, float], ...] = ()
     proof_seconds: float = 0.0
 
@@ -101,7 +102,8 @@ def live_paths(table_name: str) -> dict[str, int]:
     from layout.catalog import load_table
 
     table = load_table(table_name, "lakesort")
-    return {t.file.file_path.removeprefix("file://"): t.file.file_size_in_bytes for t in table.scan().plan_files()}
+    return {t.file.file_path.removeprefix("file://"): t.file.file_size_in_bytes
+            for t in table.scan().plan_files()}
 
 
 def set_iceberg_writer(table_name: str, spec) -> None:
@@ -175,31 +177,35 @@ def iceberg_rewrite(tool: Tool, table_name: str, keys: tuple[str, ...], target: 
                "options": {"target-file-size-bytes": target, "rewrite-all": "true"}}
     answer, seconds = run_bed(request, work)
     after = live_paths(table_name)
-    return ToolRun(tool.name, seconds, len(before), sum(before.values()), tuple(sorted(after)), sum(after.values()),
-                   spark_io(events), f"procedure {answer['procedure']}, Spark session {answer['session_seconds']:.1f}s, "
+    return ToolRun(tool.name, seconds, len(before), sum(before.values()), tuple(sorted(after)),
+                   sum(after.values()), spark_io(events),
+                   f"procedure {answer['procedure']}, Spark session {answer['session_seconds']:.1f}s, "
                    f"CALL {answer['action_seconds']:.1f}s")
 
 
 def delta_write(inputs: list[str], path: Path, partitioned: bool, master: str, conf: dict[str, str],
                 writer_options: dict[str, str], work: Path) -> float:
-    """The Delta table of the same rows (untimed set-up); partitioned by month of l_shipdate as a column of its
-    own (`l_shipmonth`), which Delta keeps out of the files."""
-    request = {"action": "delta_write", "master": master, "conf": {**conf, **delta_writer_conf(writer_options)},
-               "jar_dirs": [str(DELTA_JARS)], "inputs": inputs, "path": str(path),
-               "partition_column": ["l_shipmonth", "date_format(l_shipdate, 'yyyy-MM')"] if partitioned else None}
+    """The Delta table of the same rows (untimed set-up); partitioned by month of l_shipdate as a column of
+    its own (`l_shipmonth`), which Delta keeps out of the files."""
+    request = {"action": "delta_write", "master": master,
+               "conf": {**conf, **delta_writer_conf(writer_options)}, "jar_dirs": [str(DELTA_JARS)],
+               "inputs": inputs, "path": str(path),
+               "partition_column": (["l_shipmonth", "date_format(l_shipdate, 'yyyy-MM')"] if partitioned
+                                    else None)}
     _, seconds = run_bed(request, work)
     return seconds
 
 
 def delta_writer_conf(writer_options: dict[str, str]) -> dict[str, str]:
-    """lakesort's writer options (parquet-mr's keys) as Spark conf for a writer that takes no options (OPTIMIZE)."""
+    """lakesort's writer options (parquet-mr's keys) as Spark conf for a writer that takes no
+    options (OPTIMIZE)."""
     conf = {f"spark.hadoop.{k}": v for k, v in writer_options.items() if k.startswith("parquet.")}
     conf["spark.sql.parquet.compression.codec"] = writer_options.get("compression", "snappy")
     return conf
 
 
-def delta_optimize(tool: Tool, path: Path, keys: tuple[str, ...], target: int, master: str, conf: dict[str, str],
-                   writer_options: dict[str, str], work: Path) -> ToolRun:
+def delta_optimize(tool: Tool, path: Path, keys: tuple[str, ...], target: int, master: str,
+                   conf: dict[str, str], writer_options: dict[str, str], work: Path) -> ToolRun:
     before = [p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts]
     events = work / "events"
     request = {"action": "delta_optimize", "master": master,
@@ -234,7 +240,8 @@ def lakesort_compact(tool: Tool, spec, master: str, conf: dict[str, str], work: 
     for m in manifests:
         for part, secs in m.get("timings", {}).items():
             timings[part] = timings.get(part, 0.0) + secs
-    reported = sorted({k for m in manifests for k in _keys(m) if "bytes" in k.lower() and "read" in k.lower()})
+    reported = sorted({k for m in manifests for k in _keys(m)
+                       if "bytes" in k.lower() and "read" in k.lower()})
     note = (f"{len(result.plan.groups) if result.plan else 0} groups; job "
             f"{sum(m.get('seconds', 0.0) for m in manifests):.1f}s ("
             + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")"
@@ -244,8 +251,9 @@ def lakesort_compact(tool: Tool, spec, master: str, conf: dict[str, str], work: 
     steps.pop("submit", None)
     note += "; outside the job: " + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items())
     proof = timings.get("read back", 0.0) + took.get("verify", 0.0)
-    return ToolRun(tool.name, seconds, len(before), result.plan.input_bytes if result.plan else 0, tuple(sorted(after)),
-                   sum(after.values()), spark_io(events), note, tuple(steps.items()), proof)
+    return ToolRun(tool.name, seconds, len(before), result.plan.input_bytes if result.plan else 0,
+                   tuple(sorted(after)), sum(after.values()), spark_io(events), note,
+                   tuple(steps.items()), proof)
 
 
 @contextmanager
@@ -254,8 +262,8 @@ def _timed_steps():
     from layout.compaction.pipeline import driver, steps
 
     took: dict[str, float] = {}
-    wrapped = [(driver, "prepare_table", "prepare"), (driver, "submit", "submit"), (steps, "verify", "verify"),
-               (steps, "commit", "commit")]
+    wrapped = [(driver, "prepare_table", "prepare"), (driver, "submit", "submit"),
+               (steps, "verify", "verify"), (steps, "commit", "commit")]
     originals = [getattr(module, name) for module, name, _ in wrapped]
 
     def timer(f, label):

@@ -37,7 +37,8 @@ def _nothing_opened(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("opened something before the usage error")
 
-    # Each where the commands look it up: the spec and the partitions in layout.cli.args, the rest in the command.
+    # Each where the commands look it up: the spec and the partitions in layout.cli.args,
+    # the rest in the command.
     for module, names in ((layout.cli.compact, ("table_config", "compact")),
                           (layout.cli.plan_rewrite, ("table_spec", "load_table")),
                           (layout.cli.args, ("partitions_for_dates",))):
@@ -49,7 +50,8 @@ def _nothing_opened(monkeypatch):
 @pytest.mark.parametrize(("args", "message"), [
     (["--from", "1995-02-01"], "a date range needs both --from and --to: add --to"),
     (["--to", "1995-02-01"], "a date range needs both --from and --to: add --from"),
-    (["--from", "1995-03-01", "--to", "1995-02-01"], r"--from \(1995-03-01\) is after --to \(1995-02-01\): swap them"),
+    (["--from", "1995-03-01", "--to", "1995-02-01"],
+     r"--from \(1995-03-01\) is after --to \(1995-02-01\): swap them"),
     (["--from", "1995-02-01", "--to", "1995-02-28", "--partition", "d_month=1995-02"],
      r"give either --partition or a date range \(--from/--to\), not both"),
     (["--from", "1.2.1995", "--to", "1995-02-28"], "--from '1.2.1995' is not a date: write it as YYYY-MM-DD"),
@@ -72,7 +74,8 @@ def test_a_date_range_compacts_its_partitions(events, driver, capsys):
 
 def test_a_range_without_partitions_is_nothing_to_do(events, driver, capsys):
     assert main(["compact", "t.events", "--from", "1994-01-01", "--to", "1994-12-31"]) == EXIT_OK
-    assert capsys.readouterr().out == "t.events: nothing to do (no partition holds rows of 1994-01-01..1994-12-31)\n"
+    assert (capsys.readouterr().out
+            == "t.events: nothing to do (no partition holds rows of 1994-01-01..1994-12-31)\n")
     assert driver == []
     assert main(["plan-rewrite", "t.events", "--from", "1994-01-01", "--to", "1994-01-31"]) == EXIT_OK
     assert "nothing to do" in capsys.readouterr().out
@@ -88,7 +91,8 @@ def test_a_table_not_partitioned_by_date_takes_partitions(events, driver, capsys
     with events.update_spec() as update:
         update.add_identity("k")
     assert main(["compact", "t.events", "--from", "1995-01-01", "--to", "1995-01-31"]) == EXIT_USAGE
-    assert "2 partition fields: a date range maps onto one date partition field only" in capsys.readouterr().err
+    assert ("2 partition fields: a date range maps onto one date partition field only"
+            in capsys.readouterr().err)
     assert driver == [] and read_lease("t.events") is None
 
 
@@ -98,10 +102,14 @@ def test_dry_run_plans_records_and_changes_nothing(events, iceberg_catalog, tmp_
     snapshot = events.current_snapshot().snapshot_id
     holder = LeaseOwner.cli()
     acquire_lease("t.events", holder)  # a compaction runs: a dry run only reads, so it may run beside it
-    assert main(["compact", "t.events", "--dry-run", "--from", "1995-02-10", "--to", "1995-03-05", "--force"]) == EXIT_OK
+    assert (
+        main(["compact", "t.events", "--dry-run", "--from", "1995-02-10", "--to", "1995-03-05", "--force"])
+        == EXIT_OK
+    )
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("t.events: would rewrite 2 of 2 partition(s) (d_month=1995-02, d_month=1995-03)")
-    assert out[1].startswith("  d_month=1995-02: rewrite - forced") and out[-1].startswith("dry run, nothing changed")
+    assert (out[1].startswith("  d_month=1995-02: rewrite - forced")
+            and out[-1].startswith("dry run, nothing changed"))
     assert read_lease("t.events").same_run(holder)
     assert events.refresh().current_snapshot().snapshot_id == snapshot
     assert [r["status"] for r in read_runs(iceberg_catalog, "t.events").to_pylist()] == ["dry-run"]
@@ -130,24 +138,27 @@ def test_compact_and_dry_run_prepare_through_one_path(events, driver, monkeypatc
         assert r.config.sources["sort.keys"].kind == "spec"
 
 
-def test_a_spec_edited_while_the_run_works_exits_2_naming_the_file(events, registry, iceberg_catalog, monkeypatch,
-                                                                  capsys):
+def test_a_spec_edited_while_the_run_works_exits_2_naming_the_file(
+    events, registry, iceberg_catalog, monkeypatch, capsys
+):
     """The spec's file is edited while the Spark job runs (here the job only edits it): verify re-reads that
-    file, finds another hash and refuses. Exit 2, nothing committed, the run recorded as failed, lease released."""
+    file, finds another hash and refuses. Exit 2, nothing committed,
+    the run recorded as failed, lease released."""
     from layout.metrics.measure import read_runs
 
     spec_file = registry / "events.yaml"
 
     def submit(plan_path, manifest_path, **kwargs):
-        spec_file.write_text(spec_file.read_text().replace("target_file_size: 1MiB", "target_file_size: 2MiB"))
+        spec_file.write_text(spec_file.read_text().replace("target_file_size: 1MiB",
+                                                           "target_file_size: 2MiB"))
 
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", submit)
     snapshot = events.current_snapshot().snapshot_id
     assert main(["compact", "t.events", "--no-measure"]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert re.fullmatch(rf"lakesort compact: error: {re.escape(str(spec_file))} changed since run \S+ was planned "
-                        r"\(spec hash [0-9a-f]{16} -> [0-9a-f]{16}\): nothing committed; rerun the compaction to "
-                        r"plan with the new spec\n", err), err
+    assert re.fullmatch(rf"lakesort compact: error: {re.escape(str(spec_file))} changed since run \S+ was "
+                        r"planned \(spec hash [0-9a-f]{16} -> [0-9a-f]{16}\): nothing committed; rerun the "
+                        r"compaction to plan with the new spec\n", err), err
     assert events.refresh().current_snapshot().snapshot_id == snapshot and read_lease("t.events") is None
     (record,) = read_runs(iceberg_catalog, "t.events").to_pylist()
     assert (record["status"], record["verification"]) == ("failed", "skipped")

@@ -1,6 +1,7 @@
-"""`lakesort tables` over a real SQL catalog of 50 small tables, configured the four ways (a YAML spec, lakesort.*
-table properties, a namespace default, their own sort order) and some not at all: each table's effective
-configuration and the source of each key, its health and last run; the nightly compacts the configured ones."""
+"""`lakesort tables` over a real SQL catalog of 50 small tables, configured the four ways (a YAML spec,
+lakesort.* table properties, a namespace default, their own sort order) and some not at all: each table's
+effective configuration and the source of each key, its health and last run; the nightly compacts the
+configured ones."""
 
 from __future__ import annotations
 
@@ -72,8 +73,9 @@ def test_tables_lists_each_effective_configuration_and_its_sources(fleet, iceber
     committed = iceberg_catalog.load_table("yaml.t4")
     committed.append(DATA.cast(committed.schema().as_arrow()), snapshot_properties={RUN_ID: "run-4"})
     started = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
-    record_run(iceberg_catalog, RunRecord(run_id="run-9", table="props.t4", status="failed", trigger="nightly",
-                                          started_at=started, duration_s=3.0, error="boom"))
+    record_run(iceberg_catalog, RunRecord(run_id="run-9", table="props.t4", status="failed",
+                                          trigger="nightly", started_at=started, duration_s=3.0,
+                                          error="boom"))
     assert main(["tables", "--json"]) == EXIT_OK
     listed = {row["table"]: row for row in json.loads(capsys.readouterr().out)["tables"]}
     assert set(listed) == set(fleet)  # lakesort's own namespace is not listed
@@ -86,7 +88,8 @@ def test_tables_lists_each_effective_configuration_and_its_sources(fleet, iceber
         configured = not name.startswith("raw.")
         assert row["configured"] is configured and (row["reason"] is None) is configured, row
     # a YAML spec; a property fills a key the spec does not set
-    assert source("yaml.t3", "sort.keys")[0] == "spec" and source("yaml.t3", "sort.keys")[1].endswith("y3.yaml")
+    assert (source("yaml.t3", "sort.keys")[0] == "spec"
+            and source("yaml.t3", "sort.keys")[1].endswith("y3.yaml"))
     assert listed["yaml.t3"]["config"]["sort.keys"] == [{"column": "k", "direction": "desc", "nulls": "last"}]
     assert source("yaml.t0", "max_sorted_runs") == ("property", "lakesort.max-sorted-runs")
     assert listed["yaml.t0"]["config"]["max_sorted_runs"] == 2
@@ -165,7 +168,8 @@ def _text_exit_codes_and_a_bad_property(iceberg_catalog, capsys):
 
 def test_nested_namespaces(iceberg_catalog, registry, capsys):
     """Tables in namespaces of several levels (a.b.t): listed, resolved from every source (a default's pattern
-    matches across the levels), listed by a nested --namespace (with what lies under it), run by the nightly."""
+    matches across the levels), listed by a nested --namespace (with what lies under it),
+    run by the nightly."""
     (registry / "events.yaml").unlink()
     (registry / "_defaults.yaml").write_text(DEFAULTS + '  - match: "a.b.*"\n    min_small_files: 7\n')
     (registry / "abt.yaml").write_text(SPEC.format(table="a.b.t"))
@@ -200,7 +204,8 @@ def test_nested_namespaces(iceberg_catalog, registry, capsys):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.permutations([("a", 1, "r1"), ("a", 2, "r2"), ("a", 2, "r2-deferred"), ("b", 1, "r3"), ("b", 1, "r0")]))
+@given(st.permutations([("a", 1, "r1"), ("a", 2, "r2"), ("a", 2, "r2-deferred"), ("b", 1, "r3"),
+                        ("b", 1, "r0")]))
 def test_the_newest_run_per_table_does_not_depend_on_the_rows_order(rows):
     """A trimmed night's commit and its `-deferred` row share a start: the newest is the one the report shows
     last (by start, then run id), in whatever order the catalog gave the rows."""

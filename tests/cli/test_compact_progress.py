@@ -1,9 +1,10 @@
-"""`lakesort compact` shows the job's progress lines (jobs/compaction/progress.py) on its stderr, and not with -q.
+"""`lakesort compact` shows the job's progress lines
+(jobs/compaction/progress.py) on its stderr, and not with -q.
 
 spark-submit's output goes to the run's spark-submit.log as it comes, and the job's progress lines (logger
-`lakesort.progress`) also to the command's log, which prints on stderr unless -q; with -q the job is told to log
-none (`PROGRESS_CONF` = 0). The relaying is tested with a stand-in for spark-submit; the last test runs the real
-`lakesort compact` (a process of its own, the real spark-submit) on a small table.
+`lakesort.progress`) also to the command's log, which prints on stderr unless -q; with -q the job is told to
+log none (`PROGRESS_CONF` = 0). The relaying is tested with a stand-in for spark-submit; the last test runs
+the real `lakesort compact` (a process of its own, the real spark-submit) on a small table.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from layout.cli import EXIT_FAILURE, main
 from layout.compaction.pipeline import submit
 from layout.upkeep.lease import TableBusy
 
-PROGRESS = "2026-11-27 20:00:01,000 INFO lakesort.progress: [write] stage 4 (save at run.py:4): 1/2 tasks, ..."
+PROGRESS = ("2026-11-27 20:00:01,000 INFO lakesort.progress: [write] stage 4 (save at "
+            "run.py:4): 1/2 tasks, ...")
 
 
 def test_progress_lines_are_relayed_and_every_line_is_kept_in_the_log(tmp_path, caplog):

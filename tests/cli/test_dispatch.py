@@ -107,7 +107,8 @@ def test_advise_sample_default_is_the_advisors():
 
 
 def test_help_of_any_command_imports_no_command_module():
-    """In a fresh interpreter, every --help (which parses only) loads no command module and no heavy library."""
+    """In a fresh interpreter, every --help
+    (which parses only) loads no command module and no heavy library."""
     code = (
         "import contextlib, io, json, sys\n"
         "from layout.cli import COMMANDS, main\n"
@@ -124,6 +125,6 @@ def test_help_of_any_command_imports_no_command_module():
 
 
 def test_python_dash_m_runs_the_command_line():
-    done = subprocess.run([sys.executable, "-m", "layout.cli", "report", "--help"], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([sys.executable, "-m", "layout.cli", "report", "--help"], capture_output=True,
+                          text=True, check=False)
     assert done.returncode == EXIT_OK and done.stdout.startswith("usage: lakesort report"), done.stderr

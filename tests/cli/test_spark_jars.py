@@ -23,7 +23,8 @@ def spark(tmp_path, monkeypatch):
     (home / "jars").mkdir()
     (home / "bin" / "spark-submit").write_text("#!/bin/sh\nexit 1\n")
     (home / "RELEASE").write_text("Spark 4.0.1 built for Hadoop 3.4.1\n")
-    for name in ("spark-core_2.13-4.0.1.jar", "hadoop-client-api-3.4.1.jar", "hadoop-client-runtime-3.4.1.jar"):
+    for name in ("spark-core_2.13-4.0.1.jar", "hadoop-client-api-3.4.1.jar",
+                 "hadoop-client-runtime-3.4.1.jar"):
         (home / "jars" / name).write_bytes(b"")
     monkeypatch.setenv("SPARK_HOME", str(home))
     spark_home._checked.cache_clear()
@@ -55,7 +56,8 @@ def test_prints_the_coordinates_for_the_hadoop_of_spark_home(spark, capsys):
     out = capsys.readouterr().out
     assert f"Hadoop 3.4.1 (from the hadoop-client-api jar in {spark / 'jars'})" in out
     for coordinate in ("org.apache.hadoop:hadoop-aws:3.4.1", "software.amazon.awssdk:s3:2.24.6",
-                       "software.amazon.awssdk:s3-transfer-manager:2.24.6", "software.amazon.awssdk:sts:2.24.6"):
+                       "software.amazon.awssdk:s3-transfer-manager:2.24.6",
+                       "software.amazon.awssdk:sts:2.24.6"):
         assert coordinate in out
     assert "software.amazon.awssdk:bundle" in out  # named as left out
     assert "--fetch DIR" in out and "spark.jars" in out and "fs.s3.impl" in out
@@ -73,8 +75,8 @@ def test_print_pom_writes_a_pom_for_that_version(spark, capsys):
     root = ET.fromstring(capsys.readouterr().out)
     deps = {(d.findtext("m:artifactId", namespaces=NS), d.findtext("m:version", namespaces=NS))
             for d in root.find("m:dependencies", NS)}
-    assert deps == {("hadoop-aws", "3.4.1"), ("s3", "2.24.6"), ("s3-transfer-manager", "2.24.6"), ("sts", "2.24.6"),
-                    ("spark-hadoop-cloud_2.13", "4.0.2")}
+    assert deps == {("hadoop-aws", "3.4.1"), ("s3", "2.24.6"), ("s3-transfer-manager", "2.24.6"),
+                    ("sts", "2.24.6"), ("spark-hadoop-cloud_2.13", "4.0.2")}
 
 
 def test_unknown_hadoop_exits_2_naming_the_version_and_the_fix(tmp_path, spark, capsys):
@@ -119,7 +121,8 @@ def test_fetch_prints_the_spark_jars_line(spark, fake_mvn, tmp_path, capsys):
 def test_maven_failing_exits_1(spark, tmp_path, monkeypatch, capsys):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "mvn").write_text("#!/bin/sh\necho '[ERROR] Could not resolve dependencies: offline'\nexit 1\n")
+    (bin_dir / "mvn").write_text("#!/bin/sh\necho '[ERROR] Could not resolve "
+                                 "dependencies: offline'\nexit 1\n")
     (bin_dir / "mvn").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     assert main(["spark-jars", "--fetch", str(tmp_path / "s3a")]) == EXIT_FAILURE

@@ -1,6 +1,7 @@
-"""Bad input refused, the table as it was: a corrupt input file fails the run before any Spark work and the run
-is recorded as failed naming it; an unknown sort key is refused before Spark; an empty table and an emptied
-partition have nothing to do (and naming a partition that does not exist is an error listing real ones).
+"""Bad input refused, the table as it was: a corrupt input file fails the run before any Spark work and the
+run is recorded as failed naming it; an unknown sort key is refused before Spark; an empty table and an
+emptied partition have nothing to do (and naming a partition that does not exist is an error
+listing real ones).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def test_corrupt_input_file_fails_the_job_and_commits_nothing(demo_home):
     from layout.metrics.measure import read_runs
 
     failed = [r for r in read_runs(load_catalog()).to_pylist() if r["status"] == "failed"]
-    assert len(failed) == 1 and failed[0]["error"].startswith("prepare: ") and Path(local).name in failed[0]["error"]
+    assert (len(failed) == 1 and failed[0]["error"].startswith("prepare: ")
+            and Path(local).name in failed[0]["error"])
 
 
 def test_unknown_sort_key_is_refused_before_any_spark_work(demo_home, monkeypatch):
@@ -62,7 +64,8 @@ def test_unknown_sort_key_is_refused_before_any_spark_work(demo_home, monkeypatc
 
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", no_spark)
     spec = demo_spec(sort={"keys": [{"column": "l_shipdat"}]})
-    with pytest.raises(UsageError, match=r"`l_shipdat` is not a column of demo.lineitem; did you mean `l_shipdate`"):
+    with pytest.raises(UsageError, match=r"`l_shipdat` is not a column of demo.lineitem; "
+                                         r"did you mean `l_shipdate`"):
         compact("demo.lineitem", spec=spec)
 
 
@@ -84,8 +87,8 @@ def test_empty_table_has_nothing_to_do(demo_home, monkeypatch):
 
 
 def test_emptied_partition_has_nothing_to_do(demo_home, monkeypatch):
-    """A month whose rows were all deleted has no live files: it is not planned, and naming it is an error that
-    lists real partitions."""
+    """A month whose rows were all deleted has no live files: it is not planned, and naming it is an error
+    that lists real partitions."""
     from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
     def no_spark(*args, **kwargs):
@@ -97,6 +100,6 @@ def test_emptied_partition_has_nothing_to_do(demo_home, monkeypatch):
     spec = demo_spec()
     plan = plan_rewrite(table.refresh(), spec, partitions=[MONTHS[1]])
     assert [d.partition for d in plan.partitions] == [MONTHS[1]]
-    with pytest.raises(UsageError, match=r"no such partition\(s\): l_shipdate_month=1995-03; partitions look like: "
-                                         r"l_shipdate_month=1992-01"):
+    with pytest.raises(UsageError, match=r"no such partition\(s\): l_shipdate_month=1995-03; partitions look "
+                                         r"like: l_shipdate_month=1992-01"):
         compact("demo.lineitem", spec=spec, partitions=[MONTHS[0]])

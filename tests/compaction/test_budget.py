@@ -1,7 +1,7 @@
-"""The nightly's budget (`layout.compaction.planning.budget`): the ranking, the ageing and the admission (of runs
-whole, or trimmed to their most valuable partitions) against a brute-force oracle (exact fractions, every pair
-compared), and the rules one by one; a low-value table deferred night after night is admitted in the end; the
-benefit prediction (`layout.compaction.planning.benefit`) from each of its sources, apportioned across the
+"""The nightly's budget (`layout.compaction.planning.budget`): the ranking, the ageing and the admission (of
+runs whole, or trimmed to their most valuable partitions) against a brute-force oracle (exact fractions, every
+pair compared), and the rules one by one; a low-value table deferred night after night is admitted in the end;
+the benefit prediction (`layout.compaction.planning.benefit`) from each of its sources, apportioned across the
 partitions, and the nights deferred in a row read from the runs. Pure logic: values in, decisions out."""
 
 from __future__ import annotations
@@ -43,11 +43,12 @@ _COSTS = [0, 1, 2, 3, 6, 10, 100]
 
 def _candidate(i: int, benefit: float, cost: int, parts: list[tuple[float, int]], nights: int) -> Candidate:
     """A run; with `parts`, of those partitions (its benefit and cost then their sums)."""
-    shares = tuple(PartitionShare(partition=f"p={k}", benefit_bytes=b, cost_bytes=c) for k, (b, c) in enumerate(parts))
+    shares = tuple(PartitionShare(partition=f"p={k}", benefit_bytes=b, cost_bytes=c)
+                   for k, (b, c) in enumerate(parts))
     if shares:
         benefit, cost = sum(s.benefit_bytes for s in shares), sum(s.cost_bytes for s in shares)
-    return Candidate(table=f"ns.t{i}", benefit_bytes=benefit, cost_bytes=cost, source="fallback", shares=shares,
-                     nights_deferred=nights)
+    return Candidate(table=f"ns.t{i}", benefit_bytes=benefit, cost_bytes=cost, source="fallback",
+                     shares=shares, nights_deferred=nights)
 
 
 _candidates = st.lists(
@@ -66,20 +67,26 @@ def _compare(*pairs) -> int:
 
 
 def _before(a: Candidate, b: Candidate) -> int:
-    """The oracle's order: benefit x (1 + nights deferred) over cost compared by cross-multiplication (a cost of
-    0 counts as 1), then the larger priority, the smaller cost, the name."""
-    pa, pb = Fraction(a.benefit_bytes) * (1 + a.nights_deferred), Fraction(b.benefit_bytes) * (1 + b.nights_deferred)
+    """The oracle's order: benefit x (1 + nights deferred) over cost compared by cross-multiplication (a cost
+    of 0 counts as 1), then the larger priority, the smaller cost, the name."""
+    pa, pb = (Fraction(a.benefit_bytes) * (1 + a.nights_deferred),
+              Fraction(b.benefit_bytes) * (1 + b.nights_deferred))
     return _compare((-pa * max(b.cost_bytes, 1), -pb * max(a.cost_bytes, 1)), (-pa, -pb),
                     (a.cost_bytes, b.cost_bytes), (a.table, b.table))
 
 
 def _share_before(a: PartitionShare, b: PartitionShare) -> int:
-    return _compare((-Fraction(a.benefit_bytes) * max(b.cost_bytes, 1), -Fraction(b.benefit_bytes) * max(a.cost_bytes, 1)),
-                    (-a.benefit_bytes, -b.benefit_bytes), (a.cost_bytes, b.cost_bytes), (a.partition, b.partition))
+    return _compare((-Fraction(a.benefit_bytes) * max(b.cost_bytes, 1),
+                     -Fraction(b.benefit_bytes) * max(a.cost_bytes, 1)),
+                    (-a.benefit_bytes, -b.benefit_bytes), (a.cost_bytes, b.cost_bytes),
+                    (a.partition, b.partition))
 
 
-def _oracle(candidates: list[Candidate], budget: int | None) -> dict[str, tuple[str, str | None, tuple[str, ...]]]:
-    """The rules written out plainly, over the oracle's order: table -> (outcome, reason, partitions deferred)."""
+def _oracle(
+    candidates: list[Candidate], budget: int | None
+) -> dict[str, tuple[str, str | None, tuple[str, ...]]]:
+    """The rules written out plainly, over the oracle's order: table -> (outcome, reason,
+    partitions deferred)."""
     order = sorted(candidates, key=functools.cmp_to_key(_before))
     out: dict[str, tuple[str, str | None, tuple[str, ...]]] = {}
     left = budget
@@ -125,7 +132,8 @@ def test_decisions_match_the_oracle(candidates, budget):
     assert [d.spent_bytes for d in decisions][-1:] == ([spent] if decisions else [])
     if budget is not None and spent > budget:  # only one run larger than the whole budget, alone
         assert [d.reason for d in ran] == [ALONE]
-    for d in decisions:  # a trimmed run: its kept and deferred partitions are all of them, the kept ones worth it
+    # a trimmed run: its kept and deferred partitions are all of them, the kept ones worth it
+    for d in decisions:
         if d.trimmed:
             kept = {s.partition: s for s in d.candidate.shares if s.partition in d.kept_partitions}
             assert set(kept) | set(d.deferred_partitions) == {s.partition for s in d.candidate.shares}
@@ -143,7 +151,8 @@ def test_the_rules_one_by_one():
     def c(name, benefit, cost):
         return Candidate(table=name, benefit_bytes=benefit, cost_bytes=cost, source="measurement")
 
-    fleet = [c("a.big", 900, 90), c("a.best", 50, 5), c("a.mid", 40, 10), c("a.late", 20, 10), c("a.zero", 0, 1)]
+    fleet = [c("a.big", 900, 90), c("a.best", 50, 5), c("a.mid", 40, 10), c("a.late", 20, 10),
+             c("a.zero", 0, 1)]
     got = {d.candidate.table: (d.rank, d.outcome, d.reason) for d in decide(fleet, budget_bytes=20)}
     assert got == {"a.big": (1, "deferred", LARGER_THAN_BUDGET),  # 10 per byte, but larger than the night
                    "a.best": (2, "ran", None), "a.mid": (3, "ran", None),
@@ -170,14 +179,16 @@ def test_a_run_that_does_not_fit_keeps_its_most_valuable_partitions():
     small = Candidate(table="a.small", benefit_bytes=40, cost_bytes=10, source="measurement")
     (first, second) = decide([big, small], budget_bytes=40)
     assert (first.candidate.table, first.ran, first.trimmed) == ("a.small", True, False)
-    # 30 left: m=02 (3 per byte) and m=04 (3 per byte, a smaller benefit) fit, m=01 no longer; m=03 is worth nothing.
+    # 30 left: m=02 (3 per byte) and m=04 (3 per byte, a smaller benefit) fit, m=01 no longer;
+    # m=03 is worth nothing.
     assert second.trimmed and second.kept_partitions == ("m=02", "m=04")
     assert second.deferred_partitions == ("m=01", "m=03") and second.admitted_bytes == 30 == 40 - 10
     assert second.reason == "over budget: partitions m=01, m=03 deferred" and second.spent_bytes == 40
     assert "ran 2 of 4 partition(s), 30 B (over budget: partitions m=01, m=03 deferred)" in second.describe()
     # Larger than the whole budget: its partitions that fit all the same, not the whole run alone.
     (only,) = decide([big], budget_bytes=25)
-    assert only.kept_partitions == ("m=02",) and only.reason.startswith("over budget: partitions m=04, m=01, m=03")
+    assert (only.kept_partitions == ("m=02",)
+            and only.reason.startswith("over budget: partitions m=04, m=01, m=03"))
     # No partition fits: deferred whole, and, nothing else admitted, run alone.
     assert [(d.outcome, d.reason) for d in decide([big], budget_bytes=4)] == [("ran", ALONE)]
     many = Candidate(table="a.many", benefit_bytes=8, cost_bytes=8, source="fallback",
@@ -189,11 +200,11 @@ def test_a_run_that_does_not_fit_keeps_its_most_valuable_partitions():
 
 
 def test_a_low_value_table_deferred_night_after_night_is_admitted_in_the_end():
-    """Night after night a valuable table takes the whole budget; the other, worth a tenth as much per byte, is
-    deferred, its deferrals recorded as the nightly records them, and read back as its nights in a row: its
-    priority grows by its benefit each night until it outranks the valuable one: night 10, ten times its benefit,
-    ties (same priority, same cost: the name, "a.high" first); night 11 it runs, and the valuable one, deferred
-    once, comes back first the night after."""
+    """Night after night a valuable table takes the whole budget; the other, worth a tenth as much per byte,
+    is deferred, its deferrals recorded as the nightly records them, and read back as its nights in a row: its
+    priority grows by its benefit each night until it outranks the valuable one: night 10, ten times its
+    benefit, ties (same priority, same cost: the name, "a.high" first); night 11 it runs, and the valuable
+    one, deferred once, comes back first the night after."""
     recorded: dict[str, list[PastRun]] = {"a.high": [], "a.low": []}
     ran_on: dict[str, list[int]] = {"a.high": [], "a.low": []}
     for night in range(1, 13):
@@ -220,9 +231,12 @@ def test_the_nights_deferred_in_a_row():
         return nights_deferred(History(runs=runs), tonight=(T0 + dt.timedelta(days=tonight)).date())
 
     assert nights() == 0 and nights(run("committed", 9)) == 0
-    assert nights(run("committed", 5), run("deferred", 6), run("deferred", 7), run("deferred", 9)) == 3  # 8: no row
-    assert nights(run("deferred", 6), run("failed", 7), run("deferred", 8)) == 1  # the failed run had its turn
-    # A run trimmed to some partitions: its deferred rest counts the night; dry runs and tonight's rows do not.
+    # 8: no row
+    assert nights(run("committed", 5), run("deferred", 6), run("deferred", 7), run("deferred", 9)) == 3
+    # the failed run had its turn
+    assert nights(run("deferred", 6), run("failed", 7), run("deferred", 8)) == 1
+    # A run trimmed to some partitions: its deferred rest counts the night;
+    # dry runs and tonight's rows do not.
     assert nights(run("committed", 8), run("deferred", 8), run("dry-run", 9), run("deferred", 10)) == 1
 
 
@@ -232,17 +246,20 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def plan_of(*files: tuple[int, str | None]) -> RewritePlan:
-    inputs = tuple(InputFile(path=f"f{i}", size=size, rows=1, sorted_run=run) for i, (size, run) in enumerate(files))
-    return RewritePlan(run_id="tonight", table="ns.t", catalog=None, table_location="x", metadata_location="x",
-                       snapshot_id=1, spec_hash="h", strategy="linear", sort_keys=(), target_file_size=1,
-                       writer_options={}, table_schema_json="{}", forced=False, created_at=0.0, partitions=(),
+    inputs = tuple(InputFile(path=f"f{i}", size=size, rows=1, sorted_run=run)
+                   for i, (size, run) in enumerate(files))
+    return RewritePlan(run_id="tonight", table="ns.t", catalog=None, table_location="x",
+                       metadata_location="x", snapshot_id=1, spec_hash="h", strategy="linear", sort_keys=(),
+                       target_file_size=1, writer_options={}, table_schema_json="{}", forced=False,
+                       created_at=0.0, partitions=(),
                        groups=(RewriteGroup(group_id=0, partition="p=1", inputs=inputs, output_files=1,
                                             reasons=("small files",)),))
 
 
 def reading(run_id, phase, probe, selected, *, hours=0, total=10_000, ideal=0, clustered=None):
     return ProbeReading(run_id=run_id, phase=phase, probe=probe, measured_at=T0 + dt.timedelta(hours=hours),
-                        bytes_total=total, bytes_selected=selected, bytes_ideal=ideal, bytes_clustered=clustered)
+                        bytes_total=total, bytes_selected=selected, bytes_ideal=ideal,
+                        bytes_clustered=clustered)
 
 
 def test_the_prediction_from_each_source():
@@ -250,13 +267,16 @@ def test_the_prediction_from_each_source():
     weights = {"p": 2.0, "q": 1.0}
     # Nothing recorded: the fallback, the unsorted input bytes.
     new = predict(plan, weights=weights, history=History())
-    assert (new.source, new.benefit_bytes, new.cost_bytes, new.partitions) == ("fallback", 600.0, 1000, ("p=1",))
-    # A measurement of the table as it is: beyond the clustered ideal (else the page-level one), per table byte.
+    assert (new.source, new.benefit_bytes, new.cost_bytes, new.partitions) == ("fallback", 600.0, 1000,
+                                                                              ("p=1",))
+    # A measurement of the table as it is: beyond the clustered ideal
+    # (else the page-level one), per table byte.
     measured = History(readings=(reading("m", "on-demand", "p", 3000, clustered=1000),
                                  reading("m", "on-demand", "q", 2000, ideal=500),
                                  reading("m", "on-demand", "gone", 9000)))  # a probe the spec dropped
     got = predict(plan, weights=weights, history=measured)
-    assert got.source == "measurement" and got.benefit_bytes == pytest.approx((2 * 2000 + 1500) / 10_000 * 1000)
+    assert (got.source == "measurement"
+            and got.benefit_bytes == pytest.approx((2 * 2000 + 1500) / 10_000 * 1000))
     # The advisor beats a measurement: the current layout less the spec's, per table byte.
     advice = AdvisedLayouts(run_id="a", advised_at=T0, table_bytes=20_000, current={"p": 8000, "q": 100},
                             spec={"p": 2000, "q": 300})  # q would read more: counts as no saving
@@ -264,7 +284,8 @@ def test_the_prediction_from_each_source():
     assert got.source == "advisor" and got.benefit_bytes == pytest.approx(2 * 6000 / 20_000 * 1000)
     # A measured run beats both: what its probes stopped reading per byte it rewrote (the newest such run).
     runs = (PastRun(run_id="r1", status="committed", started_at=T0, bytes_rewritten=4000),
-            PastRun(run_id="r2", status="committed", started_at=T0 + dt.timedelta(days=1), bytes_rewritten=8000),
+            PastRun(run_id="r2", status="committed", started_at=T0 + dt.timedelta(days=1),
+                    bytes_rewritten=8000),
             PastRun(run_id="r3", status="failed", started_at=T0 + dt.timedelta(days=2), bytes_rewritten=8000))
     history = History(runs=runs, advice=advice, readings=(
         *measured.readings, reading("r1", "before", "p", 9000), reading("r1", "after", "p", 1000),
@@ -282,8 +303,8 @@ def test_the_benefit_apportioned_across_the_partitions():
                                          for i, (s, r) in enumerate(files)))
 
     plan = plan_of((1, None)).model_copy(update={"groups": (
-        group(0, "m=1", (300, None), (100, "run")), group(1, "m=2", (100, None)), group(2, "m=1", (200, None)),
-        group(3, "m=3", (400, "run")))})
+        group(0, "m=1", (300, None), (100, "run")), group(1, "m=2", (100, None)),
+        group(2, "m=1", (200, None)), group(3, "m=3", (400, "run")))})
     got = predict(plan, weights={}, history=History())  # the fallback: 600 unsorted bytes
     assert got.benefit_bytes == 600 and got.cost_bytes == 1100
     # By each partition's unsorted bytes; m=3, only a sorted run, none.
@@ -292,11 +313,13 @@ def test_the_benefit_apportioned_across_the_partitions():
     measured = History(readings=(reading("m", "on-demand", "p", 3000, clustered=1000),))
     got = predict(plan, weights={"p": 1.0}, history=measured)
     assert got.benefit_bytes == pytest.approx(2000 / 10_000 * 1100)
-    assert [s.benefit_bytes for s in got.shares] == pytest.approx([got.benefit_bytes * 5 / 6, got.benefit_bytes / 6, 0])
+    assert ([s.benefit_bytes for s in got.shares]
+            == pytest.approx([got.benefit_bytes * 5 / 6, got.benefit_bytes / 6, 0]))
     # Every input a sorted run (a merge): by the partitions' input bytes.
     merge = plan.model_copy(update={"groups": (group(0, "m=1", (300, "a")), group(1, "m=2", (100, "b")))})
     got = predict(merge, weights={"p": 1.0}, history=measured)
-    assert [s.benefit_bytes for s in got.shares] == pytest.approx([got.benefit_bytes * 3 / 4, got.benefit_bytes / 4])
+    assert ([s.benefit_bytes for s in got.shares]
+            == pytest.approx([got.benefit_bytes * 3 / 4, got.benefit_bytes / 4]))
 
 
 def test_advice_rows_read_back():

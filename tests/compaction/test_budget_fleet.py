@@ -1,10 +1,10 @@
-"""The nightly's budget over a real SQL catalog of 50 tables of different sizes and histories, configured the four
-ways (a YAML spec, lakesort.* table properties, a namespace default, their own sort order): `lakesort tables`
-shows each one's configuration and sources; the nightly's first task and `prepare` plan every table (no
-Spark); the `planned` step ranks them by predicted benefit over cost, keeps the budget, returns the admitted
-runs most valuable first (the order checked against the predictions, computed here from the history the
-test recorded), records the deferred ones with why (and the configuration's sources), releases their leases,
-and the report's index shows them."""
+"""The nightly's budget over a real SQL catalog of 50 tables of different sizes and histories, configured the
+four ways (a YAML spec, lakesort.* table properties, a namespace default, their own sort order):
+`lakesort tables` shows each one's configuration and sources; the nightly's first task and `prepare` plan
+every table (no Spark); the `planned` step ranks them by predicted benefit over cost, keeps the budget,
+returns the admitted runs most valuable first (the order checked against the predictions, computed here from
+the history the test recorded), records the deferred ones with why (and the configuration's sources), releases
+their leases, and the report's index shows them."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ DEFAULTS = """defaults:
     sort: {keys: [{column: d}]}
     probes: [{name: p1, where: "k > 10"}]
 """
-PROPERTIES = {"lakesort.sort-keys": "v, k desc", "lakesort.probes": '[{name: p1, where: "k > 10", weight: 3}]'}
+PROPERTIES = {"lakesort.sort-keys": "v, k desc",
+              "lakesort.probes": '[{name: p1, where: "k > 10", weight: 3}]'}
 WEIGHTS = {"yaml": {"p1": 2.0, "p2": 1.0}, "props": {"p1": 3.0}, "sales": {"p1": 1.0}, "ordered": {}}
 KIND = {"yaml": "spec", "props": "property", "sales": "default", "ordered": "sort-order"}
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -55,7 +56,8 @@ def data(rows: int, seed: int) -> pa.Table:
 
 def metric(table: str, run_id: str, phase: str, probe: str, selected: int, at: dt.datetime, *, total=100_000,
            clustered=None) -> dict:
-    row = {name: 0 for name, kind, required in store.METRICS_FIELDS if required and kind in ("long", "double")}
+    row = {name: 0 for name, kind, required in store.METRICS_FIELDS
+           if required and kind in ("long", "double")}
     return {**row, "run_id": run_id, "phase": phase, "table": table, "measured_at": at, "probe": probe,
             "probe_kind": "owner", "predicate": "k > 10", "columns": "", "bytes_total": total,
             "bytes_selected": selected, "bytes_ideal": 0, "bytes_clustered": clustered}
@@ -64,16 +66,17 @@ def metric(table: str, run_id: str, phase: str, probe: str, selected: int, at: d
 def advice(table: str, strategy: str, origin: str, predicted: dict, table_bytes: int) -> dict:
     return {"run_id": f"advice-{table}", "table": table, "advised_at": T0, "rank": 1, "strategy": strategy,
             "keys": "k", "sort_keys": "[]", "scaling": None, "origin": origin, "label": strategy,
-            "predicted_bytes": json.dumps(predicted), "total_bytes": 0.0, "vs_current": None, "write_bytes": 1,
-            "incremental": None, "recommended": 0, "sample_rows": 1, "table_rows": 1, "table_bytes": table_bytes,
-            "seed": 0, "probes": "[]", "seconds": 0.0}
+            "predicted_bytes": json.dumps(predicted), "total_bytes": 0.0, "vs_current": None,
+            "write_bytes": 1, "incremental": None, "recommended": 0, "sample_rows": 1, "table_rows": 1,
+            "table_bytes": table_bytes, "seed": 0, "probes": "[]", "seconds": 0.0}
 
 
 @pytest.fixture
 def fleet(iceberg_catalog, registry):
-    """50 tables: 12 with a YAML spec, 12 configured by properties, 12 by the `sales.*` default, 14 by their own
-    sort order; one append of 20 to 400 rows (every fifth table two); the first 36 with a history cycling through a measured
-    run, an advice, an on-demand measurement and nothing. Returns {table: expected benefit per byte (None:
+    """50 tables: 12 with a YAML spec, 12 configured by properties, 12 by the `sales.*` default, 14 by their
+    own sort order; one append of 20 to 400 rows (every fifth table two); the first 36 with a history cycling
+    through a measured run, an advice, an on-demand measurement and nothing. Returns {table:
+    expected benefit per byte (None:
     the fallback)}."""
     (registry / "events.yaml").unlink()
     (registry / "_defaults.yaml").write_text(DEFAULTS)
@@ -103,7 +106,8 @@ def fleet(iceberg_catalog, registry):
             saved = 0.0
             for p, w in weights.items():
                 before, after = 1000 + 700 * j, 100 + 10 * j
-                metrics += [metric(name, f"r{j}", "before", p, before, T0), metric(name, f"r{j}", "after", p, after, T0)]
+                metrics += [metric(name, f"r{j}", "before", p, before, T0),
+                            metric(name, f"r{j}", "after", p, after, T0)]
                 saved += w * (before - after)
             per_byte[name] = saved / rewritten
         elif history == 1:  # an advice: the current layout and the spec's
@@ -114,7 +118,8 @@ def fleet(iceberg_catalog, registry):
             per_byte[name] = sum(w * (current[p] - spec[p]) for p, w in weights.items()) / 40_000
         elif history == 2:  # an on-demand measurement of the table as it is
             at = T0 + dt.timedelta(hours=j)
-            metrics += [metric(name, f"m{j}", "on-demand", p, 30_000, at, clustered=2000 * j) for p in weights]
+            metrics += [metric(name, f"m{j}", "on-demand", p, 30_000, at, clustered=2000 * j)
+                        for p in weights]
             per_byte[name] = sum(w * max(30_000 - 2000 * j, 0) for w in weights.values()) / 100_000
     defaults = {name: None for name, kind, required in store.RUNS_FIELDS if not required}
     zeros = {name: 0 for name, kind, required in store.RUNS_FIELDS if required and kind == "long"}
@@ -149,7 +154,8 @@ def test_the_nightly_spends_its_budget_where_it_pays_most(fleet, iceberg_catalog
     budget = sum(cost.values()) * 2 // 5
 
     # The predictions, as this test recorded the histories: the benefit per byte times the bytes to rewrite
-    # (the fallback: every input byte, none is a sorted run yet); the order and the admission follow from them.
+    # (the fallback: every input byte, none is a sorted run yet);
+    # the order and the admission follow from them.
     benefit = {t: cost[t] if fleet[t] is None else fleet[t] * cost[t] for t in fleet}
     order = sorted(fleet, key=lambda t: (-Fraction(benefit[t]) / cost[t], -benefit[t], cost[t], t))
     expected, left = [], budget
@@ -171,8 +177,10 @@ def test_the_nightly_spends_its_budget_where_it_pays_most(fleet, iceberg_catalog
     assert [r.table for r in admitted] == expected  # the most valuable first, within the budget
     assert sum(cost[t] for t in expected) <= budget and 10 < len(expected) < 40
     deferred = sorted(set(fleet) - set(expected))
-    assert f"budget: {len(deferred)} deferred to a later night: {', '.join(d for d in order if d in deferred)}" \
+    assert (
+        f"budget: {len(deferred)} deferred to a later night: {', '.join(d for d in order if d in deferred)}"
         in caplog.text
+    )
     assert f"#1 ran: {order[0]}: benefit" in caplog.text
 
     # The deferred: recorded with why, and the configuration they carried; their leases released.

@@ -1,6 +1,6 @@
-"""A run trimmed by the nightly's budget to some of its partitions (`steps.keep_partitions`): saved over the run
-before any Spark job is made, its plan and its jobs holding only the kept groups; atomic (a failure before the
-run's file is replaced leaves the whole run as it was); a partition the run does not rewrite is refused; a
+"""A run trimmed by the nightly's budget to some of its partitions (`steps.keep_partitions`): saved over the
+run before any Spark job is made, its plan and its jobs holding only the kept groups; atomic (a failure before
+the run's file is replaced leaves the whole run as it was); a partition the run does not rewrite is refused; a
 trim that fails defers the run whole (`nightly_budget.within_budget`)."""
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def test_a_run_trimmed_to_some_partitions(prepared, monkeypatch):
 
 
 def test_a_run_that_cannot_be_trimmed_waits_whole(events, monkeypatch, caplog):
-    """The budget never fails the nightly: a trim that fails (here: the work directory unwritable) defers the run
-    whole, recorded with why, its lease released; the saved run is the whole one."""
+    """The budget never fails the nightly: a trim that fails (here: the work directory unwritable) defers the
+    run whole, recorded with why, its lease released; the saved run is the whole one."""
     owner = LeaseOwner.dag("lakesort_nightly", "trim")
     (request,) = [r for r in runs.nightly_requests() if r.table == "t.events"]
     planned = runs.prepare_table(request, owner=owner)
@@ -77,4 +77,5 @@ def test_a_run_that_cannot_be_trimmed_waits_whole(events, monkeypatch, caplog):
     assert PreparedRun.load(whole.work_dir) == whole and read_lease("t.events") is None
     (row,) = read_runs(load_catalog(whole.catalog), "t.events").to_pylist()
     assert (row["run_id"], row["status"]) == (whole.run_id, "deferred")
-    assert row["reason"].startswith("over budget, and could not be trimmed (read-only file system): ranked #1 of 1")
+    assert row["reason"].startswith("over budget, and could not be trimmed (read-only file "
+                                    "system): ranked #1 of 1")

@@ -1,6 +1,6 @@
-"""Curve layouts written by the Spark job: z-order and Hilbert over quantile ranks, as `layout.curves` computes
-them (the code `lakesort advise` predicts with). Real Spark, a real pyiceberg catalog; the oracle for the
-rows is pyiceberg's read before and after, and for the order the curve index recomputed outside Spark."""
+"""Curve layouts written by the Spark job: z-order and Hilbert over quantile ranks, as `layout.curves`
+computes them (the code `lakesort advise` predicts with). Real Spark, a real pyiceberg catalog; the oracle for
+the rows is pyiceberg's read before and after, and for the order the curve index recomputed outside Spark."""
 
 from __future__ import annotations
 
@@ -29,13 +29,14 @@ def job_here(spark, monkeypatch):
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, load_job()))
 
 
-@pytest.mark.parametrize(("strategy", "partitioned"), [("zorder", False), ("hilbert", False), ("zorder", True)])
+@pytest.mark.parametrize(("strategy", "partitioned"),
+                         [("zorder", False), ("hilbert", False), ("zorder", True)])
 def test_curve_layout_is_the_curve_of_quantile_ranks(iceberg_catalog, job_here, strategy, partitioned):
-    """Skewed keys (x mostly tiny, y uniform), 3 appends, several files a partition: every output file is sorted
-    by the curve index that `layout.curves` computes from the keys' quantiles (the job samples every row of a
-    table this small, so its boundaries are the whole table's), the files' index ranges of a partition are
-    disjoint, and the rows are the same by field id. Partitioned, the rows per partition come from the manifests
-    and the file boundaries from rows drawn from the files (no pass over the input)."""
+    """Skewed keys (x mostly tiny, y uniform), 3 appends, several files a partition: every output file is
+    sorted by the curve index that `layout.curves` computes from the keys' quantiles (the job samples every
+    row of a table this small, so its boundaries are the whole table's), the files' index ranges of a
+    partition are disjoint, and the rows are the same by field id. Partitioned, the rows per partition come
+    from the manifests and the file boundaries from rows drawn from the files (no pass over the input)."""
     cat = iceberg_catalog
     cat.create_namespace("t")
     name = f"t.curve_{strategy}{'_by_p' if partitioned else ''}"
@@ -51,7 +52,8 @@ def test_curve_layout_is_the_curve_of_quantile_ranks(iceberg_catalog, job_here, 
         table.append(pa.Table.from_pylist(rows, schema=arrow))
     before = by_field_id(table)
     spec = parse_spec({"table": name, "owner": OWNER, "target_file_size": "24KiB" if partitioned else "48KiB",
-                       "sort": {"strategy": strategy, "keys": [{"column": "x"}, {"column": "y"}]}}, source="test")
+                       "sort": {"strategy": strategy, "keys": [{"column": "x"}, {"column": "y"}]}},
+                      source="test")
     run(name, spec=spec)
     table = table.refresh()
     assert_same(before, by_field_id(table))
@@ -64,9 +66,12 @@ def test_curve_layout_is_the_curve_of_quantile_ranks(iceberg_catalog, job_here, 
     for task in tasks:
         path = task.file.file_path.removeprefix("file://")
         written = pq.read_table(path, columns=["x", "y"])
-        index = curves.curve_index([written.column("x"), written.column("y")], bounds, strategy=strategy, bits=bits)
+        index = curves.curve_index([written.column("x"), written.column("y")], bounds,
+                                   strategy=strategy, bits=bits)
         assert np.all(np.diff(index.astype(np.int64)) >= 0), f"{path} is not in {strategy} order"
-        spans.setdefault(task.file.partition[0] if partitioned else None, []).append((int(index[0]), int(index[-1])))
+        spans.setdefault(task.file.partition[0] if partitioned else None, []).append(
+            (int(index[0]), int(index[-1]))
+        )
     assert len(spans) == (2 if partitioned else 1)
     for part in spans.values():
         assert len(part) >= 2
@@ -95,12 +100,14 @@ def _linear(rng):
 def _skewed(rng):
     n = 40_000
     x = np.where(rng.random(n) < 0.97, rng.integers(0, 2_000, n), rng.integers(0, 10**12, n))
-    return pa.table({"x": x, "y": rng.integers(0, 10**6, n), "payload": pa.array([f"row-{i:08d}" for i in range(n)])}), [
+    return pa.table({"x": x, "y": rng.integers(0, 10**6, n),
+                     "payload": pa.array([f"row-{i:08d}" for i in range(n)])}), [
         {"name": "x_point", "where": "x = 1000"}, {"name": "x_range", "where": "x BETWEEN 100 AND 140"},
         {"name": "y_point", "where": "y = 4242"}]
 
 
-@pytest.mark.parametrize(("name", "data"), [("adv_xy", _xy), ("adv_linear", _linear), ("adv_skewed", _skewed)])
+@pytest.mark.parametrize(("name", "data"),
+                         [("adv_xy", _xy), ("adv_linear", _linear), ("adv_skewed", _skewed)])
 def test_the_advisors_recommendation_applied_reads_what_it_predicted(iceberg_catalog, job_here, name, data):
     """`lakesort advise`, then its recommendation applied by a forced compaction (Spark, parquet-mr): what
     the probes then select (`layout.read.plan` on the committed table, as `lakesort measure` counts) is
@@ -120,7 +127,8 @@ def test_the_advisors_recommendation_applied_reads_what_it_predicted(iceberg_cat
     for part in np.array_split(np.arange(rows.num_rows), 4):
         table.append(rows.take(pa.array(part)).cast(table.schema().as_arrow()))
     doc = {"table": f"t.{name}", "owner": OWNER, "target_file_size": "256KiB",
-           "writer": {"page_row_count_limit": 400, "compression": "zstd", "dictionary": False}, "probes": probes}
+           "writer": {"page_row_count_limit": 400, "compression": "zstd", "dictionary": False},
+           "probes": probes}
     advice = advise(f"t.{name}", spec=parse_spec(doc, source="test"), record=False)
     chosen = advice.recommendation
     assert chosen is not None and chosen.strategy != "current"

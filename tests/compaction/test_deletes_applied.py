@@ -1,12 +1,12 @@
 """Deletes applied by the compaction against a brute-force oracle (hypothesis).
 
-A pyiceberg table partitioned by `p` takes appends, position deletes and equality deletes on a nullable `k` in a
-random order, so that sequence numbers decide (a delete reaches the rows committed before it, an equality
-delete not those of its own commit, and rows appended later survive it); some delete files name rows of another
-partition or positions past a file's end, which must delete nothing. The oracle applies Iceberg's rules to the
-rows in Python; the compaction (the real job, in process) must leave exactly those rows, read back by pyiceberg
-(no delete file is left to apply), and every delete file must be gone. Tables written by Iceberg's own writers
-are in tests/interop/test_iceberg_deletes.py.
+A pyiceberg table partitioned by `p` takes appends, position deletes and equality deletes on a nullable `k` in
+a random order, so that sequence numbers decide (a delete reaches the rows committed before it, an equality
+delete not those of its own commit, and rows appended later survive it); some delete files name rows of
+another partition or positions past a file's end, which must delete nothing. The oracle applies Iceberg's
+rules to the rows in Python; the compaction (the real job, in process) must leave exactly those rows, read
+back by pyiceberg (no delete file is left to apply), and every delete file must be gone. Tables written by
+Iceberg's own writers are in tests/interop/test_iceberg_deletes.py.
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ import layout.compaction.pipeline.driver
 
 pytestmark = pytest.mark.spark
 
-SCHEMA = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "p", StringType(), required=True),
-                NestedField(3, "k", IntegerType()))
+SCHEMA = Schema(NestedField(1, "id", LongType(), required=True),
+                NestedField(2, "p", StringType(), required=True), NestedField(3, "k", IntegerType()))
 SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="p"))
 PARTS = ("a", "b")
 
 append = st.tuples(st.just("append"), st.integers(3, 12))
-positions = st.tuples(st.just("position"), st.sampled_from(PARTS), st.lists(st.integers(0, 14), min_size=1, max_size=5))
+positions = st.tuples(st.just("position"), st.sampled_from(PARTS),
+                      st.lists(st.integers(0, 14), min_size=1, max_size=5))
 equality = st.tuples(st.just("equality"), st.sampled_from(PARTS),
                      st.lists(st.one_of(st.none(), st.integers(0, 4)), min_size=1, max_size=3))
 steps = st.lists(st.one_of(append, positions, equality), min_size=3, max_size=8)
@@ -48,7 +49,9 @@ steps = st.lists(st.one_of(append, positions, equality), min_size=3, max_size=8)
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps)
-def test_deletes_in_any_order_leave_exactly_the_rows_iceberg_keeps(iceberg_catalog, spark, monkeypatch, history):
+def test_deletes_in_any_order_leave_exactly_the_rows_iceberg_keeps(
+    iceberg_catalog, spark, monkeypatch, history
+):
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", in_process_submit(spark, load_job()))
     cat = iceberg_catalog
     cat.create_namespace_if_not_exists("t")
@@ -62,7 +65,8 @@ def test_deletes_in_any_order_leave_exactly_the_rows_iceberg_keeps(iceberg_catal
     for step in [("append", 6), *history]:
         seq = (table.current_snapshot().sequence_number if table.current_snapshot() else 0) + 1
         if step[0] == "append":
-            rows = [{"id": next_id + i, "p": PARTS[i % 2], "k": None if i % 5 == 4 else i % 4} for i in range(step[1])]
+            rows = [{"id": next_id + i, "p": PARTS[i % 2], "k": None if i % 5 == 4 else i % 4}
+                    for i in range(step[1])]
             next_id += step[1]
             table.append(pa.Table.from_pylist(rows, schema=SCHEMA.as_arrow()))
             table = table.refresh()
@@ -98,7 +102,8 @@ def test_deletes_in_any_order_leave_exactly_the_rows_iceberg_keeps(iceberg_catal
     table = table.refresh()
     got = Counter((r["id"], r["p"], r["k"]) for r in table.scan().to_arrow().to_pylist())
     assert got == expected
-    assert not [f for f in _all_files(table) if f.content != 0], "delete files outlived the data they applied to"
+    assert not [f for f in _all_files(table) if f.content != 0], (
+        "delete files outlived the data they applied to")
 
 
 def _spec(name: str):

@@ -80,7 +80,8 @@ def test_e2e_commits_one_snapshot_with_the_same_rows(e2e, e2e_table):
     assert not result.nothing_to_do and result.snapshot_id is not None
     assert e2e_table.current_snapshot().snapshot_id == result.snapshot_id
     # The compaction's snapshot is the only new one, and its parent is the snapshot planned against.
-    assert e2e_table.current_snapshot().parent_snapshot_id == e2e.before.snapshot_id == result.plan.snapshot_id
+    assert (e2e_table.current_snapshot().parent_snapshot_id == e2e.before.snapshot_id
+            == result.plan.snapshot_id)
     assert result.rows == 60_175
     after = sorted_rows(e2e_table, result.snapshot_id)
     before = sorted_rows(e2e_table, e2e.before.snapshot_id)  # the old snapshot is still readable
@@ -88,7 +89,8 @@ def test_e2e_commits_one_snapshot_with_the_same_rows(e2e, e2e_table):
     assert after.schema == before.schema
     assert after.equals(before)
     assert staged_parquet(e2e_table) and set(staged_parquet(e2e_table)) == {
-        resolve(f.file_path)[1] for f in live_files(e2e_table)}, "the committed files are the staged ones, in place"
+        resolve(f.file_path)[1] for f in live_files(e2e_table)}, (
+        "the committed files are the staged ones, in place")
 
 
 def test_e2e_snapshot_summary_names_the_run_and_spec(e2e, e2e_table):
@@ -100,9 +102,9 @@ def test_e2e_snapshot_summary_names_the_run_and_spec(e2e, e2e_table):
 
 
 def test_e2e_fewer_files_within_the_size_bound(e2e, e2e_table):
-    """Fewer files, and none above 2 x target: the bound `verify.max_file_size` defaults to, because parquet-mr
-    checks its buffered size only every so many rows. No lower bound per file: a partition's last file is
-    legitimately small. How one rewrite group splits over several files is
+    """Fewer files, and none above 2 x target: the bound `verify.max_file_size` defaults to, because
+    parquet-mr checks its buffered size only every so many rows. No lower bound per file: a partition's last
+    file is legitimately small. How one rewrite group splits over several files is
     tests/jobs/test_write.py's `test_a_group_larger_than_the_target_splits_into_disjoint_ordered_files`."""
     files = live_files(e2e_table)
     result = e2e.result
@@ -125,15 +127,17 @@ def test_e2e_sort_key_pages_ascending_in_every_row_group(e2e, e2e_table):
             assert ci.boundary_order == BoundaryOrder.ASCENDING, (f.file_path, rg, ci.boundary_order)
             row_groups += 1
             pages += len(ci.min_values)
-    assert pages > row_groups > len(live_files(e2e_table)), "the small writer settings should give many of each"
+    assert pages > row_groups > len(live_files(e2e_table)), (
+        "the small writer settings should give many of each")
 
 
 def test_e2e_files_and_row_groups_ordered_and_disjoint_within_a_partition(e2e, e2e_table):
     """What range partitioning on (group, l_shipdate, l_orderkey) guarantees: files of one partition hold
     disjoint ranges of the whole sort key, so in the first key alone consecutive files may share only their
-    boundary value (min(next) >= max(prev), equal when one ship date straddles the split); within a file the row
-    groups follow the same order. On the full key (l_shipdate, l_orderkey) the last row of a file is <= the first
-    row of the next (equal keys can straddle: an order has several lineitems, often shipped the same day)."""
+    boundary value (min(next) >= max(prev), equal when one ship date straddles the split); within a file the
+    row groups follow the same order. On the full key (l_shipdate, l_orderkey) the last row of a file is <=
+    the first row of the next (equal keys can straddle: an order has several lineitems,
+    often shipped the same day)."""
     by_partition: dict[str, list] = {}
     for f in live_files(e2e_table):
         by_partition.setdefault(partition_of(e2e_table, f), []).append(f)
@@ -145,7 +149,9 @@ def test_e2e_files_and_row_groups_ordered_and_disjoint_within_a_partition(e2e, e
             for prev, nxt in itertools.pairwise(stats):
                 assert prev.max <= nxt.min, f"{label} {f.file_path}: row groups out of order"
             filesystem, path = resolve(f.file_path)
-            keys = pq.read_table(path, filesystem=filesystem, columns=["l_shipdate", "l_orderkey"]).to_pylist()
+            keys = pq.read_table(
+                path, filesystem=filesystem, columns=["l_shipdate", "l_orderkey"]
+            ).to_pylist()
             tuples = [(r["l_shipdate"], r["l_orderkey"]) for r in keys]
             assert tuples == sorted(tuples), f"{label} {f.file_path}: rows not sorted"
             spans.append((stats[0].min, stats[-1].max, tuples[0], tuples[-1]))
@@ -176,15 +182,16 @@ def test_e2e_rerun_for_the_same_partitions_plans_nothing(e2e, e2e_table):
 
 def test_compacted_files_read_as_one_sorted_stream(e2e, e2e_table):
     """Each compacted file is sorted by the sort key: merging them (loser tree) equals pyiceberg's scan of the
-    same rows sorted by pyarrow. The oracle is another reader (pyiceberg) and another sort (`sort_by`), so a row
-    lost or repeated by lakesort's own reader is caught as well as one lost by the merge."""
+    same rows sorted by pyarrow. The oracle is another reader (pyiceberg) and another sort (`sort_by`), so a
+    row lost or repeated by lakesort's own reader is caught as well as one lost by the merge."""
     from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
     from layout.read.plan import plan
     from layout.read.scan import read_sorted
 
     keys = ["l_shipdate", "l_orderkey"]
-    p = plan("demo.lineitem", "l_shipdate >= DATE '1993-01-01' AND l_shipdate < DATE '1994-01-01'", cache=False)
+    p = plan("demo.lineitem",
+             "l_shipdate >= DATE '1993-01-01' AND l_shipdate < DATE '1994-01-01'", cache=False)
     assert len(p.files) > 1
     merged = canonical(pa.Table.from_batches(list(read_sorted(p, keys))))
     scanned = canonical(readable(e2e_table).scan(row_filter=And(

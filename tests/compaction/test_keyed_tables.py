@@ -1,6 +1,6 @@
 """Keyed tables: upserts across snapshots (some later snapshots carry a lower sequence: late, stale data)
-compacted to one row per key, by the highest sequence (`deduplicate`) or the lowest (`first-row`). The job runs
-in process (`in_process_job`); planning, the checks and the commit are the real ones.
+compacted to one row per key, by the highest sequence (`deduplicate`) or the lowest (`first-row`). The job
+runs in process (`in_process_job`); planning, the checks and the commit are the real ones.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def _keyed_batches() -> list[pa.Table]:
     """Upserts across snapshots; for some ids a later snapshot carries a *lower* seq (late, stale data), so
     "highest seq" and "latest snapshot" differ."""
     def batch(ids, seq, tag):
-        return pa.Table.from_pylist([{"id": i, "seq": seq(i), "payload": f"{tag}-{i}"} for i in ids], KEYED_SCHEMA)
+        return pa.Table.from_pylist([{"id": i, "seq": seq(i), "payload": f"{tag}-{i}"} for i in ids],
+                                    KEYED_SCHEMA)
 
     return [
         batch(range(60), lambda i: 10, "a"),

@@ -131,8 +131,9 @@ def test_schema_evolution_and_file_names_are_lossless(iceberg_catalog, job_here,
     cat.create_namespace("t")
     table = cat.create_table("t.evo", Schema(
         NestedField(1, "id", IntegerType(), required=True), NestedField(2, "a", StringType()),
-        NestedField(3, "b", StringType()), NestedField(4, "n", IntegerType()), NestedField(5, "f", FloatType()),
-        NestedField(6, "d", DecimalType(9, 2)), NestedField(7, "tags", ListType(8, StringType())),
+        NestedField(3, "b", StringType()), NestedField(4, "n", IntegerType()),
+        NestedField(5, "f", FloatType()), NestedField(6, "d", DecimalType(9, 2)),
+        NestedField(7, "tags", ListType(8, StringType())),
     ))
     table.append(rows_for(table, 0, 40))
     with table.update_schema() as u:  # a rename: older rows must keep their values
@@ -190,16 +191,20 @@ def test_schema_evolution_and_file_names_are_lossless(iceberg_catalog, job_here,
 
 EVERY_TYPE = Schema(
     NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "flag", BooleanType()), NestedField(3, "i", IntegerType()), NestedField(4, "f", FloatType()),
-    NestedField(5, "x", DoubleType()), NestedField(6, "d9", DecimalType(9, 2)), NestedField(7, "d18", DecimalType(18, 6)),
-    NestedField(8, "d38", DecimalType(38, 10)), NestedField(9, "day", DateType()), NestedField(10, "ts", TimestampType()),
-    NestedField(11, "tstz", TimestamptzType()), NestedField(12, "s", StringType()), NestedField(13, "bin", BinaryType()),
+    NestedField(2, "flag", BooleanType()), NestedField(3, "i", IntegerType()),
+    NestedField(4, "f", FloatType()), NestedField(5, "x", DoubleType()),
+    NestedField(6, "d9", DecimalType(9, 2)), NestedField(7, "d18", DecimalType(18, 6)),
+    NestedField(8, "d38", DecimalType(38, 10)), NestedField(9, "day", DateType()),
+    NestedField(10, "ts", TimestampType()), NestedField(11, "tstz", TimestamptzType()),
+    NestedField(12, "s", StringType()), NestedField(13, "bin", BinaryType()),
     NestedField(14, "point", StructType(
         NestedField(15, "px", DoubleType()),
-        NestedField(16, "inner", StructType(NestedField(17, "name", StringType()), NestedField(18, "n", IntegerType()))),
+        NestedField(16, "inner", StructType(NestedField(17, "name", StringType()),
+                                            NestedField(18, "n", IntegerType()))),
     )),
     NestedField(19, "items", ListType(20, StructType(NestedField(21, "sku", StringType()),
-                                                     NestedField(22, "qty", IntegerType())), element_required=False)),
+                                                     NestedField(22, "qty", IntegerType())),
+                                      element_required=False)),
     NestedField(23, "attrs", MapType(24, StringType(), 25, ListType(26, DoubleType(), element_required=False),
                                      value_required=False)),
     NestedField(27, "req", StringType(), required=True),
@@ -229,17 +234,20 @@ def test_every_type_is_lossless(iceberg_catalog, job_here, spark, pieces):
     if pieces:
         (task,) = table.scan().plan_files()
         path = task.file.file_path.removeprefix("file://")
-        assert path.rsplit("/", 1)[1].startswith("stitched-") and pq.ParquetFile(path).num_row_groups > 2, path
+        assert (path.rsplit("/", 1)[1].startswith("stitched-")
+                and pq.ParquetFile(path).num_row_groups > 2), path
     # Timestamps as INT64 microseconds with the UTC flag Iceberg's types ask for (never INT96).
     for task in table.scan().plan_files():
         schema = pq.ParquetFile(task.file.file_path.removeprefix("file://")).schema
         assert "INT96" not in str(schema)
         arrow = schema.to_arrow_schema()
-        assert arrow.field("ts").type == pa.timestamp("us") and arrow.field("tstz").type.tz in ("UTC", "+00:00")
+        assert (arrow.field("ts").type == pa.timestamp("us")
+                and arrow.field("tstz").type.tz in ("UTC", "+00:00"))
 
 
 @pytest.mark.parametrize(("column", "named"), [
-    (NestedField(2, "u", UUIDType()), "`u` has type uuid"), (NestedField(2, "fx", FixedType(8)), "`fx` has type fixed"),
+    (NestedField(2, "u", UUIDType()), "`u` has type uuid"), (NestedField(2, "fx", FixedType(8)),
+                                                             "`fx` has type fixed"),
     (NestedField(2, "t", TimeType()), "`t` has type time"),
     (NestedField(2, "nested", StructType(NestedField(3, "u", UUIDType()))), "`nested.u` has type uuid"),
 ], ids=["uuid", "fixed", "time", "nested-uuid"])
@@ -256,15 +264,18 @@ def test_types_spark_cannot_write_are_refused_before_spark(iceberg_catalog, job_
 
 PARTITIONED = Schema(
     NestedField(1, "id", LongType(), required=True), NestedField(2, "cat", StringType()),
-    NestedField(3, "ts", TimestampType()), NestedField(4, "tstz", TimestamptzType()), NestedField(5, "day", DateType()),
-    NestedField(6, "amount", DecimalType(12, 2)), NestedField(7, "blob", BinaryType()),
+    NestedField(3, "ts", TimestampType()), NestedField(4, "tstz", TimestamptzType()),
+    NestedField(5, "day", DateType()), NestedField(6, "amount", DecimalType(12, 2)),
+    NestedField(7, "blob", BinaryType()),
 )
 
 
 @pytest.mark.parametrize("fields", [
     [(2, IdentityTransform(), "cat"), (1, BucketTransform(4), "id_bucket"), (4, DayTransform(), "tstz_day")],
-    [(2, TruncateTransform(6), "cat_trunc"), (5, YearTransform(), "day_year"), (3, HourTransform(), "ts_hour")],
-    [(3, MonthTransform(), "ts_month"), (6, TruncateTransform(100), "amount_trunc"), (7, VoidTransform(), "blob_void")],
+    [(2, TruncateTransform(6), "cat_trunc"), (5, YearTransform(), "day_year"),
+     (3, HourTransform(), "ts_hour")],
+    [(3, MonthTransform(), "ts_month"), (6, TruncateTransform(100), "amount_trunc"),
+     (7, VoidTransform(), "blob_void")],
 ], ids=["identity-bucket-day", "truncate-year-hour", "month-decimal-void"])
 def test_every_partition_transform(iceberg_catalog, job_here, fields):
     cat = iceberg_catalog
@@ -293,7 +304,8 @@ def _partitions_match_rows(table) -> None:
         data = pq.read_table(where, filesystem=filesystem)
         for pos, field in enumerate(spec.fields):
             source = schema.find_field(field.source_id)
-            values = field.transform.pyarrow_transform(source.field_type)(data.column(source.name)).to_pylist()
+            values = field.transform.pyarrow_transform(source.field_type)(data.column(source.name)) \
+                .to_pylist()
             for v in set(values):
                 key = PartitionKey([PartitionFieldValue(field, v)], PartitionSpec(field), schema).partition
                 assert key[0] == task.file.partition[pos], (task.file.file_path, field.name, v)
@@ -391,7 +403,8 @@ def test_random_evolution_with_compactions(iceberg_catalog, job_here, steps):
     if ("t",) not in cat.list_namespaces():
         cat.create_namespace("t")
     table = cat.create_table(name, Schema(NestedField(1, "id", LongType(), required=True),
-                                          NestedField(2, "c0", IntegerType()), NestedField(3, "c1", StringType())))
+                                          NestedField(2, "c0", IntegerType()),
+                                          NestedField(3, "c1", StringType())))
     n = 0
     table.append(rows_for(table, n, 20))
     n += 20
@@ -448,7 +461,8 @@ def _wrong_reader(monkeypatch, job, change):
 
 @pytest.mark.parametrize(("change", "named"), [
     (lambda df: df.withColumn("a", _lit_null("string")), r"column a \(field id 2\): null count"),
-    (lambda df: df.selectExpr(*[{"a": "b AS a", "b": "a AS b"}.get(c, f"`{c}`") for c in df.columns]), r"column (a|b) \(field id [23]\): (lower|upper) bound"),
+    (lambda df: df.selectExpr(*[{"a": "b AS a", "b": "a AS b"}.get(c, f"`{c}`") for c in df.columns]),
+     r"column (a|b) \(field id [23]\): (lower|upper) bound"),
     (lambda df: df.where("id % 10 != 3"), r"rows"),
 ], ids=["column-read-as-nulls", "columns-swapped", "rows-of-a-file-lost"])
 def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, monkeypatch, change, named):
@@ -458,7 +472,8 @@ def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, mon
     cat = iceberg_catalog
     cat.create_namespace("t")
     table = cat.create_table("t.proof", Schema(NestedField(1, "id", LongType(), required=True),
-                                               NestedField(2, "a", StringType()), NestedField(3, "b", StringType())))
+                                               NestedField(2, "a", StringType()),
+                                               NestedField(3, "b", StringType())))
     for start in (0, 30):
         table.append(rows_for(table, start, 30))
     before = by_field_id(table)
@@ -471,9 +486,9 @@ def test_the_proof_refuses_what_a_wrong_reader_wrote(iceberg_catalog, spark, mon
 
 
 def test_a_file_spark_reads_short_is_named_without_a_first_pass(iceberg_catalog, spark, monkeypatch):
-    """Every file read by Spark's own reader, so the job runs no first pass and takes each file's rows from the
-    manifests: a reader that loses some rows of one file makes the write's observed count differ from them,
-    and a count per file names that file; nothing is committed, the table reads as before."""
+    """Every file read by Spark's own reader, so the job runs no first pass and takes each file's rows from
+    the manifests: a reader that loses some rows of one file makes the write's observed count differ from
+    them, and a count per file names that file; nothing is committed, the table reads as before."""
     from layout.errors import InputError
 
     job = load_job()
@@ -528,21 +543,23 @@ def test_the_proof_names_the_column_of_a_tampered_staged_file(iceberg_catalog, s
     job = load_job()
     plan = plan_rewrite(table, spec_for("t.tamper"), force=True)
     staged = job.compact_groups(spark, plan, list(plan.groups))
-    manifest = StagedManifest(run_id=plan.run_id, table=plan.table, staging_dir="", groups=tuple(staged.groups),
-                              expected_hash_sum=str(staged.hash_sum), spark_version="", spark_master="",
-                              spark_conf={}, writer_options={}, seconds=0)
+    manifest = StagedManifest(run_id=plan.run_id, table=plan.table, staging_dir="",
+                              groups=tuple(staged.groups), expected_hash_sum=str(staged.hash_sum),
+                              spark_version="", spark_master="", spark_conf={}, writer_options={}, seconds=0)
     prove_staged(table, plan, manifest)  # untouched: the proof passes
     target = staged.groups[0].outputs[0].path.removeprefix("file://")
     data = pq.read_table(target)
     i = data.column_names.index("id")  # (x holds +-inf already: any double is inside its bounds)
     tampered = pa.concat_arrays([pa.array([10**15], pa.int64()), data.column(i).combine_chunks().slice(1)])
     pq.write_table(data.set_column(i, data.field(i), tampered), target)
-    with pytest.raises(layout.compaction.pipeline.commit.CommitRefused, match=r"column id \(field id 1\): upper bound"):
+    with pytest.raises(layout.compaction.pipeline.commit.CommitRefused,
+                       match=r"column id \(field id 1\): upper bound"):
         prove_staged(table, plan, manifest)
 
 
-def test_a_failure_after_the_commit_exits_1_and_says_what_was_committed(iceberg_catalog, job_here, monkeypatch,
-                                                                         tmp_path, capsys):
+def test_a_failure_after_the_commit_exits_1_and_says_what_was_committed(
+    iceberg_catalog, job_here, monkeypatch, tmp_path, capsys
+):
     """Measuring fails with a usage error after the commit: the table did change, so the exit status is 1
     (never 2, which means nothing happened), and the message says what was committed before what failed."""
     import yaml
@@ -561,7 +578,8 @@ def test_a_failure_after_the_commit_exits_1_and_says_what_was_committed(iceberg_
 
     monkeypatch.setattr(layout.compaction.pipeline.steps, "measure", broken_measure)
     spec = tmp_path / "after.yaml"
-    spec.write_text(yaml.safe_dump({"table": "t.after", "owner": OWNER, "sort": {"keys": [{"column": "id"}]}}))
+    spec.write_text(yaml.safe_dump({"table": "t.after", "owner": OWNER,
+                                    "sort": {"keys": [{"column": "id"}]}}))
     assert main(["compact", "t.after", "--spec", str(spec), "--force"]) == 1
     err = capsys.readouterr().err
     assert "committed snapshot" in err and "then measuring failed" in err
@@ -585,4 +603,5 @@ def test_doubles_with_nan_in_several_row_groups_compact(iceberg_catalog, job_her
     assert_same(before, by_field_id(table))
     files = [t.file for t in table.scan().plan_files()]
     assert any(pq.ParquetFile(f.file_path.removeprefix("file://")).metadata.num_row_groups > 1 for f in files)
-    assert all(2 not in (f.upper_bounds or {}) for f in files)  # x holds NaN: no bound rather than a wrong one
+    # x holds NaN: no bound rather than a wrong one
+    assert all(2 not in (f.upper_bounds or {}) for f in files)

@@ -56,7 +56,8 @@ def _values(kind: str, rng: random.Random) -> list:
             return EPOCH + dt.timedelta(microseconds=rng.randint(-10**15, 10**15))
         if kind == "timestamp_ntz":
             return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=rng.randint(-10**15, 10**15))
-        if kind == "string":  # multi-byte characters: Spark and Parquet both order strings by their UTF-8 bytes
+        # multi-byte characters: Spark and Parquet both order strings by their UTF-8 bytes
+        if kind == "string":
             return "".join(rng.choice("aZé日\U0001f600") for _ in range(rng.randint(0, 4)))
         if kind == "binary":
             return bytearray(rng.randbytes(rng.randint(0, 3)))
@@ -115,6 +116,7 @@ def test_slices_hold_every_row_once_and_only_their_range(spark, tmp_path: Path, 
         if piece.nulls:
             assert key is None
         else:
-            assert key is not None and (piece.lo is None or key > piece.lo) and (piece.hi is None or key <= piece.hi), \
+            assert (key is not None and (piece.lo is None or key > piece.lo)
+                    and (piece.hi is None or key <= piece.hi)), \
                 (key, piece.lo, piece.hi)
     assert sorted(n for n, _ in got) == list(range(RUNS * ROWS))  # every row in exactly one slice

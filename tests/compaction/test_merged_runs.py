@@ -1,8 +1,8 @@
 """Sorted runs merged without a shuffle (jobs/compaction/merge.py), through the real pipeline on the test
 session's Spark: the runs lakesort wrote on two nights merged into one by a full compaction, with the same
 rows as pyiceberg reads them (by field id, floats bit for bit), every output sorted by the keys (no exchange
-in the slices' plan: tests/compaction/test_merge_slices_in_spark.py); runs sorted by their first key alone merged into sorted files; the merge switched off
-by Spark conf."""
+in the slices' plan: tests/compaction/test_merge_slices_in_spark.py); runs sorted by their first key alone
+merged into sorted files; the merge switched off by Spark conf."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def _nights(cat, name: str, partitioned: bool) -> object:
         cat.create_namespace(name.split(".")[0])
     """The table after two nights: each appended rows (fewer the second night, so the policy keeps both runs)
     and compacted without force: two sorted runs per partition."""
-    spec = PartitionSpec(PartitionField(6, 1000, IdentityTransform(), "region")) if partitioned else PartitionSpec()
+    spec = (PartitionSpec(PartitionField(6, 1000, IdentityTransform(), "region")) if partitioned
+            else PartitionSpec())
     table = cat.create_table(name, SCHEMA, partition_spec=spec)
     rng = random.Random(7)
     start = 0
@@ -93,7 +94,8 @@ def _sorted_outputs(table) -> int:
         pf = ParquetFile.open(inner, filesystem)
         for rg in range(pf.num_row_groups):
             index = pf.column_index(rg, "day")
-            assert index is not None and (len(index.null_pages) == 1 or index.boundary_order == BoundaryOrder.ASCENDING)
+            assert (index is not None
+                    and (len(index.null_pages) == 1 or index.boundary_order == BoundaryOrder.ASCENDING))
     return len(files)
 
 
@@ -107,7 +109,8 @@ def merged_and_judged(catalog, name: str, partitioned: bool, caplog, *, java=Non
     caplog.set_level(logging.INFO, logger="lakesort.compact")
     caplog.clear()
     result = run(name, spec=_spec(name), force=True)
-    assert any(MERGED in r.getMessage() for r in caplog.records), "the full compaction sorted instead of merging"
+    assert any(MERGED in r.getMessage() for r in caplog.records), (
+        "the full compaction sorted instead of merging")
     table = table.refresh()
     assert result.files_removed > 0
     assert_same(before, by_field_id(table))
@@ -123,7 +126,8 @@ def test_runs_are_merged_without_a_shuffle_and_nothing_is_lost(bed, job_here, sp
     same catalog file. (An unpartitioned table: on S3, in
     tests/object_stores/test_lossless_on_s3.py.)"""
     name = bed.name("runs")
-    spark.conf.set("spark.lakesort.compact.mergePiecesPerFile", "3")  # each file merged by 3 tasks, then stitched
+    # each file merged by 3 tasks, then stitched
+    spark.conf.set("spark.lakesort.compact.mergePiecesPerFile", "3")
     try:
         merged_and_judged(bed.catalog, name, True, caplog, java=lambda: bed.spark.read(name))
     finally:
@@ -131,10 +135,11 @@ def test_runs_are_merged_without_a_shuffle_and_nothing_is_lost(bed, job_here, sp
     assert any("stitched from" in r.getMessage() for r in caplog.records)
 
 
-def test_runs_sorted_by_their_first_key_alone_merge_into_sorted_files(iceberg_catalog, job_here, spark, caplog,
-                                                                       tmp_path, monkeypatch):
-    """Two files sorted by `day` (their page indexes say so) but not by `id` within a day: each slice is sorted
-    by every key in its task, so the merged files are sorted all the same, and nothing is lost."""
+def test_runs_sorted_by_their_first_key_alone_merge_into_sorted_files(
+    iceberg_catalog, job_here, spark, caplog, tmp_path, monkeypatch
+):
+    """Two files sorted by `day` (their page indexes say so) but not by `id` within a day: each slice is
+    sorted by every key in its task, so the merged files are sorted all the same, and nothing is lost."""
     iceberg_catalog.create_namespace("t")
     table = iceberg_catalog.create_table("t.liar", SCHEMA)
     rng = random.Random(3)
@@ -162,14 +167,18 @@ def test_runs_sorted_by_their_first_key_alone_merge_into_sorted_files(iceberg_ca
 
 
 def test_the_merge_can_be_switched_off(iceberg_catalog, job_here, spark, caplog, tmp_path, monkeypatch):
-    """`spark.lakesort.compact.mergeRuns=false`: groups of runs are sorted (what the benchmarks compare with)."""
+    """`spark.lakesort.compact.mergeRuns=false`: groups of runs are sorted
+    (what the benchmarks compare with)."""
     iceberg_catalog.create_namespace("t")
     table = iceberg_catalog.create_table("t.off", SCHEMA)
     paths = []
     for k in range(2):  # two sorted files, registered as lakesort runs would be if they were merged
         path = tmp_path / f"run{k}.parquet"
-        pq.write_table(_rows(k * 1_000, 1_000, random.Random(k)).sort_by([("day", "ascending"), ("id", "ascending")]),
-                       path, write_page_index=True)
+        pq.write_table(
+            _rows(k * 1_000, 1_000, random.Random(k)).sort_by([("day", "ascending"), ("id", "ascending")]),
+            path,
+            write_page_index=True,
+        )
         paths.append(str(path))
     table.add_files(paths)
     before = by_field_id(table.refresh())

@@ -1,6 +1,6 @@
 """The compaction job on a real Spark standalone cluster: a master and two workers started on 127.0.0.1 from
-pyspark's own `bin/spark-class`, the real `spark-submit` to it, and the event log showing that the tasks of one
-Spark job ran on both workers. (docker/README.md and tests/test_docker.py point here: the distributed path
+pyspark's own `bin/spark-class`, the real `spark-submit` to it, and the event log showing that the tasks of
+one Spark job ran on both workers. (docker/README.md and tests/test_docker.py point here: the distributed path
 without Docker.)
 """
 
@@ -34,7 +34,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def standalone_cluster(tmp_path):
-    """A Spark master and two workers (1 core, 1 GiB each) on 127.0.0.1, from pyspark's own `bin/spark-class`."""
+    """A Spark master and two workers (1 core, 1 GiB each) on 127.0.0.1, from pyspark's own
+    `bin/spark-class`."""
     import pyspark
 
     spark_home = Path(pyspark.__file__).resolve().parent
@@ -60,15 +61,16 @@ def standalone_cluster(tmp_path):
             with open(logs / f"worker-{i}.log", "w") as out:
                 procs.append(subprocess.Popen(
                     [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                     "--cores", "1", "--memory", "1g", "--webui-port", str(ui), "--work-dir", str(logs / f"work-{i}")],
+                     "--cores", "1", "--memory", "1g", "--webui-port", str(ui), "--work-dir",
+                     str(logs / f"work-{i}")],
                     stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         deadline = time.monotonic() + 90
         while master_log.read_text(errors="replace").count("Registering worker") < 2:
             dead = [p for p in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 tail = master_log.read_text(errors="replace")[-2000:]
-                pytest.fail(f"the standalone cluster did not come up ({'a process exited' if dead else 'timeout'}):"
-                            f"\n{tail}")
+                pytest.fail("the standalone cluster did not come up "
+                            f"({'a process exited' if dead else 'timeout'}):\n{tail}")
             time.sleep(0.5)
         yield url
     finally:
@@ -117,7 +119,8 @@ def test_compaction_on_a_standalone_cluster(demo_home, standalone_cluster, tmp_p
     assert result.snapshot_id == table.current_snapshot().snapshot_id != before.snapshot_id
     assert result.files_removed == 6
     assert sorted_rows(table).equals(before.rows)
-    assert staged_files(table) and all(p.startswith(resolve(table.location())[1]) for p in staged_files(table))
+    assert (staged_files(table)
+            and all(p.startswith(resolve(table.location())[1]) for p in staged_files(table)))
     per_job = _executors_per_job(events)
     assert set().union(*per_job.values()) - {"driver"} == {"0", "1"}, per_job
     assert any(len(ids) == 2 for ids in per_job.values()), f"no job ran tasks on both workers: {per_job}"

@@ -34,7 +34,8 @@ def airflow_env(home: Path, lake: Path | None = None) -> dict[str, str]:
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # spark-submit
         "LAKESORT_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                                            "spark.driver.memory": "1g", "spark.log.level": "WARN",
-                                           "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}),
+                                           "spark.driver.extraJavaOptions":
+                                               "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}),
         "LAKESORT_SPARK_RETRIES": "0",  # a failing Spark job fails the test at once
         "PYTHONWARNINGS": "ignore::DeprecationWarning",
     })
@@ -115,9 +116,10 @@ class DagRun:
     def xcom(self, task_id: str, label: str = ""):
         with sqlite3.connect(self.db) as con:
             rows = con.execute(
-                "SELECT x.value FROM xcom x JOIN task_instance ti ON ti.dag_id = x.dag_id AND ti.run_id = x.run_id "
-                "AND ti.task_id = x.task_id AND ti.map_index = x.map_index WHERE x.dag_id = ? AND x.run_id = ? "
-                "AND x.task_id = ? AND x.key = 'return_value' AND coalesce(ti.rendered_map_index, '') = ?",
+                "SELECT x.value FROM xcom x JOIN task_instance ti ON ti.dag_id = x.dag_id AND ti.run_id = "
+                "x.run_id AND ti.task_id = x.task_id AND ti.map_index = x.map_index WHERE x.dag_id = ? AND "
+                "x.run_id = ? AND x.task_id = ? AND x.key = 'return_value' AND "
+                "coalesce(ti.rendered_map_index, '') = ?",
                 (self.dag_id, self.run_id, task_id, label)).fetchall()
         assert len(rows) == 1, f"{task_id}[{label}]: {len(rows)} XCom value(s)"
         value = json.loads(rows[0][0])
@@ -131,19 +133,20 @@ class DagRun:
         return [(uri, json.loads(extra) if isinstance(extra, str) else extra) for uri, extra in rows]
 
 
-def run_dag(home: Path, lake: Lake, dag_id: str, conf: dict | None = None, *, env: dict[str, str] | None = None,
-            timeout: float = 600) -> DagRun:
+def run_dag(home: Path, lake: Lake, dag_id: str, conf: dict | None = None, *,
+            env: dict[str, str] | None = None, timeout: float = 600) -> DagRun:
     """`airflow dags test DAG_ID [--conf JSON]` (tasks in-process, one after the other), then its states."""
     cmd = [str(VENV_BIN / "airflow"), "dags", "test", dag_id]
     if conf is not None:
         cmd += ["--conf", json.dumps(conf)]
     started = time.perf_counter()
-    done = subprocess.run(cmd, env={**airflow_env(home, lake.root), **(env or {})}, cwd=lake.root, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    done = subprocess.run(cmd, env={**airflow_env(home, lake.root), **(env or {})}, cwd=lake.root,
+                          capture_output=True, text=True, timeout=timeout, check=False)
     seconds = time.perf_counter() - started
     db = home / "airflow.db"
     with sqlite3.connect(db) as con:
-        run_id, state = con.execute("SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1",
+        run_id, state = con.execute("SELECT run_id, state FROM dag_run WHERE dag_id = ? "
+                                    "ORDER BY id DESC LIMIT 1",
                                     (dag_id,)).fetchone()
         tasks = {(tid, label or ""): st for tid, label, st in con.execute(
             "SELECT task_id, rendered_map_index, state FROM task_instance WHERE dag_id = ? AND run_id = ?",

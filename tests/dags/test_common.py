@@ -61,7 +61,8 @@ def test_the_nightly_resolves_each_spec_once_in_its_first_task(events, registry,
     (registry / "broken.yaml").write_text("table: t.broken\nowner: {name: Team}\ntarget_file_size: lots\n")
     list_tables = DagBag(dag_folder=common.DAGS_DIR).dags["lakesort_nightly"].get_task("list_tables")
     with task_context():
-        events_item, broken_item = sorted(list_tables.python_callable(), key=lambda i: i["table"] != "t.events")
+        events_item, broken_item = sorted(list_tables.python_callable(),
+                                          key=lambda i: i["table"] != "t.events")
     assert json.loads(json.dumps(events_item)) == events_item
     config = runs.TableRequest.model_validate(events_item).config
     assert isinstance(config, RunConfig) and config.source == str(registry / "events.yaml")
@@ -89,15 +90,18 @@ def test_a_spec_edited_during_the_run_fails_commit_without_retries(events, regis
 
     commit = DagBag(dag_folder=common.DAGS_DIR).dags["lakesort_nightly"].get_task("table.commit")
     with task_context():
-        planned = runs.PlannedTable.model_validate(common.prepare.function({"table": "t.events", "trigger": "nightly"}))
+        planned = runs.PlannedTable.model_validate(
+            common.prepare.function({"table": "t.events", "trigger": "nightly"})
+        )
     spec_file = registry / "events.yaml"
     spec_file.write_text(spec_file.read_text().replace("sort: {keys: [{column: d}, {column: k}]}",
                                                        "sort: {keys: [{column: k}]}"))
     verified = runs.VerifiedRun(table="t.events", owner=planned.owner, run_id=planned.run_id,
                                 work_dir=planned.work_dir, verification="passed", warnings=0)
     snapshot = events.current_snapshot().snapshot_id
-    with task_context(), pytest.raises(AirflowFailException, match=rf"{spec_file} changed since run "
-                                                                   rf"{planned.run_id} was planned \(spec hash"):
+    with task_context(), pytest.raises(AirflowFailException,
+                                       match=rf"{spec_file} changed since run {planned.run_id} was planned "
+                                             rf"\(spec hash"):
         commit.python_callable(verified.model_dump(mode="json"))
     assert read_lease("t.events") is None and events.refresh().current_snapshot().snapshot_id == snapshot
 
@@ -107,7 +111,8 @@ def test_a_busy_table_skips_a_nightly_and_fails_a_backfill(events, tmp_path):
 
     holder = LeaseOwner.cli()
     acquire_lease("t.events", holder)
-    with task_context() as context, pytest.raises(AirflowSkipException, match=r"is working on this table.*skipped"):
+    with task_context() as context, pytest.raises(AirflowSkipException,
+                                                  match=r"is working on this table.*skipped"):
         common.prepare.function({"table": "t.events", "trigger": "nightly"})
     assert context["lakesort_table"] == "t.events"  # the map index's label in the UI
     with task_context("lakesort_backfill"), pytest.raises(AirflowFailException, match="trigger again when"):
@@ -145,7 +150,8 @@ def test_the_tasks_pass_json_and_a_failed_spark_job_fails_verify(events, tmp_pat
         assert runs.PlannedTable.model_validate(planned).status == "planned"
         assert read_lease("t.events").same_run(LeaseOwner.dag("lakesort_nightly", "r1"))
         (kwargs,) = common.spark_jobs.function([planned])
-        assert kwargs["name"].startswith("lakesort-compact t.events ") and kwargs["py_files"].endswith("layout.zip")
+        assert (kwargs["name"].startswith("lakesort-compact t.events ")
+                and kwargs["py_files"].endswith("layout.zip"))
         with pytest.raises(AirflowFailException, match=r"Spark job\(s\) \[0\] failed: run abandoned"):
             verify.python_callable(planned)
         assert context["lakesort_table"] == "t.events"
@@ -160,19 +166,22 @@ def test_the_maintain_task_returns_json_and_skips_a_busy_table(events, tmp_path)
     from layout.metrics.maintenance import read_maintenance
 
     request = {"table": "t.events", "trigger": "nightly"}
-    acquire_lease("t.events", LeaseOwner.dag("lakesort_nightly", "r1"))  # as a failed compaction task leaves it
+    # as a failed compaction task leaves it
+    acquire_lease("t.events", LeaseOwner.dag("lakesort_nightly", "r1"))
     with task_context() as context:
         payload = common.maintain.function(request)
     assert json.loads(json.dumps(payload)) == payload and context["lakesort_table"] == "t.events"
     assert (payload["status"], payload["run_id"], payload["snapshots_expired"]) == ("done", "r1", [])
-    assert payload["files_before"] > 0 and payload["files_after"] == payload["files_before"]  # nothing to delete
+    # nothing to delete
+    assert payload["files_before"] > 0 and payload["files_after"] == payload["files_before"]
     catalog = events.catalog
     (row,) = read_maintenance(catalog, "t.events").to_pylist()
     assert (row["run_id"], row["status"], row["trigger"]) == ("r1", "done", "nightly")
     release_lease("t.events", LeaseOwner.dag("lakesort_nightly", "r1"))
     holder = LeaseOwner.cli()
     acquire_lease("t.events", holder)
-    with task_context(run_id="r2"), pytest.raises(AirflowSkipException, match=r"is working on this table.*skipped"):
+    with task_context(run_id="r2"), pytest.raises(AirflowSkipException,
+                                                  match=r"is working on this table.*skipped"):
         common.maintain.function(request)
     assert read_lease("t.events").same_run(holder)
     assert [r["run_id"] for r in read_maintenance(catalog, "t.events").to_pylist()] == ["r1"]
@@ -206,7 +215,8 @@ def test_the_dags_submit_command(events, monkeypatch):
     compact, spark_jobs = dag.get_task("compact"), dag.get_task("spark_jobs")
     assert compact.operator_class is SparkSubmitOperator
     # The mapped kwargs are exactly the `spark_jobs` task's return value, one dict per Spark application.
-    assert compact.expand_input.value.operator is spark_jobs and compact.expand_input.value.key == "return_value"
+    assert (compact.expand_input.value.operator is spark_jobs
+            and compact.expand_input.value.key == "return_value")
 
     run = runs.prepare_table(runs.TableRequest(table="t.events", trigger="nightly"),
                              owner=LeaseOwner.dag("lakesort_nightly", "r1"))

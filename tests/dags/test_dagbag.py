@@ -25,11 +25,12 @@ HEAVY = ("pyspark", "pyarrow", "pyiceberg", "great_expectations", "pandas", "num
          "duckdb", "datafusion", "py4j", "sqlglot", "selenium")
 # The DAG files read their settings (cron, pool, retries, connection) when parsed: exactly these modules of
 # `layout` may be imported then; they import only the standard library and pydantic (see LIGHT_DEPENDENCIES).
-# Of the registry, only the tables' names (`layout.registered`, PyYAML alone); reading and validating the specs
-# (`layout.registry`, with `layout.spec`) only inside the tasks.
+# Of the registry, only the tables' names (`layout.registered`, PyYAML alone); reading and validating the
+# specs (`layout.registry`, with `layout.spec`) only inside the tasks.
 LAYOUT_AT_PARSE = {"layout", "layout.settings", "layout.errors", "layout.models", "layout.sizes",
                    "layout.registered"}
-LIGHT_DEPENDENCIES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}
+LIGHT_DEPENDENCIES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions",
+                      "typing_inspection"}
 # The only top-level packages, besides the standard library, that parsing the DAG files may add to what
 # Airflow's own DAG parsing imports (a parse of an empty folder), besides the modules of dags/ themselves:
 # what the Spark provider's SparkSubmitOperator and the standard provider behind @task import (requests...).
@@ -94,8 +95,9 @@ def test_backfill_params_schema(dagbag):
     assert resolved({**good, "partitions": ["l_shipdate_month=1995-03"], "force": True})["force"] is True
     # A table without a spec file may be configured by its properties: its first task resolves it.
     assert resolved({"table": "sales.orders"})["table"] == "sales.orders"
-    for bad in ({"table": "lineitem"}, {"table": "demo. lineitem"}, {**good, "partitions": "l_shipdate_month=1995-03"},
-                {**good, "force": "yes"}, {**good, "from": "03/01/1995"}, {**good, "partitions": ["a=1", "a=1"]}):
+    for bad in ({"table": "lineitem"}, {"table": "demo. lineitem"},
+                {**good, "partitions": "l_shipdate_month=1995-03"}, {**good, "force": "yes"},
+                {**good, "from": "03/01/1995"}, {**good, "partitions": ["a=1", "a=1"]}):
         with pytest.raises(ParamValidationError):
             resolved(bad)
 
@@ -142,7 +144,8 @@ def test_compaction_task_structure(dagbag):
         else:
             assert "table.measure" in report.upstream_task_ids
         watcher = task("check_tables")
-        assert watcher.trigger_rule == "one_failed" and watcher.upstream_task_ids == _task_ids(dag) - {"check_tables"}
+        assert (watcher.trigger_rule == "one_failed"
+                and watcher.upstream_task_ids == _task_ids(dag) - {"check_tables"})
 
 
 def test_report_dag_structure(dagbag):
@@ -178,10 +181,10 @@ def fresh_parse(tmp_path, env_extra: dict[str, str] | None = None) -> dict:
                           "retries": nightly.get_task("compact").retries,
                           "tables_dir": os.environ.get("LAKESORT_TABLES_DIR"),
                           "tables": bag.dags["lakesort_backfill"].params.get_param("table").schema.get("examples")}}))
-    """)
+    """)  # noqa: E501 - a script, run as written
     env = {**airflow_env(tmp_path / "airflow"), **(env_extra or {})}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -190,8 +193,9 @@ def test_fresh_parse_is_light_and_configurable(tmp_path):
     """In a new interpreter, as the DAG processor: nothing heavy imported, nothing beyond the allowed packages
     added to Airflow's own imports, the settings (cron, connection, pool, retries) taken from the environment
     through `layout.settings`, and the registry beside the DAG files (no LAKESORT_TABLES_DIR is set)."""
-    result = fresh_parse(tmp_path, {"LAKESORT_NIGHTLY_CRON": "30 3 * * *", "LAKESORT_SPARK_CONN_ID": "spark_yarn",
-                                    "LAKESORT_POOL": "lakesort_big", "LAKESORT_SPARK_RETRIES": "5"})
+    result = fresh_parse(tmp_path, {"LAKESORT_NIGHTLY_CRON": "30 3 * * *",
+                                    "LAKESORT_SPARK_CONN_ID": "spark_yarn", "LAKESORT_POOL": "lakesort_big",
+                                    "LAKESORT_SPARK_RETRIES": "5"})
     assert result["errors"] == {}
     assert set(result["dag_ids"]) == EXPECTED
     heavy = sorted({m.split(".")[0] for m in result["modules"]} & set(HEAVY))

@@ -1,4 +1,5 @@
-"""End to end: `airflow dags test` on a small lake (Spark local[2], SQLite Iceberg catalog, SQLite Airflow DB).
+"""End to end: `airflow dags test` on a small lake (Spark local[2], SQLite Iceberg catalog,
+SQLite Airflow DB).
 
 In order (each fixture builds on the one before, once per module):
   1. lakesort_nightly over two registered tables: demo.lineitem compacts; demo.broken (a truncated data
@@ -50,10 +51,14 @@ SPARK_LINEAGE_JARS = sorted((REPO / ".testbed" / "openlineage").glob("openlineag
 
 
 def lineage_env(home, lake) -> dict[str, str]:
-    """The Airflow OpenLineage provider's events, one JSON a line, to lake/openlineage.jsonl (its file transport);
-    with the test bed's openlineage-spark, the Spark job's own events to lake/spark-openlineage*."""
-    env = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True,
-                                                          "log_file_path": str(lake.root / "openlineage.jsonl")})}
+    """The Airflow OpenLineage provider's events, one JSON a line, to lake/openlineage.jsonl (its file
+    transport); with the test bed's openlineage-spark, the Spark job's own events to
+    lake/spark-openlineage*."""
+    env = {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "append": True, "log_file_path": str(lake.root / "openlineage.jsonl")}
+        )
+    }
     if SPARK_LINEAGE_JARS:
         conf = json.loads(airflow_env(home, lake.root)["LAKESORT_SPARK_CONF"])
         env["LAKESORT_SPARK_CONF"] = json.dumps({
@@ -116,12 +121,14 @@ def test_nightly_compacts_the_good_table(nightly, lake):
                                       "l_shipdate_month=1996-03"}
     for partition, files in after.items():  # every partition rewritten: 4 small files -> 1 new file
         assert len(old[partition]) == 4 and len(files) == 1 and not files & old[partition]
-    assert rows(table) == sorted(lake.source_rows.to_pylist(), key=lambda r: (r["l_orderkey"], r["l_linenumber"]))
+    assert rows(table) == sorted(lake.source_rows.to_pylist(),
+                                 key=lambda r: (r["l_orderkey"], r["l_linenumber"]))
 
     record = runs_of(lake, run_id)
     assert (record["status"], record["trigger"], record["verification"]) == ("committed", "nightly", "passed")
     assert (record["partitions_rewritten"], record["files_before"], record["files_after"]) == (3, 12, 3)
-    assert record["rows_rewritten"] == lake.source_rows.num_rows and record["snapshot_after"] == snapshot.snapshot_id
+    assert (record["rows_rewritten"] == lake.source_rows.num_rows
+            and record["snapshot_after"] == snapshot.snapshot_id)
 
     from layout.metrics.measure import read_metrics
 
@@ -136,7 +143,8 @@ def test_nightly_compacts_the_good_table(nightly, lake):
     owner_before = sum(m["bytes_selected"] for m in by_phase["before"].values() if m["probe_kind"] == "owner")
     owner_after = sum(m["bytes_selected"] for m in by_phase["after"].values() if m["probe_kind"] == "owner")
     assert owner_after < owner_before  # sorted files: the owners' queries read less
-    assert re.search(rf"{GOOD}: the owners' probes select {owner_before} bytes before and {owner_after} after",
+    assert re.search(rf"{GOOD}: the owners' probes select {owner_before} bytes before "
+                     rf"and {owner_after} after",
                      run.output)
 
     # The "table compacted" asset event, through the alias, with the run in its extra.
@@ -154,8 +162,9 @@ def test_nightly_compacts_the_good_table(nightly, lake):
 
 
 def test_nightly_lineage(nightly, lake):
-    """The provider's listener emitted every task's events; the commit task's COMPLETE names the table as input
-    and output (`dags/lakesort_common.py`'s commit task, `layout.lineage.datasets`) with what was rewritten."""
+    """The provider's listener emitted every task's events; the commit task's COMPLETE names the table as
+    input and output (`dags/lakesort_common.py`'s commit task,
+    `layout.lineage.datasets`) with what was rewritten."""
     pytest.importorskip("airflow.providers.openlineage", reason="the lineage extra is not installed")
     path = lake.root / "openlineage.jsonl"
     assert path.is_file(), "the OpenLineage provider wrote no events"
@@ -171,27 +180,31 @@ def test_nightly_lineage(nightly, lake):
     assert target["name"] == GOOD and re.fullmatch(r"file:///.+/warehouse", target["namespace"]), target
     written = target["outputFacets"]["outputStatistics"]
     read = source["inputFacets"]["inputStatistics"]
-    assert (written["rowCount"], written["fileCount"]) == (lake.source_rows.num_rows, 3) and written["size"] > 0
+    assert ((written["rowCount"], written["fileCount"]) == (lake.source_rows.num_rows, 3)
+            and written["size"] > 0)
     assert (read["rowCount"], read["fileCount"]) == (lake.source_rows.num_rows, 12) and read["size"] > 0
     assert target["facets"]["catalog"]["framework"] == "iceberg"
 
-    # The Spark job's own events (openlineage-spark): the application's parent is the `compact` task's run, as the
-    # provider injected it (SparkSubmitOperator's openlineage_inject_parent_job_info), the root the DAG run's.
+    # The Spark job's own events (openlineage-spark): the application's parent is the `compact` task's run, as
+    # the provider injected it (SparkSubmitOperator's openlineage_inject_parent_job_info),
+    # the root the DAG run's.
     if not SPARK_LINEAGE_JARS:
         return
     (compact,) = {e["run"]["runId"] for e in events if e["job"]["name"] == "lakesort_nightly.compact"}
-    spark = [json.loads(line) for f in lake.root.glob("spark-openlineage*") for line in f.read_text().splitlines()
-             if line.strip()]
+    spark = [json.loads(line) for f in lake.root.glob("spark-openlineage*")
+             for line in f.read_text().splitlines() if line.strip()]
     parents = [e["run"]["facets"]["parent"] for e in spark if "parent" in e["run"].get("facets", {})]
     shown = [(e["eventType"], e["job"]["name"], e["run"]["facets"].get("parent")) for e in spark]
-    assert any(p["run"]["runId"] == compact and p["job"]["name"] == "lakesort_nightly.compact" for p in parents), shown
+    assert any(
+        p["run"]["runId"] == compact and p["job"]["name"] == "lakesort_nightly.compact" for p in parents
+    ), shown
     (dag_run,) = {e["run"]["runId"] for e in events if e["job"]["name"] == "lakesort_nightly"} or {None}
     assert all(p.get("root", {}).get("run", {}).get("runId") == dag_run for p in parents), shown
 
 
 def test_nightly_maintains_every_table(nightly, lake):
-    """After the compactions, each table's maintenance: recorded, nothing expired or deleted (every snapshot is
-    younger than the default retention of 3 days, and there are 5 at most), every snapshot still readable;
+    """After the compactions, each table's maintenance: recorded, nothing expired or deleted (every snapshot
+    is younger than the default retention of 3 days, and there are 5 at most), every snapshot still readable;
     the report shows the storage."""
     from layout.metrics.maintenance import read_maintenance
 
@@ -235,12 +248,14 @@ def test_backfill_rewrites_only_the_forced_partition(backfill, lake):
     forced = "l_shipdate_month=1995-06"
     assert after[forced] and not after[forced] & before[forced]  # new files for the forced partition
     assert {p: f for p, f in after.items() if p != forced} == {p: f for p, f in before.items() if p != forced}
-    assert rows(table) == sorted(lake.source_rows.to_pylist(), key=lambda r: (r["l_orderkey"], r["l_linenumber"]))
+    assert rows(table) == sorted(lake.source_rows.to_pylist(),
+                                 key=lambda r: (r["l_orderkey"], r["l_linenumber"]))
 
     snapshot = table.current_snapshot()
     assert snapshot.parent_snapshot_id == snapshot_before
     record = runs_of(lake, snapshot.summary.additional_properties["lakesort.run-id"])
-    assert (record["status"], record["trigger"], record["partitions_rewritten"]) == ("committed", "backfill", 1)
+    assert (record["status"], record["trigger"], record["partitions_rewritten"]) == ("committed", "backfill",
+                                                                                     1)
     assert [uri for uri, _ in run.asset_events()] == [f"iceberg://lakesort/{GOOD}"]
 
 
@@ -253,7 +268,8 @@ def test_dry_run_plans_and_changes_nothing(dry_run, lake):
     # 1995-05-20..1995-06-03 touches two months; forced, both would be rewritten.
     assert [(p["partition"], p["action"]) for p in view["partitions"]] == [
         ("l_shipdate_month=1995-05", "rewrite"), ("l_shipdate_month=1995-06", "rewrite")]
-    assert view["forced"] and {g["partition"] for g in view["groups"]} == {p["partition"] for p in view["partitions"]}
+    assert (view["forced"]
+            and {g["partition"] for g in view["groups"]} == {p["partition"] for p in view["partitions"]})
     assert f"{GOOD}: would rewrite 2 of 2 partition(s)" in run.output
     assert "dry run, nothing changes" in run.output
     # Nothing ran after the plan, and the table is as it was.
@@ -285,5 +301,6 @@ def test_then_nothing_is_left_to_do(dry_run, lake, monkeypatch, caplog):
     assert lake.table().current_snapshot().snapshot_id == snapshot
     assert not list((lake.root / "work").glob("*/lease.json"))
     record = runs_of(lake, result.run_id)
-    assert (record["status"], record["trigger"], record["partitions_rewritten"]) == ("nothing-to-do", "nightly", 0)
+    assert (record["status"], record["trigger"], record["partitions_rewritten"]) == ("nothing-to-do",
+                                                                                     "nightly", 0)
     assert not [r for r in read_runs(lake.catalog, GOOD).to_pylist() if r["status"] == "failed"]

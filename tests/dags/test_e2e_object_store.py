@@ -7,9 +7,9 @@ and region in pyiceberg's variables, Spark with the S3A jars, and no keys anywhe
 request signed with another key, so a passing run proves that the vended credentials reached the planner, the
 Spark driver and its executors (S3A and pyarrow), verification, the commit, maintenance and measurement.
 
-Then the secret is searched for in everything the run wrote down: the `airflow dags test` output and task logs,
-Airflow's database (XComs, rendered fields), the work directory (plans, staged-output manifests, run files,
-spark-submit logs), the reports, and lakesort's own tables in the catalog.
+Then the secret is searched for in everything the run wrote down: the `airflow dags test` output and task
+logs, Airflow's database (XComs, rendered fields), the work directory (plans, staged-output manifests, run
+files, spark-submit logs), the reports, and lakesort's own tables in the catalog.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def s3_lake(rest_catalog, object_store, tmp_path_factory) -> Lake:
     assert table.location().startswith("s3://warehouse/")
     tables = root / "tables"
     tables.mkdir()
-    (tables / "s3night_lineitem.yaml").write_text(SPEC.read_text().replace("table: demo.lineitem", f"table: {TABLE}", 1))
+    (tables / "s3night_lineitem.yaml").write_text(
+        SPEC.read_text().replace("table: demo.lineitem", f"table: {TABLE}", 1)
+    )
     return Lake(root, catalog, table.scan().to_arrow(), "")
 
 
@@ -53,7 +55,8 @@ def _env(rest_catalog, object_store) -> dict[str, str]:
     base = json.loads(airflow_env(Path("."))["LAKESORT_SPARK_CONF"])
     return {**rest_catalog.environment(), "PYICEBERG_DEFAULT_CATALOG": bed.CATALOG,
             "LAKESORT_SPARK_CONF": json.dumps({**base, "spark.jars": bed.s3a_jars()}),
-            # A path opened without the table's settings would go to AWS: to the front instead, which refuses it.
+            # A path opened without the table's settings would go to AWS:
+            # to the front instead, which refuses it.
             "AWS_ENDPOINT_URL": object_store.endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
 
 
@@ -61,7 +64,8 @@ def _env(rest_catalog, object_store) -> dict[str, str]:
 def nightly(airflow_home, s3_lake, rest_catalog, object_store, spark_available):
     object_store.reset()
     before = s3_lake.table(TABLE)
-    run = run_dag(airflow_home, s3_lake, "lakesort_nightly", env=_env(rest_catalog, object_store), timeout=900)
+    run = run_dag(airflow_home, s3_lake, "lakesort_nightly",
+                  env=_env(rest_catalog, object_store), timeout=900)
     print(f"lakesort_nightly on S3: {run.seconds:.1f}s, requests {dict(object_store.counts())}")
     return run, before, object_store.log()
 
@@ -97,7 +101,8 @@ def test_the_nightly_dag_compacts_a_table_on_s3(nightly, s3_lake):
 
     # Every request signed with the key the catalog vended; the job wrote and read through S3A.
     assert not [r for r in log if r["status"] == 403]
-    assert {r["access_key"] for r in log} == {s3_lake.catalog.load_table(TABLE).io.properties["s3.access-key-id"]}
+    assert ({r["access_key"] for r in log}
+            == {s3_lake.catalog.load_table(TABLE).io.properties["s3.access-key-id"]})
     assert not [r["key"] for r in log if r["kind"] == "COPY"], "files renamed (copied): no magic committer"
     staged = [r for r in log if "/lakesort-staging/" in r["key"]]
     assert any(r["kind"] == "PUT" for r in staged) and any(r["kind"] == "GET" for r in staged)
@@ -146,18 +151,21 @@ def test_every_cli_command_on_s3(nightly, s3_lake, rest_catalog, object_store, t
     """Each command a user runs against the table, configured only by the catalog's variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYICEBERG_", "LAKESORT_", "AWS_"))}
     env.update(_env(rest_catalog, object_store))
-    env.update({"LAKESORT_TABLES_DIR": str(s3_lake.root / "tables"), "LAKESORT_WORK_DIR": str(tmp_path / "work"),
-                "LAKESORT_REPORT_DIR": str(tmp_path / "reports"), "HOME": str(tmp_path)})
+    env.update({"LAKESORT_TABLES_DIR": str(s3_lake.root / "tables"),
+                "LAKESORT_WORK_DIR": str(tmp_path / "work"), "LAKESORT_REPORT_DIR": str(tmp_path / "reports"),
+                "HOME": str(tmp_path)})
     outputs, data_gets = {}, {}
     for args in CLI:
         object_store.reset()
         done = subprocess.run([str(VENV_BIN / "lakesort"), *args], env=env, cwd=tmp_path, capture_output=True,
                               text=True, timeout=600, check=False)
         outputs[" ".join(args)] = done.stdout + done.stderr
-        assert done.returncode in (0, 1), f"lakesort {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        assert done.returncode in (0, 1), (
+            f"lakesort {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
         for secret in (object_store.secret_key, object_store.session_token):
             assert secret not in done.stdout + done.stderr, args
-        gets = Counter(r["key"] for r in object_store.log() if r["kind"] == "GET" and r["key"].endswith(".parquet"))
+        gets = Counter(r["key"] for r in object_store.log()
+                       if r["kind"] == "GET" and r["key"].endswith(".parquet"))
         data_gets[args[0]] = max(gets.values(), default=0)
     # The layout rules read a file's footer, then its page indexes and bloom filters in one coalesced read.
     assert data_gets["verify"] <= 2, data_gets

@@ -1,10 +1,10 @@
 """The nightly's budget in the DAG (dags/lakesort_common.py `planned`), through the DAG's own tasks without
 Airflow running (as tests/dags/test_common.py): the nightly's `planned` is budgeted and the backfill's is not;
-over two planned tables the more valuable one goes on to `spark_jobs` whole and the other, which no longer fits
-whole, trimmed to its most valuable partitions that fit: its saved run and plan hold only their groups, its
-Spark jobs only those, and its other partitions are deferred (recorded with why, read back the next night as
-one night deferred); the report task's housekeeping reaches every configured catalog and its index shows the
-deferral. The steps of the ranking: tests/compaction/test_budget*.py."""
+over two planned tables the more valuable one goes on to `spark_jobs` whole and the other, which no longer
+fits whole, trimmed to its most valuable partitions that fit: its saved run and plan hold only their groups,
+its Spark jobs only those, and its other partitions are deferred (recorded with why, read back the next night
+as one night deferred); the report task's housekeeping reaches every configured catalog and its index shows
+the deferral. The steps of the ranking: tests/compaction/test_budget*.py."""
 
 from __future__ import annotations
 
@@ -61,9 +61,11 @@ def test_the_budget_admits_the_most_valuable_and_trims_the_rest(nightly, events,
     at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     zeros = {name: 0 for name, kind, required in store.RUNS_FIELDS if required and kind == "long"}
     store.upsert(iceberg_catalog, store.COMPACTION_RUNS, store.RUNS_FIELDS, store.RUNS_KEY, [
-        {**zeros, "run_id": "r0", "table": "t.small", "status": "committed", "trigger": "nightly", "started_at": at,
-         "duration_s": 1.0, "bytes_rewritten": 1000, "verification": "passed", "findings": "[]"}])
-    metric = {name: 0 for name, kind, required in store.METRICS_FIELDS if required and kind in ("long", "double")}
+        {**zeros, "run_id": "r0", "table": "t.small", "status": "committed", "trigger": "nightly",
+         "started_at": at, "duration_s": 1.0, "bytes_rewritten": 1000, "verification": "passed",
+         "findings": "[]"}])
+    metric = {name: 0 for name, kind, required in store.METRICS_FIELDS
+              if required and kind in ("long", "double")}
     store.upsert(iceberg_catalog, store.PRUNING_METRICS, store.METRICS_FIELDS, store.METRICS_KEY, [
         {**metric, "run_id": "r0", "phase": phase, "table": "t.small", "measured_at": at, "probe": "low",
          "probe_kind": "owner", "predicate": "k < 10", "columns": "", "bytes_selected": selected}
@@ -92,14 +94,18 @@ def test_the_budget_admits_the_most_valuable_and_trims_the_rest(nightly, events,
         monkeypatch.setenv("LAKESORT_NIGHTLY_BUDGET_BYTES", str(costs["t.small"] + costs["t.events"] - 1))
         planned = nightly_dag.get_task("planned")
         with caplog.at_level(logging.INFO):
-            admitted = planned.python_callable(prepared + [None], **planned.op_kwargs)  # None: a failed prepare
+            # None: a failed prepare
+            admitted = planned.python_callable(prepared + [None], **planned.op_kwargs)
         assert [a["table"] for a in admitted] == ["t.small", "t.events"]
         assert "#1 ran: t.small: benefit" in caplog.text
         reason = f"over budget: partitions {', '.join(waiting)} deferred"
-        assert f"#2 ran {len(kept)} of 4 partition(s), {sum(months[m] for m in kept)} B ({reason}): t.events" \
+        assert (
+            f"#2 ran {len(kept)} of 4 partition(s), {sum(months[m] for m in kept)} B ({reason}): t.events"
             in caplog.text
+        )
 
-        # The trimmed run, saved: its plan, its jobs and the payload `spark_jobs` reads hold only the kept months.
+        # The trimmed run, saved: its plan, its jobs and the payload `spark_jobs` reads hold
+        # only the kept months.
         trimmed = PlannedTable.model_validate(admitted[1])
         run = trimmed.prepared()
         assert run.run_id == events_run.run_id and run.partitions == trimmed.partitions == tuple(sorted(kept))
@@ -113,7 +119,8 @@ def test_the_budget_admits_the_most_valuable_and_trims_the_rest(nightly, events,
             assert args[args.index("--plan") + 1] == run.plan_path
             assert {int(i) for i in args[args.index("--groups") + 1].split(",")} <= set(groups)
         owner = LeaseOwner.dag("lakesort_nightly", "r1")
-        assert read_lease("t.small").same_run(owner) and read_lease("t.events").same_run(owner)  # kept: runs on
+        # kept: runs on
+        assert read_lease("t.small").same_run(owner) and read_lease("t.events").same_run(owner)
 
         # The months that wait: a deferred run of their own, with why; the next night reads it as one night.
         (row,) = [r for r in read_runs(iceberg_catalog, "t.events").to_pylist() if r["status"] == "deferred"]
@@ -127,7 +134,8 @@ def test_the_budget_admits_the_most_valuable_and_trims_the_rest(nightly, events,
         # The backfill's `planned` keeps every planned run, whatever the budget.
         backfill = dags["lakesort_backfill"].get_task("planned")
         monkeypatch.setenv("LAKESORT_NIGHTLY_BUDGET_BYTES", "1")
-        assert [a["table"] for a in backfill.python_callable(admitted, **backfill.op_kwargs)] == ["t.small", "t.events"]
+        assert ([a["table"] for a in backfill.python_callable(admitted, **backfill.op_kwargs)]
+                == ["t.small", "t.events"])
 
         # The report task: housekeeping of lakesort's own tables in every configured catalog, and the index
         # with the deferral and why.

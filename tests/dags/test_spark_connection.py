@@ -18,11 +18,13 @@ import pytest
 def resolve(monkeypatch, value: str | dict, conn_id: str = "spark_test", **hook_kwargs) -> dict:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", value if isinstance(value, str) else json.dumps(value))
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}",
+                       value if isinstance(value, str) else json.dumps(value))
     return SparkSubmitHook(conn_id=conn_id, **hook_kwargs)._resolve_connection()
 
 
-@pytest.mark.parametrize(("host", "master"), [("local[2]", "local[2]"), ("local[*]", "local[*]"), ("local", "local")])
+@pytest.mark.parametrize(("host", "master"),
+                         [("local[2]", "local[2]"), ("local[*]", "local[*]"), ("local", "local")])
 def test_local(monkeypatch, host, master):
     conn = resolve(monkeypatch, {"conn_type": "spark", "host": host})
     assert conn["master"] == master and conn["deploy_mode"] is None

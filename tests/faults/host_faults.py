@@ -1,12 +1,12 @@
-"""Faults across hosts (issue #40): each fault injected at a moment of a `lakesort compact` run on the hosts of
-`hosts_bed.HostsBed`, the outcome judged by an oracle that never looks at what Spark read, then `lakesort
+"""Faults across hosts (issue #40): each fault injected at a moment of a `lakesort compact` run on the hosts
+of `hosts_bed.HostsBed`, the outcome judged by an oracle that never looks at what Spark read, then `lakesort
 cleanup` and the next run.
 
 Moments are detected from the job's progress, not guessed by sleeping: the driver's Spark status API (which of
 the job's parts runs: its Spark job groups, `jobs/compaction/run.py`'s `_Clock`), the S3 front's request log
-(the first staged Parquet file written) and the run's files (the staged-output manifest, written when the Spark
-job ends). The commit's moments are held open by the front: a delayed upload (pyiceberg's manifest list; the REST
-catalog server's new metadata.json) during which the driver is killed.
+(the first staged Parquet file written) and the run's files (the staged-output manifest, written when the
+Spark job ends). The commit's moments are held open by the front: a delayed upload (pyiceberg's manifest list;
+the REST catalog server's new metadata.json) during which the driver is killed.
 
 Outcomes, the two good ones first:
 - "committed": the run finished (Spark's retries absorbed the fault); one new snapshot, the same rows;
@@ -51,7 +51,8 @@ class Outcome:
     outcome: str
     reached: bool  # the moment was seen and the fault injected
     run_seconds: float  # the faulted run, start to end
-    recover_seconds: float  # from the fault to the table compacted, no staged leftovers (the next run, if needed)
+    # from the fault to the table compacted, no staged leftovers (the next run, if needed)
+    recover_seconds: float
     detail: str = ""
     table: str = ""
 
@@ -92,7 +93,8 @@ class TableState:
 
 
 def read_state(table) -> tuple[TableState, list[str]]:
-    """The table as pyiceberg reads it, and what is wrong with any snapshot (unreadable, short, a key twice)."""
+    """The table as pyiceberg reads it, and what is wrong with any snapshot (unreadable,
+    short, a key twice)."""
     table = table.refresh()
     problems, history = [], {}
     current = table.current_snapshot().snapshot_id
@@ -105,7 +107,8 @@ def read_state(table) -> tuple[TableState, list[str]]:
             continue
         expected = int(snapshot.summary["total-records"]) if snapshot.summary else None
         if expected is not None and data.num_rows != expected:
-            problems.append(f"snapshot {snapshot.snapshot_id} reads {data.num_rows} rows, its summary says {expected}")
+            problems.append(f"snapshot {snapshot.snapshot_id} reads {data.num_rows} rows, "
+                            f"its summary says {expected}")
         if (dup := duplicates(data)):
             problems.append(f"snapshot {snapshot.snapshot_id}: {dup} key(s) twice")
         history[snapshot.snapshot_id] = data.num_rows
@@ -120,7 +123,8 @@ def leftovers(bed: HostsBed, table) -> list[str]:
     table = table.refresh()
     referenced = {e.file_path for s in table.snapshots() for e in _data_files(table, s)}
     prefix = table.location().removeprefix("s3://warehouse/").rstrip("/") + "/data/lakesort-staging/"
-    return [k for k in bed.store.keys(prefix) if not k.endswith("/") and f"s3://warehouse/{k}" not in referenced]
+    return [k for k in bed.store.keys(prefix)
+            if not k.endswith("/") and f"s3://warehouse/{k}" not in referenced]
 
 
 def _data_files(table, snapshot):
@@ -166,7 +170,8 @@ def commit_hold(moment: str, prefix: str, version: int) -> list[dict]:
         key = f"{prefix}/metadata/{version + 1:05d}-"
     else:
         return []
-    return [{"kind": "PUT", "key_contains": key, "action": "delay", "seconds": COMMIT_HOLD_SECONDS, "times": 1}]
+    return [{"kind": "PUT", "key_contains": key, "action": "delay",
+             "seconds": COMMIT_HOLD_SECONDS, "times": 1}]
 
 
 # ---- one case ---------------------------------------------------------------------------------------------
@@ -260,7 +265,8 @@ class Runner:
         after, problems = read_state(table)
         outcome = self._judge(code, before, after, problems, killed=fault.startswith("driver"))
         if early_cleanup:
-            outcome = f"BAD: lakesort cleanup ran while the commit could still land ({logs / 'cleanup-early.log'})"
+            outcome = ("BAD: lakesort cleanup ran while the commit could still land "
+                       f"({logs / 'cleanup-early.log'})")
         # The leftovers of a failed run: `lakesort cleanup` (no grace period) removes them.
         cleanup = bed.lakesort(["cleanup", name, "--grace-hours", "0"], logs / "cleanup.log")
         if self._wait(cleanup, 300) != 0:
@@ -278,10 +284,11 @@ class Runner:
                 recovered = time.monotonic()  # the next run did the compaction
             if problems or not final.rows.equals(before.rows):
                 outcome = f"BAD: after the next run: {problems or 'rows differ'}"
-        return Outcome(fault, moment, outcome, reached, ended - started, recovered - fault_at, detail.strip("; "),
-                       name)
+        return Outcome(fault, moment, outcome, reached, ended - started, recovered - fault_at,
+                       detail.strip("; "), name)
 
-    def _judge(self, code: int, before: TableState, after: TableState, problems: list[str], *, killed: bool) -> str:
+    def _judge(self, code: int, before: TableState, after: TableState, problems: list[str], *,
+               killed: bool) -> str:
         if problems:
             return f"BAD: {'; '.join(problems)}"
         if after.snapshot_id == before.snapshot_id:
@@ -290,7 +297,8 @@ class Runner:
             return "failed cleanly" if code != 0 else "BAD: exit 0 without a commit"
         new = set(after.history) - set(before.history)
         if len(new) != 1 or not set(before.history) <= set(after.history):
-            return f"BAD: {len(new)} new snapshot(s), history {sorted(before.history)} -> {sorted(after.history)}"
+            return (f"BAD: {len(new)} new snapshot(s), history {sorted(before.history)} -> "
+                    f"{sorted(after.history)}")
         if not after.rows.equals(before.rows):
             return "BAD: the rows differ"
         if code == 0:
@@ -298,13 +306,14 @@ class Runner:
         return "committed by the catalog" if killed else f"BAD: committed but the run exited {code}"
 
     def _settle(self, prefix: str) -> None:
-        """Wait for the upload the front held to finish, and the catalog server with it: the driver is gone, but
-        a commit request it sent may still go through. (`lakesort cleanup --grace-hours 0` run before that
+        """Wait for the upload the front held to finish, and the catalog server with it: the driver is gone,
+        but a commit request it sent may still go through. (`lakesort cleanup --grace-hours 0` run before that
         deleted staged files that the commit then referenced; now the dead command's lease, marked as
         committing, refuses cleanup for `lease.COMMIT_SETTLE`, and the grace period is the second guard.)"""
         deadline = time.monotonic() + COMMIT_HOLD_SECONDS + 60
         while time.monotonic() < deadline:
-            held = [r for r in self.bed.store.log() if r.get("fault") == "delay" and r["key"].startswith(prefix)]
+            held = [r for r in self.bed.store.log()
+                    if r.get("fault") == "delay" and r["key"].startswith(prefix)]
             if held and all(r.get("status") is not None for r in held):
                 break
             time.sleep(0.5)
@@ -344,6 +353,6 @@ def table_markdown(outcomes: list[Outcome]) -> str:
              "|---|---|---|---:|---:|---|"]
     for o in outcomes:
         outcome = o.outcome if o.reached else f"{o.outcome} (moment not reached)"
-        lines.append(f"| {o.fault} | {o.moment} | {outcome} | {o.run_seconds:.0f} | {o.recover_seconds:.0f} | "
-                     f"{o.detail} |")
+        lines.append(f"| {o.fault} | {o.moment} | {outcome} | {o.run_seconds:.0f} | {o.recover_seconds:.0f} "
+                     f"| {o.detail} |")
     return "\n".join(lines)

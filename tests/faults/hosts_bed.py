@@ -3,11 +3,11 @@ driver, each on a host of its own (`testbed/netns.py`: network namespaces on a b
 the object-store bed's S3 server behind its front and Iceberg's REST catalog (`tests/object_store.py`), both
 reached from the hosts through `testbed/netns_relay.py` on the bridge's address.
 
-The driver is `lakesort compact` itself, started on its host (`start_driver`), configured as a user of the REST
-catalog is: the catalog URI, the S3 endpoint and region; the S3 keys come from the catalog. The Spark is
-lakesort's own (pyspark's `bin/spark-class`, as tests/compaction/test_standalone_cluster.py starts it); workers
-have one core and 1.2 GiB each, executors 1 GiB. The driver's Spark UI is on, so the harness can see which part
-of the job runs (`job_status`).
+The driver is `lakesort compact` itself, started on its host (`start_driver`), configured as a user of the
+REST catalog is: the catalog URI, the S3 endpoint and region; the S3 keys come from the catalog. The Spark is
+lakesort's own (pyspark's `bin/spark-class`, as tests/compaction/test_standalone_cluster.py starts it);
+workers have one core and 1.2 GiB each, executors 1 GiB. The driver's Spark UI is on, so the harness can see
+which part of the job runs (`job_status`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from netns import Network
 NAMESPACE = "hosts"
 UI_PORT = 4040
 EXECUTOR_CONF = {
-    "spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2", "spark.driver.memory": "1g",
-    "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "true", "spark.ui.port": str(UI_PORT),
-    "spark.ui.showConsoleProgress": "false",
+    "spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2",
+    "spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "true",
+    "spark.ui.port": str(UI_PORT), "spark.ui.showConsoleProgress": "false",
 }
 
 
@@ -99,9 +99,9 @@ class HostsBed:
         front_port = int(self.store.endpoint.rsplit(":", 1)[1])
         rest_port = int(self.catalog.uri.rsplit(":", 1)[1])
         log = self.workdir / "relay.log"
-        self.relay = subprocess.Popen([sys.executable, str(REPO / "testbed" / "netns_relay.py"), self.net.gateway,
-                                       str(front_port), str(rest_port)], stdout=log.open("w"),
-                                      stderr=subprocess.STDOUT)
+        self.relay = subprocess.Popen([sys.executable, str(REPO / "testbed" / "netns_relay.py"),
+                                       self.net.gateway, str(front_port), str(rest_port)],
+                                      stdout=log.open("w"), stderr=subprocess.STDOUT)
         ports = self._wait_lines(log, "relay ", 2)
         self.s3_endpoint = f"http://{ports[0]}"
         self.catalog_uri = f"http://{ports[1]}"
@@ -151,15 +151,15 @@ class HostsBed:
 
     def _spawn(self, host: str, argv: list[str], log: Path, env: dict[str, str]) -> Proc:
         with open(log, "a") as out:
-            popen = subprocess.Popen(self.net.command(host, argv), stdout=out, stderr=subprocess.STDOUT, env=env,
-                                     cwd=self.workdir, start_new_session=True)
+            popen = subprocess.Popen(self.net.command(host, argv), stdout=out, stderr=subprocess.STDOUT,
+                                     env=env, cwd=self.workdir, start_new_session=True)
         return Proc(popen, log)
 
     def _start_master(self) -> None:
         spark_class = str(_spark_home() / "bin" / "spark-class")
         address = self.net.hosts["master"].address
-        self.master = self._spawn("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", address,
-                                             "--port", "7077", "--webui-port", "8080"],
+        self.master = self._spawn("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
+                                             address, "--port", "7077", "--webui-port", "8080"],
                                   self.workdir / "master.log", self._spark_env("master"))
 
     def start_worker(self, i: int) -> None:
@@ -190,7 +190,8 @@ class HostsBed:
             except OSError:
                 pass
             time.sleep(0.5)
-        raise RuntimeError(f"{n} workers did not register:\n{(self.workdir / 'master.log').read_text()[-2000:]}")
+        raise RuntimeError(f"{n} workers did not "
+                           f"register:\n{(self.workdir / 'master.log').read_text()[-2000:]}")
 
     # ---- the catalog, the table, the driver ---------------------------------------------------------------
 
@@ -207,7 +208,8 @@ class HostsBed:
         return load_catalog(store_bed.CATALOG, **self.catalog_properties(on_host=False))
 
     def create_lineitem(self, name: str, source: Path, batches: int) -> int:
-        """`name` from TPC-H lineitem (a Parquet file), unpartitioned, appended in `batches` shuffled batches."""
+        """`name` from TPC-H lineitem (a Parquet file), unpartitioned,
+        appended in `batches` shuffled batches."""
         import numpy as np
 
         data = pq.read_table(source)
@@ -250,8 +252,8 @@ class HostsBed:
         return proc
 
     def job_status(self) -> list[dict]:
-        """The driver's running Spark jobs with their active stages: [{"group", "stages": [{...}]}]; [] when the
-        driver's UI is not up (no job yet, or done)."""
+        """The driver's running Spark jobs with their active stages: [{"group", "stages": [{...}]}]; [] when
+        the driver's UI is not up (no job yet, or done)."""
         base = f"http://{self.net.hosts['driver'].address}:{UI_PORT}/api/v1/applications"
         try:
             with urllib.request.urlopen(base, timeout=2) as resp:
@@ -265,5 +267,6 @@ class HostsBed:
                 stages = {s["stageId"]: s for s in json.loads(resp.read())}
         except (OSError, ValueError):
             return []
-        return [{"group": job.get("jobGroup", ""), "stages": [stages[s] for s in job["stageIds"] if s in stages]}
+        return [{"group": job.get("jobGroup", ""),
+                 "stages": [stages[s] for s in job["stageIds"] if s in stages]}
                 for job in jobs]

@@ -43,12 +43,12 @@ def _check(outcome, expected: str) -> None:
 
 
 def test_driver_killed_after_staging_then_worker_killed_while_reading(runner):
-    """The driver's host dies once the Spark job has staged its output, before verify and commit: the table is as
-    it was, every snapshot reads whole, `lakesort cleanup` removes the staged files.
+    """The driver's host dies once the Spark job has staged its output, before verify and commit: the table is
+    as it was, every snapshot reads whole, `lakesort cleanup` removes the staged files.
 
-    The next run is the second case (one Spark job less in `make test`): a worker and its executor killed while
-    the job reads its input; Spark reruns the lost tasks on the other worker, the run commits the same rows once,
-    no staged file is left, and the run after it succeeds (nothing left to do)."""
+    The next run is the second case (one Spark job less in `make test`): a worker and its executor killed
+    while the job reads its input; Spark reruns the lost tasks on the other worker, the run commits the same
+    rows once, no staged file is left, and the run after it succeeds (nothing left to do)."""
     first = runner.run("driver killed", "after staging", next_run=False)
     _check(first, "failed cleanly")
     _check(runner.run("worker killed", "reading", table=first.table), "committed")

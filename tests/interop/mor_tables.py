@@ -3,8 +3,8 @@ must read, computed here in Python independently of any Iceberg reader.
 
 Position deletes come from Spark SQL's DELETE, UPDATE and MERGE INTO on format-version 2 tables in
 merge-on-read mode; equality deletes from Iceberg's own Java writer (`IcebergSpark.equality_delete*`), since
-Spark SQL writes none. Every table has several data files per partition (one per batch of rows) and data files no
-delete applies to. Each builder returns a `MorTable`: its name, its expected rows and the kinds of delete
+Spark SQL writes none. Every table has several data files per partition (one per batch of rows) and data files
+no delete applies to. Each builder returns a `MorTable`: its name, its expected rows and the kinds of delete
 files it holds.
 
 The expected rows follow Iceberg's rules, kept by `Model`: a position delete removes the rows a statement
@@ -38,7 +38,8 @@ DAY0 = dt.date(2024, 1, 1)
 TS0 = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
 BATCH = 100  # rows an INSERT's task writes: one data file per partition each
 
-# `row(i)` in Spark SQL, over `range(...)`'s `id`: NULLs in k and s, five dates, four days of timestamps, NaNs.
+# `row(i)` in Spark SQL, over `range(...)`'s `id`: NULLs in k and s, five dates,
+# four days of timestamps, NaNs.
 ROWS_SQL = (
     "SELECT id, CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(id % 37 AS INT) END AS k, "
     "CASE WHEN id % 13 = 0 THEN NULL ELSE concat('s', CAST(id % 17 AS STRING)) END AS s, "
@@ -51,7 +52,8 @@ ROWS_SQL = (
 def row(i: int) -> dict[str, Any]:
     """The row `ROWS_SQL` makes of id `i`."""
     return {"id": i, "k": None if i % 11 == 0 else i % 37, "s": None if i % 13 == 0 else f"s{i % 17}",
-            "d": DAY0 + dt.timedelta(days=i % 5), "ts": TS0 + dt.timedelta(days=i % 4, hours=i % 7, minutes=i % 60),
+            "d": DAY0 + dt.timedelta(days=i % 5),
+            "ts": TS0 + dt.timedelta(days=i % 4, hours=i % 7, minutes=i % 60),
             "x": float("nan") if i % 29 == 0 else i * 0.25}
 
 
@@ -59,7 +61,8 @@ def row(i: int) -> dict[str, Any]:
 class MorTable:
     name: str
     expected: list[dict[str, Any]]  # the rows Iceberg must read, by column name
-    deletes: frozenset[str]  # the kinds of the live delete files: "position" (content 1), "equality" (content 2)
+    # the kinds of the live delete files: "position" (content 1), "equality" (content 2)
+    deletes: frozenset[str]
     equality_commits: tuple[dict[str, Any], ...] = ()  # the bed's answers to the equality delete requests
 
     def expected_arrow(self, schema: pa.Schema) -> pa.Table:
@@ -82,7 +85,8 @@ Partitioner = Callable[[dict[str, Any]], tuple]
 
 @dataclass
 class Model:
-    """The rows a table holds, each with its data file's spec and partition, changed as Iceberg's rules say."""
+    """The rows a table holds, each with its data file's spec and partition,
+    changed as Iceberg's rules say."""
 
     specs: dict[int, Partitioner | None]  # spec id -> a row's partition (None: unpartitioned)
     spec_id: int = 0  # the table's current spec, where new data files go
@@ -103,7 +107,8 @@ class Model:
         """DELETE (position deletes): the rows matched go."""
         self.held = [h for h in self.held if not where(h.row)]
 
-    def update(self, where: Callable[[dict[str, Any]], bool], change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    def update(self, where: Callable[[dict[str, Any]], bool],
+               change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         """UPDATE (position deletes and new data files under the current spec)."""
         changed = [change(dict(h.row)) for h in self.held if where(h.row)]
         self.held = [h for h in self.held if not where(h.row)]
@@ -121,7 +126,8 @@ class Model:
         else:
             scoped: dict[tuple | None, set] = {}
             for key in keys:
-                scoped.setdefault(self.partition(spec_id, dict(zip(columns, key, strict=True))), set()).add(key)
+                scoped.setdefault(self.partition(spec_id, dict(zip(columns, key, strict=True))),
+                                  set()).add(key)
 
         def deleted(h: Held) -> bool:
             key = tuple(h.row[c] for c in columns)
@@ -165,7 +171,8 @@ def _insert(bed, name: str, model: Model, ids: Sequence[int], *, tasks: int = 1)
 
 
 def _batches(bed, name: str, model: Model, count: int, *, start: int = 0) -> None:
-    """`count` batches of BATCH consecutive ids from `start` in one INSERT: a data file per batch and partition."""
+    """`count` batches of BATCH consecutive ids from `start` in one INSERT:
+    a data file per batch and partition."""
     _insert(bed, name, model, range(start, start + count * BATCH), tasks=count)
 
 
@@ -206,7 +213,8 @@ def updated_and_merged(bed) -> MorTable:
     name = _create(bed, "updated_merged", "days(ts)")
     model = Model({0: by_day})
     _batches(bed, name, model, 3)
-    bed.spark.sql(f"UPDATE {name} SET s = concat(coalesce(s, 'null'), '!'), x = x + 1 WHERE id % 5 = 0 AND id < 200")
+    bed.spark.sql(f"UPDATE {name} SET s = concat(coalesce(s, 'null'), '!'), x = x + 1 WHERE "
+                  "id % 5 = 0 AND id < 200")
     model.update(lambda r: r["id"] % 5 == 0 and r["id"] < 200,
                  lambda r: {**r, "s": f"{r['s'] if r['s'] is not None else 'null'}!", "x": r["x"] + 1})
     source = ROWS_SQL.format(source="range(150, 350, 5)")
@@ -234,21 +242,24 @@ def equality_deleted(bed) -> MorTable:
         # Day 2: 1, 5, 9, 13 and 77 live there; 6 lives on day 3 and stays.
         EqualityDelete(["id"], [[1], [5], [9], [13], [77], [6]], {"ts_day": dt.date(2024, 3, 2)}),
         EqualityDelete(["k"], [[None], [4]], {"ts": dt.datetime(2024, 3, 3, 12, tzinfo=dt.UTC)}),
-        EqualityDelete(["s", "d"], [["s3", dt.date(2024, 1, 4)], [None, dt.date(2024, 1, 3)]], {"ts_day": dt.date(2024, 3, 4)}),
+        EqualityDelete(["s", "d"], [["s3", dt.date(2024, 1, 4)], [None, dt.date(2024, 1, 3)]],
+                       {"ts_day": dt.date(2024, 3, 4)}),
         EqualityDelete(["x", "ts"], [_key(42, "x", "ts"), _key(43, "x", "ts"), _key(202, "x", "ts")]),
     ])]
-    # 77 deleted above, inserted again (a higher sequence number); NULL k on day 3 (330), s3 and NULL s on day 4.
+    # 77 deleted above, inserted again (a higher sequence number); NULL k on day 3 (330),
+    # s3 and NULL s on day 4.
     _insert(bed, name, model, [77, *range(300, 340)])
-    answers.append(_equality(bed, name, model, [EqualityDelete(["s"], [["s1"], [None]], {"ts_day": dt.date(2024, 3, 3)})]))
+    answers.append(_equality(bed, name, model,
+                             [EqualityDelete(["s"], [["s1"], [None]], {"ts_day": dt.date(2024, 3, 3)})]))
     return MorTable(name, model.rows(), frozenset({"equality"}), tuple(answers))
 
 
 def equality_deleted_across_specs(bed) -> MorTable:
     """A spec that evolved twice (unpartitioned, then identity(d), then d and days(ts)), two data files per
-    partition under each, then one commit of equality deletes under all three specs: the unpartitioned spec's apply to every
-    data file, an older partitioned spec's only to that spec's files of its partition (not to the same keys
-    in later specs' files), the current spec's by each key's own partition. Then rows under the current spec
-    equal to the deleted keys (they stay)."""
+    partition under each, then one commit of equality deletes under all three specs: the unpartitioned spec's
+    apply to every data file, an older partitioned spec's only to that spec's files of its partition (not to
+    the same keys in later specs' files), the current spec's by each key's own partition. Then rows under the
+    current spec equal to the deleted keys (they stay)."""
     name = _create(bed, "equality_specs", None)
     model = Model({0: None})
     _batches(bed, name, model, 2)
@@ -266,7 +277,8 @@ def equality_deleted_across_specs(bed) -> MorTable:
         EqualityDelete(["id", "d", "ts"], [_key(i, "id", "d", "ts") for i in (40, 240, 450)]),
     ])]
     # Keys deleted above, under the current spec afterwards: they stay.
-    _insert(bed, name, model, [i for i in range(600, 700) if row(i)["k"] in (7, 8, 9, 10) or row(i)["s"] == "s6"])
+    _insert(bed, name, model,
+            [i for i in range(600, 700) if row(i)["k"] in (7, 8, 9, 10) or row(i)["s"] == "s6"])
     return MorTable(name, model.rows(), frozenset({"equality"}), tuple(answers))
 
 
@@ -308,7 +320,8 @@ def equality_deleted_by_query(bed, *, files: int = 8) -> MorTable:
     name = _create(bed, "equality_query", "days(ts), bucket(4, id)")
     model = Model({0: None})
     _batches(bed, name, model, 3)
-    answer = bed.spark.equality_delete_query(name, ["id"], f"SELECT id, ts FROM {name} WHERE id % 3 = 0", files=files)
+    answer = bed.spark.equality_delete_query(name, ["id"],
+                                             f"SELECT id, ts FROM {name} WHERE id % 3 = 0", files=files)
     model.delete(lambda r: r["id"] % 3 == 0)  # each key's own partition: where its row is
     return MorTable(name, model.rows(), frozenset({"equality"}), (answer,))
 
@@ -323,6 +336,7 @@ BUILDERS = {
     "mixed": mixed_deletes,
     "equality_by_query": equality_deleted_by_query,
 }
-# The kinds tests/interop/test_iceberg_deletes.py compacts (checking each as built first, `test_mor_bed.check_built`).
-# Partition-scoped position deletes are compacted in `unpartitioned_global` (a DELETE at partition granularity).
+# The kinds tests/interop/test_iceberg_deletes.py compacts (checking each as built first,
+# `test_mor_bed.check_built`). Partition-scoped position deletes are compacted in `unpartitioned_global` (a
+# DELETE at partition granularity).
 COMPACTED = ("updated_and_merged", "equality", "equality_across_specs", "unpartitioned_global", "mixed")

@@ -33,7 +33,8 @@ class Judged:
     after: int  # the snapshot lakesort committed
 
 
-def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True, measure: bool = False) -> Judged:
+def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True,
+                      measure: bool = False) -> Judged:
     from layout.compaction.pipeline.driver import compact
 
     spark = bed.spark
@@ -41,7 +42,8 @@ def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True, me
     assert snapshots, f"{name} has no snapshot"
     before = {sid: spark.read(name, sid) for sid in snapshots}
     current = bed.catalog.load_table(name)
-    # pyiceberg 0.12 reads position deletes but refuses equality deletes: then only Iceberg Spark judges before.
+    # pyiceberg 0.12 reads position deletes but refuses equality deletes:
+    # then only Iceberg Spark judges before.
     by_pyiceberg = None if _has_equality_deletes(spark, name) else by_field_id(current)
     assert_same_rows(before[snapshots[-1]], spark.read(name), what=f"{name}: Iceberg Spark's current read")
 
@@ -58,8 +60,10 @@ def compact_and_judge(bed, name: str, table_spec=None, *, force: bool = True, me
         assert_same_rows(before[sid], spark.read(name, sid), what=f"{name} at snapshot {sid}")
     if by_pyiceberg is not None:
         assert_same(by_pyiceberg, by_field_id(bed.catalog.load_table(name)))
-    elif not _has_equality_deletes(spark, name):  # lakesort removed them all: pyiceberg reads the rows Spark does
-        assert_same_rows(before[snapshots[-1]], by_field_id_as_spark(bed, name), what=f"{name}: pyiceberg's read after")
+    # lakesort removed them all: pyiceberg reads the rows Spark does
+    elif not _has_equality_deletes(spark, name):
+        assert_same_rows(before[snapshots[-1]], by_field_id_as_spark(bed, name),
+                         what=f"{name}: pyiceberg's read after")
     for meta in METADATA_TABLES:
         spark.sql(f"SELECT count(*) FROM {name}.{meta}")
     return Judged(result, snapshots[-1], new["snapshot_id"])
@@ -70,19 +74,22 @@ def _has_equality_deletes(spark, name: str) -> bool:
 
 
 def by_field_id_as_spark(bed, name: str):
-    """pyiceberg's read of the table, in the column types Iceberg Spark's read has (for `assert_same_rows`)."""
+    """pyiceberg's read of the table, in the column types Iceberg Spark's read has (for
+    `assert_same_rows`)."""
     data = bed.catalog.load_table(name).scan().to_arrow()
     return data.cast(bed.spark.read(name, columns="*").schema) if data.num_rows else data
 
 
 def live_deletes(bed, name: str) -> list[dict[str, Any]]:
     """The table's live delete files as Iceberg's `delete_files` metadata table lists them."""
-    return bed.spark.columns(f"SELECT file_path, content, record_count, equality_ids FROM {name}.delete_files")
+    return bed.spark.columns("SELECT file_path, content, record_count, "
+                             f"equality_ids FROM {name}.delete_files")
 
 
 def live_files(bed, name: str) -> list[dict[str, Any]]:
     """The table's live data files as Iceberg's `files` metadata table lists them."""
     partition = ", partition" if bed.catalog.load_table(name).spec().fields else ""
     return bed.spark.columns(
-        f"SELECT file_path, record_count, file_size_in_bytes, column_sizes, value_counts, null_value_counts, nan_value_counts, "
-        f"lower_bounds, upper_bounds, split_offsets, sort_order_id, spec_id{partition} FROM {name}.files")
+        "SELECT file_path, record_count, file_size_in_bytes, column_sizes, value_counts, null_value_counts, "
+        "nan_value_counts, lower_bounds, upper_bounds, split_offsets, sort_order_id, "
+        f"spec_id{partition} FROM {name}.files")

@@ -9,9 +9,10 @@ from iceberg_bed import assert_same_rows
 
 def test_both_implementations_share_the_catalog(bed):
     t = bed.name("smoke")
-    bed.spark.sql(f"CREATE TABLE {t} (id bigint, x double, ts timestamp) USING iceberg PARTITIONED BY (days(ts))")
-    bed.spark.sql(f"INSERT INTO {t} VALUES (1, 1.5, TIMESTAMP '2024-01-01 10:00:00'), (2, double('NaN'), NULL), "
-                  f"(3, -0.0, TIMESTAMP '2024-01-02 00:00:00')")
+    bed.spark.sql(f"CREATE TABLE {t} (id bigint, x double, ts timestamp) "
+                  "USING iceberg PARTITIONED BY (days(ts))")
+    bed.spark.sql(f"INSERT INTO {t} VALUES (1, 1.5, TIMESTAMP '2024-01-01 10:00:00'), (2, double('NaN'), "
+                  "NULL), (3, -0.0, TIMESTAMP '2024-01-02 00:00:00')")
     table = bed.catalog.load_table(t)
     by_pyiceberg = table.scan().to_arrow()
     assert sorted(by_pyiceberg["id"].to_pylist()) == [1, 2, 3]

@@ -1,7 +1,7 @@
 """Merge-on-read tables written by Iceberg's own writers, compacted by lakesort with their deletes applied.
 
-Each table is judged by `roundtrip.compact_and_judge` (Iceberg Spark's read of every retained snapshot before and
-after, rows identical, floats by bits) and must come out with no delete file applying to a live data file.
+Each table is judged by `roundtrip.compact_and_judge` (Iceberg Spark's read of every retained snapshot before
+and after, rows identical, floats by bits) and must come out with no delete file applying to a live data file.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ MOR = ("'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read'
 def _insert(bed, name: str, start: int, rows: int) -> None:
     bed.spark.sql(
         f"INSERT INTO {name} SELECT id, date_add(DATE '2024-01-01', CAST(id % 3 AS INT)) AS d, "
-        f"concat('s', CAST(id % 11 AS STRING)) AS s, CASE WHEN id % 13 = 0 THEN double('NaN') ELSE id * 0.25 END AS x "
-        f"FROM range({start}, {start + rows})")
+        "concat('s', CAST(id % 11 AS STRING)) AS s, CASE WHEN id % 13 = 0 THEN double('NaN') ELSE id * 0.25 "
+        f"END AS x FROM range({start}, {start + rows})")
 
 
 # Each kind of merge-on-read table (`mor_tables.COMPACTED`), compacted whole: position deletes file-scoped
@@ -44,8 +44,8 @@ def test_a_merge_on_read_table_compacts_with_its_deletes_applied(bed, kind):
 
 
 def _mor_table(bed, name: str) -> None:
-    bed.spark.sql(f"CREATE TABLE {name} (id bigint, d date, s string, x double) USING iceberg PARTITIONED BY (d) "
-                  f"TBLPROPERTIES ({MOR})")
+    bed.spark.sql(f"CREATE TABLE {name} (id bigint, d date, s string, x double) USING iceberg PARTITIONED BY "
+                  f"(d) TBLPROPERTIES ({MOR})")
     for b in range(2):
         _insert(bed, name, b * 150, 150)
     bed.spark.sql(f"DELETE FROM {name} WHERE id % 4 = 0")
@@ -92,14 +92,16 @@ def test_a_delete_committed_while_the_job_runs_never_comes_back(bed, monkeypatch
 
 
 def test_a_delete_elsewhere_while_the_job_runs_lets_the_commit_through(bed, monkeypatch):
-    """A delete committed meanwhile in a partition the run does not rewrite applies to no input: the commit goes
-    through, and the other writer's delete file stays with the data files it applies to."""
+    """A delete committed meanwhile in a partition the run does not rewrite applies to no input: the commit
+    goes through, and the other writer's delete file stays with the data files it applies to."""
     from layout.compaction.pipeline.driver import compact
 
     name = bed.name("mor_elsewhere")
     _mor_table(bed, name)
-    _during_the_job(monkeypatch, lambda: bed.spark.sql(f"DELETE FROM {name} WHERE d = DATE '2024-01-03' AND id < 50"))
-    expected = bed.spark.sql(f"SELECT count(*) FROM {name} WHERE NOT (d = DATE '2024-01-03' AND id < 50)")[0][0]
+    _during_the_job(monkeypatch, lambda: bed.spark.sql(f"DELETE FROM {name} WHERE d = DATE "
+                                                       "'2024-01-03' AND id < 50"))
+    expected = bed.spark.sql(
+        f"SELECT count(*) FROM {name} WHERE NOT (d = DATE '2024-01-03' AND id < 50)")[0][0]
 
     result = compact(name, spec=spec(name, sort={"keys": [{"column": "id"}]}), partitions=["d=2024-01-01"],
                      force=True)
@@ -110,8 +112,8 @@ def test_a_delete_elsewhere_while_the_job_runs_lets_the_commit_through(bed, monk
 
 
 def test_a_format_v3_table_with_deletion_vectors_is_refused_before_spark(bed, tmp_path, capsys):
-    """Iceberg Spark writes deletion vectors into a v3 table; pyiceberg 0.12 cannot write v3 metadata, so lakesort
-    refuses the table with exit 2 before any work, naming the format version and the reason."""
+    """Iceberg Spark writes deletion vectors into a v3 table; pyiceberg 0.12 cannot write v3 metadata, so
+    lakesort refuses the table with exit 2 before any work, naming the format version and the reason."""
     import yaml
 
     from layout.cli import main

@@ -32,8 +32,8 @@ PROPERTIES = {
     "write.metadata.metrics.column.id": "full",
 }
 # What the files table says of one file, compared field by field.
-STATISTICS = ("record_count", "column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds",
-              "upper_bounds", "split_offsets")
+STATISTICS = ("record_count", "column_sizes", "value_counts", "null_value_counts", "nan_value_counts",
+              "lower_bounds", "upper_bounds", "split_offsets")
 
 
 def _properties(props: dict[str, str]) -> str:
@@ -45,10 +45,10 @@ def _fill(bed, name: str, batches: int, rows: int) -> None:
         start = b * rows
         bed.spark.sql(
             f"INSERT INTO {name} SELECT id, CASE WHEN id % 13 = 0 THEN double('NaN') ELSE id / 3.0 END AS x, "
-            f"CASE WHEN id % 11 = 0 THEN NULL ELSE concat('a-rather-long-string-value-', CAST(id AS STRING)) END AS s, "
-            f"repeat('n', CAST(id % 40 AS INT)) AS note, "
-            f"TIMESTAMP '2024-05-01 00:00:00' + make_interval(0, 0, 0, CAST(id % 3 AS INT), CAST(id % 24 AS INT), 0, 0) AS ts "
-            f"FROM range({start}, {start + rows})")
+            "CASE WHEN id % 11 = 0 THEN NULL ELSE concat('a-rather-long-string-value-', CAST(id AS STRING)) "
+            "END AS s, repeat('n', CAST(id % 40 AS INT)) AS note, "
+            "TIMESTAMP '2024-05-01 00:00:00' + make_interval(0, 0, 0, CAST(id % 3 AS INT), CAST(id % 24 AS "
+            f"INT), 0, 0) AS ts FROM range({start}, {start + rows})")
 
 
 def _starting_position(row_group) -> int:
@@ -59,8 +59,8 @@ def _starting_position(row_group) -> int:
 
 
 def _table(bed, name: str, **extra: str) -> None:
-    bed.spark.sql(f"CREATE TABLE {name} (id bigint, x double, s string, note string, ts timestamp) USING iceberg "
-                  f"PARTITIONED BY (days(ts)) TBLPROPERTIES ({_properties({**PROPERTIES, **extra})})")
+    bed.spark.sql(f"CREATE TABLE {name} (id bigint, x double, s string, note string, ts timestamp) USING "
+                  f"iceberg PARTITIONED BY (days(ts)) TBLPROPERTIES ({_properties({**PROPERTIES, **extra})})")
 
 
 def test_statistics_agree_with_icebergs_and_procedures_run_on_lakesorts_output(bed, tmp_path):
@@ -77,8 +77,8 @@ def test_statistics_agree_with_icebergs_and_procedures_run_on_lakesorts_output(b
 
     # The same files, imported by Iceberg into a scratch table under the same metrics modes.
     scratch = bed.name("stats_scratch")
-    bed.spark.sql(f"CREATE TABLE {scratch} (id bigint, x double, s string, note string, ts timestamp) USING iceberg "
-                  f"TBLPROPERTIES ({_properties(PROPERTIES)})")
+    bed.spark.sql(f"CREATE TABLE {scratch} (id bigint, x double, s string, note string, ts timestamp) USING "
+                  f"iceberg TBLPROPERTIES ({_properties(PROPERTIES)})")
     imported = tmp_path / "import"
     imported.mkdir()
     for f in ours.values():
@@ -94,7 +94,8 @@ def test_statistics_agree_with_icebergs_and_procedures_run_on_lakesorts_output(b
     assert not differences, "\n".join(differences)
     for file, f in ours.items():
         footer = pq.ParquetFile(imported / file).metadata
-        assert f["split_offsets"] == [_starting_position(footer.row_group(i)) for i in range(footer.num_row_groups)]
+        assert (f["split_offsets"]
+                == [_starting_position(footer.row_group(i)) for i in range(footer.num_row_groups)])
 
     # Partition tuples: Iceberg's own days() of every row of each file.
     days = {Path(r["f"]).name: (r["lo"], r["hi"]) for r in bed.spark.columns(
@@ -110,8 +111,8 @@ def test_statistics_agree_with_icebergs_and_procedures_run_on_lakesorts_output(b
     bed.spark.call("rewrite_manifests", table=name)
     assert_same_rows(before, bed.spark.read(name), what="after rewrite_manifests")
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    bed.spark.sql(f"CALL lakesort.system.expire_snapshots(table => '{name}', older_than => TIMESTAMP '{now}', "
-                  "retain_last => 1)")
+    bed.spark.sql(f"CALL lakesort.system.expire_snapshots(table => '{name}', older_than => TIMESTAMP "
+                  f"'{now}', retain_last => 1)")
     assert len(bed.spark.snapshots(name)) == 1
     # Its shortest interval is 24 hours (a safety check of the procedure): it lists every file and finds none
     # old enough; what matters is that it runs on lakesort's layout and that the table reads the same after.
@@ -131,7 +132,8 @@ def test_icebergs_compaction_then_lakesorts_and_the_other_way_round(bed):
     compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
     done = bed.spark.call("rewrite_data_files", table=name, options={"rewrite-all": "true"})
     assert done[0]["rewritten_data_files_count"] > 0
-    assert_same_rows(original, bed.spark.read(name), what="after Iceberg's, lakesort's and Iceberg's compactions")
+    assert_same_rows(original, bed.spark.read(name), what="after Iceberg's, "
+                                                          "lakesort's and Iceberg's compactions")
 
 
 def test_a_streaming_query_keeps_running_across_lakesorts_commit(bed):
@@ -147,7 +149,8 @@ def test_a_streaming_query_keeps_running_across_lakesorts_commit(bed):
     assert bed.spark.poll(query) == {"active": True, "error": None}
 
     compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
-    sql(f"INSERT INTO {name} SELECT id, 0.5, 'after', '', TIMESTAMP '2024-05-02 00:00:00' FROM range(1000, 1040)")
+    sql(f"INSERT INTO {name} SELECT id, 0.5, 'after', '', TIMESTAMP '2024-05-02 "
+        "00:00:00' FROM range(1000, 1040)")
     state = bed.spark.poll(query)
     received = [row[0] for row in sql(f"SELECT id FROM {query}")]
     bed.spark.stop_stream(query)

@@ -28,10 +28,11 @@ def _insert_batches(bed, name: str, batches: int, rows: int, *, offset: int = 0)
         start = offset + b * rows
         bed.spark.sql(
             f"INSERT INTO {name} SELECT id, "
-            f"TIMESTAMP '2024-03-01 00:00:00' + make_interval(0, 0, 0, 0, CAST(id % 72 AS INT), CAST(id % 60 AS INT), 0) AS ts, "
-            f"date_add(DATE '2024-01-15', CAST(id % 90 AS INT)) AS d, concat('s', CAST(id % 13 AS STRING)) AS s, "
-            f"CASE WHEN id % 17 = 0 THEN double('NaN') WHEN id % 19 = 0 THEN -0.0 ELSE id * 0.5 END AS x, "
-            f"CAST(id AS DECIMAL(12, 2)) / 7 AS amount FROM range({start}, {start + rows})")
+            "TIMESTAMP '2024-03-01 00:00:00' + make_interval(0, 0, 0, 0, CAST(id % 72 AS INT), CAST(id % 60 "
+            "AS INT), 0) AS ts, date_add(DATE '2024-01-15', CAST(id % 90 AS INT)) AS d, concat('s', CAST(id "
+            "% 13 AS STRING)) AS s, CASE WHEN id % 17 = 0 THEN double('NaN') WHEN id % 19 = 0 THEN -0.0 ELSE "
+            "id * 0.5 END AS x, CAST(id AS DECIMAL(12, 2)) / 7 AS amount FROM "
+            f"range({start}, {start + rows})")
 
 
 def test_hidden_partitioning_sort_order_and_copy_on_write_dml(bed):
@@ -46,10 +47,10 @@ def test_hidden_partitioning_sort_order_and_copy_on_write_dml(bed):
     sql("SET spark.sql.sources.partitionOverwriteMode=dynamic")
     sql(f"INSERT OVERWRITE {name} SELECT id, ts, d, upper(s), x, amount FROM {name} "
         f"WHERE ts < TIMESTAMP '2024-03-02 00:00:00'")
-    sql(f"MERGE INTO {name} t USING (SELECT id, concat('m', CAST(id AS STRING)) AS s FROM range(0, 600, 7)) u "
-        f"ON t.id = u.id WHEN MATCHED THEN UPDATE SET t.s = u.s "
-        f"WHEN NOT MATCHED THEN INSERT (id, ts, d, s, x, amount) "
-        f"VALUES (u.id, TIMESTAMP '2024-03-04 12:00:00', DATE '2024-02-01', u.s, 1.25, 3.50)")
+    sql(f"MERGE INTO {name} t USING (SELECT id, concat('m', CAST(id AS STRING)) AS s FROM range(0, 600, 7)) "
+        "u ON t.id = u.id WHEN MATCHED THEN UPDATE SET t.s = u.s "
+        "WHEN NOT MATCHED THEN INSERT (id, ts, d, s, x, amount) "
+        "VALUES (u.id, TIMESTAMP '2024-03-04 12:00:00', DATE '2024-02-01', u.s, 1.25, 3.50)")
 
     judged = compact_and_judge(bed, name, measure=True)  # the probes measured before and after, too
 
@@ -57,7 +58,8 @@ def test_hidden_partitioning_sort_order_and_copy_on_write_dml(bed):
     assert order_id > 0
     written = [f for f in live_files(bed, name) if "/lakesort-staging/" in f["file_path"]]
     assert written, "no live file of lakesort's"
-    assert {f["sort_order_id"] for f in written} == {order_id}, "lakesort's files must carry the table's sort order"
+    assert {f["sort_order_id"] for f in written} == {order_id}, (
+        "lakesort's files must carry the table's sort order")
     assert judged.result.plan.sort_keys[0].column == "s"
 
 
@@ -83,9 +85,9 @@ def test_months_truncate_and_partition_evolution(bed, sort):
 
 
 def test_a_curve_layout_of_a_table_spark_wrote(bed, caplog):
-    """A z-order over a table Spark wrote, every file read by Spark itself: each partition's rows come from the
-    manifests Spark wrote (no pass over the input), the file boundaries from rows drawn with the curve's index;
-    every snapshot reads back the same."""
+    """A z-order over a table Spark wrote, every file read by Spark itself: each partition's rows come from
+    the manifests Spark wrote (no pass over the input), the file boundaries from rows drawn with the curve's
+    index; every snapshot reads back the same."""
     name = bed.name("curved")
     bed.spark.sql(f"CREATE TABLE {name} {COLUMNS} USING iceberg PARTITIONED BY (bucket(2, id))")
     _insert_batches(bed, name, 4, 1000)
@@ -117,19 +119,21 @@ def test_schema_evolved_through_spark_ddl(bed, sort):
     sql(f"ALTER TABLE {name} ALTER COLUMN id TYPE bigint")
     sql(f"ALTER TABLE {name} ALTER COLUMN f TYPE double")
     sql(f"ALTER TABLE {name} ADD COLUMN nested.c double")
-    sql(f"INSERT INTO {name} (id, f, title, nested, gone) SELECT id + 1000000000000, id / 7.0, concat('t', id), "
-        f"named_struct('a', CAST(id AS INT), 'b', CAST(NULL AS STRING), "
-        f"'c', CASE WHEN id % 5 = 0 THEN double('NaN') ELSE id END), id FROM range(200, 400)")
+    sql(f"INSERT INTO {name} (id, f, title, nested, gone) SELECT id + 1000000000000, id / 7.0, concat('t', "
+        "id), named_struct('a', CAST(id AS INT), 'b', CAST(NULL AS STRING), "
+        "'c', CASE WHEN id % 5 = 0 THEN double('NaN') ELSE id END), id FROM range(200, 400)")
 
     compact_and_judge(bed, name, spec(name, sort=sort))
 
     back = bed.spark.read(name, columns="id, gone")
-    assert back.filter(pc.less(back["id"], 200))["gone"].null_count == 200, "a dropped column's values came back"
+    assert back.filter(pc.less(back["id"], 200))["gone"].null_count == 200, (
+        "a dropped column's values came back")
 
 
 def test_parquet_files_brought_in_with_add_files(bed, tmp_path):
-    """Plain Parquet files (no field ids, written by pyarrow as other tools write them) imported with Iceberg's
-    add_files: lakesort reads them through the table's name mapping and rewrites them with field ids.
+    """Plain Parquet files (no field ids, written by pyarrow as other tools write them) imported with
+    Iceberg's add_files: lakesort reads them through the table's name mapping and rewrites
+    them with field ids.
 
     (Files written by Spark 4.1's own Parquet writer are left out: Iceberg 1.12's vectorized reader fails on
     them after add_files, "Unsupported type: double", before lakesort is involved.)"""
@@ -140,7 +144,8 @@ def test_parquet_files_brought_in_with_add_files(bed, tmp_path):
     bed.spark.sql(f"CREATE TABLE {name} (id bigint, x double, s string) USING iceberg")
     for part in range(3):
         ids = range(part * 100, part * 100 + 100)
-        rows = pa.table({"id": pa.array(ids, pa.int64()), "x": pa.array([i * 0.25 for i in ids], pa.float64()),
+        rows = pa.table({"id": pa.array(ids, pa.int64()),
+                         "x": pa.array([i * 0.25 for i in ids], pa.float64()),
                          "s": pa.array([f"v{i}" for i in ids])})
         write_pyarrow(rows, tmp_path / "plain" / f"p{part}")
         bed.spark.call("add_files", table=name, source_table=f"`parquet`.`{tmp_path / 'plain' / f'p{part}'}`")
@@ -170,8 +175,11 @@ def test_a_table_icebergs_writers_already_sorted_is_adopted_not_rewritten(bed):
         [(d.partition, d.action, d.reasons) for d in decisions.values()]
 
     # One more file in January whose ids fall inside the range of the files there: that partition only.
-    sql(f"INSERT INTO {name} SELECT id, ts, d, s, x, amount FROM {name} WHERE d < DATE '2024-02-01' AND id % 2 = 0")
+    sql(f"INSERT INTO {name} SELECT id, ts, d, s, x, amount FROM {name} WHERE d < DATE "
+        "'2024-02-01' AND id % 2 = 0")
     plan = plan_rewrite(bed.catalog.load_table(name), table_spec)
     rewrite = [d for d in plan.partitions if d.action == "rewrite"]
-    assert len(rewrite) == 1 and "2024-01" in rewrite[0].partition, [(d.partition, d.reasons) for d in rewrite]
+    assert len(rewrite) == 1 and "2024-01" in rewrite[0].partition, [
+        (d.partition, d.reasons) for d in rewrite
+    ]
     compact_and_judge(bed, name, table_spec, force=False)

@@ -1,8 +1,8 @@
 """The merge-on-read tables of `mor_tables`, as Iceberg Spark reads them: each reads as its expected rows
 (computed in Python), and Iceberg's metadata tables list the delete files it was built to have.
 
-`check_built` is the check; tests/interop/test_iceberg_deletes.py runs it on each table it compacts (`COMPACTED`)
-before compacting, so those are not built twice: this file checks the others."""
+`check_built` is the check; tests/interop/test_iceberg_deletes.py runs it on each table it compacts
+(`COMPACTED`) before compacting, so those are not built twice: this file checks the others."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def test_merge_on_read_table(bed, kind):
 
 
 def check_built(bed, mor, kind: str) -> None:
-    """`mor` (built by `BUILDERS[kind]`) reads as expected, with the delete files and data files it was built to have."""
+    """`mor` (built by `BUILDERS[kind]`) reads as expected,
+    with the delete files and data files it was built to have."""
     spark, name = bed.spark, mor.name
 
     read = spark.read(name)
@@ -50,7 +51,7 @@ def check_built(bed, mor, kind: str) -> None:
         spans = [n for (n,) in spark.sql(f"SELECT count(DISTINCT file_path) FROM {name}.position_deletes "
                                           f"GROUP BY delete_file_path")]
         assert (max(spans) == 1) == (kind == "position_file"), spans
-        # File-scoped: the second DELETE replaced the delete files of the data files both touched (Iceberg 1.12
-        # keeps one per data file); partition-scoped: it only added more.
+        # File-scoped: the second DELETE replaced the delete files of the data files both touched (Iceberg
+        # 1.12 keeps one per data file); partition-scoped: it only added more.
         replaced = [s for s in spark.snapshots(name) if "removed-position-delete-files" in s["summary"]]
         assert bool(replaced) == (kind == "position_file"), spark.snapshots(name)

@@ -1,6 +1,7 @@
-"""The job's Python processes import the installed pyspark, not Spark's zip of its sources (jobs/installed_pyspark):
-which zips go (pure logic), the daemon's conf, and a real spark-submit of the job's own session whose driver and
-Python workers import pyspark from the installed package and still run their tasks."""
+"""The job's Python processes import the installed pyspark, not Spark's zip of its sources
+(jobs/installed_pyspark):
+which zips go (pure logic), the daemon's conf, and a real spark-submit of the job's own session whose driver
+and Python workers import pyspark from the installed package and still run their tasks."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def test_the_zips_stay_for_another_spark_or_another_py4j_or_none_installed():
     assert installed_pyspark.spark_zips_to_drop(other_home, same) == [], "another Spark's sources stay"
     older_py4j = installed_as({"pyspark": (HOME, "4.2.0"), "py4j": (f"{SITE}/py4j", "0.10.9.7")})
     assert installed_pyspark.spark_zips_to_drop([ZIP, PY4J, SITE], older_py4j) == [ZIP], "py4j's zip stays"
-    assert installed_pyspark.spark_zips_to_drop([ZIP, PY4J, SITE], installed_as({})) == [], "nothing installed"
+    assert installed_pyspark.spark_zips_to_drop([ZIP, PY4J, SITE], installed_as({})) == [], (
+        "nothing installed")
     no_py4j = installed_as({"pyspark": (HOME, "4.2.0")})
     assert installed_pyspark.spark_zips_to_drop([ZIP, PY4J, SITE], no_py4j) == [ZIP]
     # Entries that are not Spark's zips (the job's directory, a --py-files zip) are never touched.
@@ -81,13 +83,14 @@ spark.stop()
 
 
 def test_the_jobs_driver_and_workers_import_the_installed_pyspark(spark, tmp_path):
-    """A real spark-submit, as the job is submitted: jobs/compact.py's session; Spark puts pyspark.zip first on
-    the PYTHONPATH of both the driver's Python and the workers'."""
+    """A real spark-submit, as the job is submitted: jobs/compact.py's session; Spark puts pyspark.zip first
+    on the PYTHONPATH of both the driver's Python and the workers'."""
     script = tmp_path / "where.py"
     script.write_text(SCRIPT)
     done = subprocess.run([spark_submit_binary(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                            str(script), str(JOB)], capture_output=True, text=True, check=False, cwd=tmp_path,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+                               "PYSPARK_DRIVER_PYTHON": sys.executable})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     got = json.loads(line.removeprefix("RESULT "))
@@ -96,12 +99,13 @@ def test_the_jobs_driver_and_workers_import_the_installed_pyspark(spark, tmp_pat
     assert got["driver"] == installed, got
     assert set(got["workers"]) == {installed}, got
     assert got["squares"] == [x * x for x in range(8)]
-    assert Path(installed).parent.joinpath("python", "lib", "pyspark.zip").is_file(), "the zip Spark puts first"
+    assert Path(installed).parent.joinpath("python", "lib", "pyspark.zip").is_file(), (
+        "the zip Spark puts first")
 
 
 def test_the_test_sessions_workers_are_forked_by_the_same_daemon(spark):
-    """tests/conftest.py's session runs the job's daemon too, so the in-process job's Python tasks run as under
-    spark-submit."""
+    """tests/conftest.py's session runs the job's daemon too, so the in-process job's Python tasks run as
+    under spark-submit."""
 
     def where(_):
         import pyspark
@@ -109,4 +113,5 @@ def test_the_test_sessions_workers_are_forked_by_the_same_daemon(spark):
         return pyspark.__file__
 
     assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "installed_pyspark"
-    assert set(spark.sparkContext.parallelize(range(4), 2).map(where).collect()) == {find_spec("pyspark").origin}
+    assert (set(spark.sparkContext.parallelize(range(4), 2).map(where).collect())
+            == {find_spec("pyspark").origin})

@@ -1,8 +1,8 @@
 """The job's progress lines (jobs/compaction/progress.py): the formatting as pure functions (byte and duration
-units, the time left, Spark's stage names), the thread's rules against a scripted Spark status (at most a progress
-line per interval, a summary per completed stage, a job that ran between two looks found, skipped stages
-dropped, the last summaries logged at stop), and the job's conf turning it off. The real job's lines, bytes from
-the driver's status store with the UI off: tests/cli/test_compact_progress.py."""
+units, the time left, Spark's stage names), the thread's rules against a scripted Spark status (at most a
+progress line per interval, a summary per completed stage, a job that ran between two looks found, skipped
+stages dropped, the last summaries logged at stop), and the job's conf turning it off. The real job's lines,
+bytes from the driver's status store with the UI off: tests/cli/test_compact_progress.py."""
 
 from __future__ import annotations
 
@@ -56,14 +56,16 @@ def test_time_left_goes_at_the_pace_of_the_done_tasks(done, total, seconds):
 def test_unknowns_are_said_so():
     assert progress.seconds_left(0, 10, 5.0) is None
     assert progress.format_bytes(None) == progress.format_duration(None) == "?"
-    assert progress.short_name("collect at /tmp/spark-1/jobs/compaction/run.py:345") == "collect at run.py:345"
+    assert (progress.short_name("collect at /tmp/spark-1/jobs/compaction/run.py:345")
+            == "collect at run.py:345")
     assert progress.short_name("Exchange") == "Exchange"
     assert progress.short_name("$anonfun$withThreadLocalCaptured$1 at CompletableFuture.java:1768") == ""
 
 
 def test_a_progress_line_and_a_summary_line():
     running = StageProgress(stage_id=3, part="read, sample", name="collect at /x/run.py:345", tasks_done=12,
-                            tasks=40, elapsed=42.4, stage_seconds=13.0, bytes_read=5 << 29, bytes_written=300 << 20)
+                            tasks=40, elapsed=42.4, stage_seconds=13.0, bytes_read=5 << 29,
+                            bytes_written=300 << 20)
     assert progress.progress_line(running) == (
         "[read, sample] stage 3 (collect at run.py:345): 12/40 tasks, read 2.5 GiB, wrote 300.0 MiB; "
         "0:42 elapsed, about 0:30 left in this stage")
@@ -102,7 +104,8 @@ class _Stage:
         return _Option(SimpleNamespace(getTime=lambda: self.submitted))
 
     def completionTime(self):
-        return _Option(SimpleNamespace(getTime=lambda: self.submitted + 4000) if self.state == "COMPLETE" else None)
+        return _Option(SimpleNamespace(getTime=lambda: self.submitted + 4000) if self.state == "COMPLETE"
+                       else None)
 
     def description(self):
         return _Option("write")
@@ -139,8 +142,10 @@ class _Spark:
         self._jsc = SimpleNamespace(sc=lambda: SimpleNamespace(statusStore=lambda: self))
 
     def statusTracker(self):
-        return SimpleNamespace(getActiveJobsIds=lambda: list(self.active),
-                               getJobInfo=lambda j: SimpleNamespace(stageIds=self.jobs[j]) if j in self.jobs else None)
+        return SimpleNamespace(
+            getActiveJobsIds=lambda: list(self.active),
+            getJobInfo=lambda j: SimpleNamespace(stageIds=self.jobs[j]) if j in self.jobs else None,
+        )
 
     def lastStageAttempt(self, stage_id):
         if stage_id not in self.stages:
@@ -163,8 +168,8 @@ def test_the_thread_logs_a_line_per_interval_and_a_summary_per_stage():
     assert lines == []
     now[0] = 10
     watcher._look()
-    assert lines == [("[write] stage 1 (save at run.py:1): 2/8 tasks, read 2.0 MiB, wrote 3.0 MiB; 0:10 elapsed, "
-                     "about 0:12 left in this stage")]
+    assert lines == [("[write] stage 1 (save at run.py:1): 2/8 tasks, read 2.0 MiB, wrote 3.0 MiB; 0:10 "
+                     "elapsed, about 0:12 left in this stage")]
     assert 2 not in watcher.watched  # skipped: never looked at again
     sc.stages[1] = _Stage(1, "COMPLETE", 8, 8)
     sc.stages[3] = _Stage(3, "ACTIVE", 0, 2)
@@ -172,10 +177,10 @@ def test_the_thread_logs_a_line_per_interval_and_a_summary_per_stage():
     sc.stages[4] = _Stage(4, "COMPLETE", 2, 2)
     now[0] = 12
     watcher._look()  # summaries come as stages complete; the next progress line only 10 s after the last
-    assert lines[1:] == [("[write] stage 1 (save at run.py:1) done: 8 tasks in 0:04, read 2.0 MiB, wrote 3.0 MiB; "
-                         "0:12 elapsed"),
-                         ("[write] stage 4 (save at run.py:4) done: 2 tasks in 0:04, read 2.0 MiB, wrote 3.0 MiB; "
-                         "0:12 elapsed")]
+    assert lines[1:] == [("[write] stage 1 (save at run.py:1) done: 8 tasks in 0:04, read 2.0 MiB, wrote 3.0 "
+                         "MiB; 0:12 elapsed"),
+                         ("[write] stage 4 (save at run.py:4) done: 2 tasks in 0:04, read 2.0 MiB, wrote 3.0 "
+                         "MiB; 0:12 elapsed")]
     sc.stages[3] = _Stage(3, "COMPLETE", 2, 2)
     now[0] = 13
     watcher.stop()  # the thread never started: stop still looks once more
@@ -195,10 +200,11 @@ def test_without_the_status_store_the_lines_have_task_counts_only():
     watcher.started = 0.0
     watcher.last_line = 0.0
     watcher._look()
-    assert lines == ["stage 7 (collect at run.py:9): 1/4 tasks, read ?, wrote ?; 0:05 elapsed, time left unknown"]
+    assert lines == [("stage 7 (collect at run.py:9): 1/4 tasks, read ?, wrote ?; "
+                      "0:05 elapsed, time left unknown")]
 
 
-# ---- on the session's real Spark (the real job's lines: tests/cli/test_compact_progress.py) -------------------
+# ---- on the session's real Spark (the real job's lines: tests/cli/test_compact_progress.py) ----------------
 
 
 @pytest.mark.spark

@@ -1,12 +1,12 @@
-"""`lakesort compact`'s OpenLineage events (`layout.lineage`), written by openlineage-python's own file transport,
-configured the standard way (OPENLINEAGE__TRANSPORT__* variables).
+"""`lakesort compact`'s OpenLineage events (`layout.lineage`), written by openlineage-python's own file
+transport, configured the standard way (OPENLINEAGE__TRANSPORT__* variables).
 
-One real run (spark-submit, Spark local) on one partition of the small t.events table (February: 28 rows in two
-files, rewritten into one): START before Spark and COMPLETE after the
+One real run (spark-submit, Spark local) on one partition of the small t.events table (February: 28 rows in
+two files, rewritten into one): START before Spark and COMPLETE after the
 commit, one OpenLineage run whose id is derived from lakesort's, the table as input and output with the rows,
-bytes and files read and written and its schema. The Spark job runs openlineage-spark's listener (the test bed's
-jar, `make testbed`), with its own file transport: its application's events name lakesort's run as their parent,
-and every event of the job names it as the root.
+bytes and files read and written and its schema. The Spark job runs openlineage-spark's listener (the test
+bed's jar, `make testbed`), with its own file transport: its application's events name lakesort's run as their
+parent, and every event of the job names it as the root.
 A run whose Spark job fails emits START and FAIL with the error, and the table stays as it was.
 """
 
@@ -48,7 +48,8 @@ def file_transport(tmp_path, monkeypatch):
 
 
 def read_events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists()
+            else [])
 
 
 def spark_listener(tmp_path, monkeypatch) -> Path | None:
@@ -71,7 +72,8 @@ def spark_listener(tmp_path, monkeypatch) -> Path | None:
 def test_a_compaction_emits_start_and_complete(events, file_transport, tmp_path, monkeypatch):
     java = shutil.which("java") or Path(os.environ.get("JAVA_HOME", "/nonexistent"), "bin", "java").exists()
     if not (Path(sys.executable).parent / "spark-submit").exists() or not java:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)("a real compaction needs spark-submit and Java")
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("a real compaction "
+                                                               "needs spark-submit and Java")
     spark_events = spark_listener(tmp_path, monkeypatch)
     assert main(["compact", "t.events", "--partition", FEBRUARY, "--force", "--no-measure", "-q"]) == EXIT_OK
 
@@ -86,7 +88,8 @@ def test_a_compaction_emits_start_and_complete(events, file_transport, tmp_path,
         (source,), (target,) = event["inputs"], event["outputs"]
         assert (source["name"], target["name"]) == ("t.events", "t.events")
         # The SQL catalog's tables are named by its warehouse location.
-        assert source["namespace"] == target["namespace"] == f"file://{(tmp_path / '.lakesort').resolve()}/warehouse"
+        assert (source["namespace"] == target["namespace"]
+                == f"file://{(tmp_path / '.lakesort').resolve()}/warehouse")
     read_at_start = start["inputs"][0]["inputFacets"]["inputStatistics"]
     assert (read_at_start["rowCount"], read_at_start["fileCount"]) == (28, 2) and read_at_start["size"] > 0
     assert "outputStatistics" not in start["outputs"][0].get("outputFacets", {})
@@ -107,17 +110,20 @@ def test_a_compaction_emits_start_and_complete(events, file_transport, tmp_path,
     spark_sent = [json.loads(line) for f in sorted(spark_events.parent.glob(f"{spark_events.name}*"))
                   for line in f.read_text().splitlines() if line.strip()]
     assert spark_sent, "openlineage-spark wrote no events"
-    ours = {"run": {"runId": lineage.run_uuid(run_id)}, "job": {"namespace": "lakesort", "name": "compact.t.events"}}
+    ours = {"run": {"runId": lineage.run_uuid(run_id)},
+            "job": {"namespace": "lakesort", "name": "compact.t.events"}}
     shown = [(e["eventType"], e["job"]["name"], e["run"]["facets"].get("parent")) for e in spark_sent]
     parents = [e["run"]["facets"]["parent"] for e in spark_sent if "parent" in e["run"].get("facets", {})]
-    assert any(p["run"] == ours["run"] and p["job"] == ours["job"] for p in parents), shown  # the application's
+    # the application's
+    assert any(p["run"] == ours["run"] and p["job"] == ours["job"] for p in parents), shown
     for facet in parents:  # an action's parent is the application's run; the root is lakesort's run
         root = facet.get("root", {"run": facet["run"], "job": facet["job"]})
         assert (root["run"], root["job"]) == (ours["run"], ours["job"]), shown
 
 
 def test_a_failed_run_emits_fail(events, file_transport, monkeypatch, capsys):
-    """The real prepare step, a Spark job that fails (spark-submit replaced): START, then FAIL with the error."""
+    """The real prepare step, a Spark job that fails (spark-submit replaced): START,
+    then FAIL with the error."""
     def failing_spark(*args, **kwargs):
         raise CompactionFailed("the Spark job failed (exit 1): java.lang.OutOfMemoryError: Java heap space")
 

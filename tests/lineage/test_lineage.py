@@ -23,7 +23,8 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 @pytest.fixture
 def clean_env(tmp_path, monkeypatch):
-    """No OpenLineage configuration anywhere (variables, ./openlineage.yml, ~/.openlineage), a fresh client."""
+    """No OpenLineage configuration anywhere (variables, ./openlineage.yml,
+    ~/.openlineage), a fresh client."""
     import os
 
     for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
@@ -168,7 +169,8 @@ def test_the_dags_ask_the_provider_to_inject_the_task(tmp_path, monkeypatch):
     plain = submit.describe_job(plan_path="p", manifest_path="m", groups=None, name="n", work_dir=tmp_path)
     assert "openlineage_inject_parent_job_info" not in plain.operator_kwargs()
     monkeypatch.setenv("LAKESORT_SPARK_CONF", json.dumps(LISTENING))
-    listening = submit.describe_job(plan_path="p", manifest_path="m", groups=None, name="n", work_dir=tmp_path)
+    listening = submit.describe_job(plan_path="p", manifest_path="m", groups=None, name="n",
+                                    work_dir=tmp_path)
     assert listening.operator_kwargs()["openlineage_inject_parent_job_info"] is True
 
 
@@ -193,12 +195,17 @@ def test_the_dag_commit_task_lineage(tmp_path, monkeypatch):
     task = SimpleNamespace(_committed=committed.model_dump(mode="json"))
     found = _CommitTask.get_openlineage_facets_on_complete(task, None)
     (source,), (target,) = found.inputs, found.outputs
-    assert (source.namespace, source.name) == (target.namespace, target.name) == ("file:///x/warehouse", "t.events")
+    assert (
+        (source.namespace, source.name)
+        == (target.namespace, target.name)
+        == ("file:///x/warehouse", "t.events")
+    )
     stats = target.outputFacets["outputStatistics"]
     assert (stats.rowCount, stats.size, stats.fileCount) == (91, 4000, 3)
     read = source.inputFacets["inputStatistics"]
     assert (read.rowCount, read.size, read.fileCount) == (96, 5000, 12)
-    older = committed.model_copy(update={"rows_read": None})  # a payload from before rows_read: the rows written
+    # a payload from before rows_read: the rows written
+    older = committed.model_copy(update={"rows_read": None})
     task = SimpleNamespace(_committed=older.model_dump(mode="json"))
     (source,) = _CommitTask.get_openlineage_facets_on_complete(task, None).inputs
     assert source.inputFacets["inputStatistics"].rowCount == 91

@@ -179,13 +179,14 @@ def test_dry_run_deletes_nothing_and_counts_the_same(iceberg_catalog):
     disk, location, history = on_disk(table), table.metadata_location, reads(table)
 
     dry = run(dry_run=True, max_age="0s", min_snapshots=2)
-    assert on_disk(table) == disk and table.refresh().metadata_location == location and reads(table) == history
+    assert (on_disk(table) == disk and table.refresh().metadata_location == location
+            and reads(table) == history)
     assert dry.status == "dry-run" and dry.files_deleted > 0 and dry.of("orphan").files == 1
 
     real = run(max_age="0s", min_snapshots=2)
     same = ("snapshots_before", "snapshots_expired", "snapshots_after", "deleted", "kept_referenced",
-            "young_orphans", "young_orphan_bytes", "files_before", "bytes_before", "files_after", "bytes_after",
-            "live_bytes", "snapshot_id")
+            "young_orphans", "young_orphan_bytes", "files_before", "bytes_before", "files_after",
+            "bytes_after", "live_bytes", "snapshot_id")
     assert dry.model_dump(include=set(same)) == real.model_dump(include=set(same))
     assert not old.exists() and young.exists()
     statuses = {r["run_id"]: r["status"] for r in read_maintenance(iceberg_catalog, TABLE).to_pylist()}
@@ -259,7 +260,8 @@ def test_old_metadata_files_beyond_previous_versions_max_go_the_current_and_the_
     assert len(result.snapshots_expired) == 6 and result.of("metadata").files == 1
     assert versions() == ["00006", "00007", "00008", "00009"]
     table = iceberg_catalog.load_table(TABLE)
-    kept = {resolve(e.metadata_file)[1] for e in table.metadata.metadata_log} | {resolve(table.metadata_location)[1]}
+    kept = ({resolve(e.metadata_file)[1] for e in table.metadata.metadata_log}
+            | {resolve(table.metadata_location)[1]})
     assert {str(p) for p in metadata_dir.glob("*.metadata.json")} == kept
     assert reads(table) == {s: history[s] for s in reads(table)}
 
@@ -278,7 +280,8 @@ def test_branch_and_tag_heads_are_protected(iceberg_catalog):
     assert {snap.snapshot_id for snap in table.metadata.snapshots} == {s[1], s[2], s[5]}
     assert table.metadata.refs["v1"].snapshot_id == s[1] and table.metadata.refs["audit"].snapshot_id == s[2]
     assert reads(table) == {sid: history[sid] for sid in (s[1], s[2], s[5])}
-    # Appends only: every data file and manifest is still some retained snapshot's; the expired manifest lists go.
+    # Appends only: every data file and manifest is still some retained snapshot's;
+    # the expired manifest lists go.
     assert result.files_deleted == result.of("manifest-list").files == 3
     assert on_disk(table) == referenced(table)
 
@@ -304,13 +307,15 @@ def test_a_commit_landing_meanwhile_protects_its_files(iceberg_catalog, monkeypa
     result = run(max_age="0s", min_snapshots=2)
     assert result.kept_late == 1 and Path(readded).exists()
     table = table.refresh()
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert (sorted(table.scan().to_arrow().column("id").to_pylist())
+            == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
     assert on_disk(table) == referenced(table)
 
 
 def test_a_file_named_like_a_retained_one_is_kept(iceberg_catalog):
     """The last guard against a path spelled two ways: an unreferenced file with the name of a file a retained
-    snapshot references (here a copy elsewhere; in life, the same file through a symlink or another URI) stays."""
+    snapshot references (here a copy elsewhere; in life,
+    the same file through a symlink or another URI) stays."""
     table = build(iceberg_catalog)
     live = Path(resolve(next(iter(table.scan().plan_files())).file.file_path)[1])
     alias = root_of(table) / "data" / "elsewhere" / live.name
@@ -338,7 +343,8 @@ def test_an_unreadable_manifest_list_deletes_nothing(iceberg_catalog):
     victim.unlink()
     orphan(table, "data/old.parquet", days=10)
     disk = on_disk(table)
-    with pytest.raises(MaintenanceError, match=r"cannot read the manifest list .* nothing can be deleted safely"):
+    with pytest.raises(MaintenanceError, match=r"cannot read the manifest list .* "
+                                               r"nothing can be deleted safely"):
         run(max_age="0s", min_snapshots=1)
     assert on_disk(table) == disk
 
@@ -349,7 +355,8 @@ def test_an_unreadable_manifest_list_deletes_nothing(iceberg_catalog):
 def test_cli(iceberg_catalog, tmp_path, capsys):
     table = build(iceberg_catalog)
     spec = tmp_path / "events.yaml"
-    spec.write_text(f"table: {TABLE}\nowner: {json.dumps(OWNER)}\nretention: {{max_age: 0s, min_snapshots: 2}}\n")
+    spec.write_text(f"table: {TABLE}\nowner: {json.dumps(OWNER)}\nretention: {{max_age: "
+                    "0s, min_snapshots: 2}\n")
     disk, n = on_disk(table), len(table.metadata.snapshots)
     assert main(["expire", TABLE, "--spec", str(spec), "--dry-run"]) == EXIT_OK
     out = capsys.readouterr().out
@@ -390,8 +397,9 @@ def test_durations(text, seconds):
 
 
 @pytest.mark.parametrize(("value", "message"), [("3", "a duration like"), (3, "write 3h or 3d"),
-                                                ("3 days", "unknown duration unit"), ("-1d", "a duration like"),
-                                                (True, "a duration like"), ("3mo", "unknown duration unit")])
+                                                ("3 days", "unknown duration unit"),
+                                                ("-1d", "a duration like"), (True, "a duration like"),
+                                                ("3mo", "unknown duration unit")])
 def test_bad_durations(value, message):
     with pytest.raises(ValueError, match=message):
         parse_duration(value)
@@ -413,8 +421,10 @@ def test_the_retention_spec_key():
 
 
 def test_the_record_is_the_stores_schema(iceberg_catalog):
-    assert [f.name for f in dataclasses.fields(MaintenanceRecord)] == [n for n, _, _ in store.MAINTENANCE_FIELDS]
-    assert {f"{k.replace('-', '_')}_files" for k in DELETED_KINDS} <= {n for n, _, _ in store.MAINTENANCE_FIELDS}
+    assert ([f.name for f in dataclasses.fields(MaintenanceRecord)]
+            == [n for n, _, _ in store.MAINTENANCE_FIELDS])
+    assert ({f"{k.replace('-', '_')}_files" for k in DELETED_KINDS}
+            <= {n for n, _, _ in store.MAINTENANCE_FIELDS})
     build(iceberg_catalog)
     result = run(max_age="0s", min_snapshots=1)
     record = record_of(result, "nightly")
@@ -458,7 +468,9 @@ def test_random_histories_keep_exactly_what_retained_snapshots_reference(iceberg
             if not op[1]:
                 young.add(str(path))
         elif op[0] == "tag":
-            table.manage_snapshots().create_tag(table.current_snapshot().snapshot_id, f"tag{next(tags)}").commit()
+            table.manage_snapshots().create_tag(
+                table.current_snapshot().snapshot_id, f"tag{next(tags)}"
+            ).commit()
         elif op[0] == "expire":
             disk, location = on_disk(table), table.metadata_location
             retention = Retention(max_age="0s", min_snapshots=op[1], orphan_grace="3d")

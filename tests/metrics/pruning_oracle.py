@@ -117,9 +117,11 @@ class BruteForce:
             dictionary, pages = walk_pages(data, chunk)
             num_rows = meta.row_group(rg).num_rows
             rows = [n for n, _ in pages]
-            assert sum(rows) == num_rows, f"{path} rg {rg} col {col}: pages hold {sum(rows)} of {num_rows} rows"
+            assert sum(rows) == num_rows, (
+                f"{path} rg {rg} col {col}: pages hold {sum(rows)} of {num_rows} rows")
             if self.page_rows is not None:
-                by_construction = [min(self.page_rows, num_rows - k) for k in range(0, num_rows, self.page_rows)]
+                by_construction = [min(self.page_rows, num_rows - k)
+                                   for k in range(0, num_rows, self.page_rows)]
                 assert rows == by_construction, f"{path} rg {rg} col {col}: pages of {rows} rows"
             self._pages[path, rg, col] = (dictionary, pages)
         return self._pages[path, rg, col]
@@ -150,7 +152,8 @@ class BruteForce:
                 for col in needed:
                     walked = self.chunk(path, rg, col)
                     if walked is None:
-                        pages, nbytes = pages + 1, nbytes + meta.row_group(rg).column(col).total_compressed_size
+                        pages, nbytes = (pages + 1,
+                                         nbytes + meta.row_group(rg).column(col).total_compressed_size)
                         continue
                     dictionary, data_pages = walked
                     ends = list(itertools.accumulate(n for n, _ in data_pages))

@@ -26,7 +26,8 @@ def touched_bytes(rows: set[int] | range, columns: list[tuple[int, int]]) -> int
 
 
 @settings(max_examples=150, deadline=None)
-@given(columns=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 6]), st.integers(1, 500)), min_size=1, max_size=3),
+@given(columns=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 6]), st.integers(1, 500)),
+                        min_size=1, max_size=3),
        repeat=st.integers(1, 2), data=st.data())
 def test_packed_rows_touch_the_fewest_bytes_of_any_placement(columns, repeat, data):
     lcm = math.lcm(*(r for r, _ in columns))
@@ -44,7 +45,8 @@ def test_packed_rows_touch_the_fewest_bytes_of_any_placement(columns, repeat, da
 
 
 @settings(max_examples=200, deadline=None)
-@given(rates=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 300), st.integers(0, 10**8)), max_size=4),
+@given(rates=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 300), st.integers(0, 10**8)),
+                      max_size=4),
        total=st.integers(0, 50_000), fraction=st.floats(0, 1))
 def test_any_rates_follow_the_formula_with_exact_fractions(rates, total, fraction):
     """rows per page R / P, bytes per page B / P: pages = min(ceil(m P / R), ceil(N P / R)) and bytes =
@@ -57,18 +59,21 @@ def test_any_rates_follow_the_formula_with_exact_fractions(rates, total, fractio
         for c in columns:
             if c.rows <= 0 or c.pages <= 0:
                 continue
-            count = min(math.ceil(Fraction(matching * c.pages, c.rows)), math.ceil(Fraction(total * c.pages, c.rows)))
+            count = min(math.ceil(Fraction(matching * c.pages, c.rows)),
+                        math.ceil(Fraction(total * c.pages, c.rows)))
             pages += count
             nbytes += min(Fraction(count * c.bytes, c.pages), Fraction(total * c.bytes, c.rows))
     assert got.pages == pages and got.bytes == math.floor(nbytes + Fraction(1, 2))
     # never more than the whole columns, nothing when nothing matches, and more matching never reads less
-    assert got.bytes <= sum(math.ceil(Fraction(total * c.bytes, c.rows)) for c in columns if c.rows and c.pages)
+    assert got.bytes <= sum(math.ceil(Fraction(total * c.bytes, c.rows)) for c in columns
+                            if c.rows and c.pages)
     assert (got.bytes == 0) or matching > 0
     if matching < total:
         assert clustered_read(matching + 1, total, columns).bytes >= got.bytes
 
 
 def test_merge_rates_sums_chunks_per_column():
-    merged = merge_rates([ColumnRate("b", 10, 1, 100), ColumnRate("a", 5, 2, 50), ColumnRate("b", 30, 3, 300)])
+    merged = merge_rates([ColumnRate("b", 10, 1, 100), ColumnRate("a", 5, 2, 50),
+                          ColumnRate("b", 30, 3, 300)])
     assert merged == (ColumnRate("a", 5, 2, 50), ColumnRate("b", 40, 4, 400))
     assert clustered_read(5, 0, merged).bytes == 0 and clustered_read(0, 40, merged).pages == 0

@@ -93,9 +93,10 @@ def test_buckets_and_a_deep_layout():
     assert health([]).files == 0
 
 
-def record(partition: str, key: str, files: int, depth: float, max_depth: int, histogram: dict) -> ClusteringRecord:
-    return ClusteringRecord("r", "after", "t.a", 1, dt.datetime(2025, 1, 1, tzinfo=dt.UTC), key, partition, files,
-                            0, 0, depth - 1, depth, max_depth, json.dumps(histogram), 10, 100)
+def record(partition: str, key: str, files: int, depth: float, max_depth: int,
+           histogram: dict) -> ClusteringRecord:
+    return ClusteringRecord("r", "after", "t.a", 1, dt.datetime(2025, 1, 1, tzinfo=dt.UTC), key, partition,
+                            files, 0, 0, depth - 1, depth, max_depth, json.dumps(histogram), 10, 100)
 
 
 def test_summarize_weights_partitions_by_files():
@@ -121,9 +122,10 @@ def test_bounds_from_the_manifests_per_partition(events):
     assert set(by_partition) == {"d_month=1995-01", "d_month=1995-02", "d_month=1995-03", "d_month=1995-04"}
     assert sum(s.rows for s in spans["d"]) == 91
     days = sorted((s.lo, s.hi) for s in spans["d"])
-    assert days[0][0] == (dt.date(1995, 1, 15) - dt.date(1970, 1, 1)).days  # dates as days, as pyiceberg decodes
-    rows = measure_clustering(events, ["d", "k"], snapshot_id=events.current_snapshot().snapshot_id, run_id="r",
-                              phase="on-demand", measured_at=dt.datetime.now(dt.UTC))
+    # dates as days, as pyiceberg decodes
+    assert days[0][0] == (dt.date(1995, 1, 15) - dt.date(1970, 1, 1)).days
+    rows = measure_clustering(events, ["d", "k"], snapshot_id=events.current_snapshot().snapshot_id,
+                              run_id="r", phase="on-demand", measured_at=dt.datetime.now(dt.UTC))
     assert {(r.sort_key, r.partition_path) for r in rows} == {(key, p) for key in "dk" for p in by_partition}
     assert all(r.max_depth == 1 and r.average_overlaps == 0 for r in rows), "appends of disjoint days"
 

@@ -123,13 +123,14 @@ def test_files_with_field_ids_under_an_old_name(events):
 
 
 def test_a_probe_is_flagged_when_datafusion_and_the_model_differ():
-    base = {"run_id": "r", "phase": "after", "table": "t.a", "snapshot_id": 1, "measured_at": None, "probe": "p",
-            "probe_kind": "owner", "predicate": "k = 1", "columns": "", "files_total": 1, "files_selected": 1,
-            "row_groups_total": 1, "row_groups_selected": 1, "pages_total": 1, "pages_selected": 1,
-            "pages_ideal": 1, "rows_total": 10, "rows_selected": 10, "rows_matching": 1, "bytes_total": 100,
-            "bytes_selected": 100, "bytes_ideal": 100, "efficiency": 1.0, "plan_cold_ms": 1.0, "plan_warm_ms": 1.0}
-    row = Measurement(**base, engine_status="checked", engine_bytes=121, engine_model_bytes=100, engine_rows=10,
-                      engine_model_rows=10)
+    base = {"run_id": "r", "phase": "after", "table": "t.a", "snapshot_id": 1, "measured_at": None,
+            "probe": "p", "probe_kind": "owner", "predicate": "k = 1", "columns": "", "files_total": 1,
+            "files_selected": 1, "row_groups_total": 1, "row_groups_selected": 1, "pages_total": 1,
+            "pages_selected": 1, "pages_ideal": 1, "rows_total": 10, "rows_selected": 10, "rows_matching": 1,
+            "bytes_total": 100, "bytes_selected": 100, "bytes_ideal": 100, "efficiency": 1.0,
+            "plan_cold_ms": 1.0, "plan_warm_ms": 1.0}
+    row = Measurement(**base, engine_status="checked", engine_bytes=121, engine_model_bytes=100,
+                      engine_rows=10, engine_model_rows=10)
     assert row.engine_difference == pytest.approx(0.21) and row.engine_differs
     assert not dataclasses.replace(row, engine_bytes=119).engine_differs
     assert dataclasses.replace(row, engine_rows=0, engine_bytes=100).engine_difference == 1.0

@@ -1,5 +1,5 @@
-"""The engine check on S3 (`layout.metrics.engine`): DataFusion reads a table's files from the object store through
-its own S3 store, with the endpoint, region and credentials the REST catalog vended for the table, and
+"""The engine check on S3 (`layout.metrics.engine`): DataFusion reads a table's files from the object store
+through its own S3 store, with the endpoint, region and credentials the REST catalog vended for the table, and
 confirms the probe; the proxy in front of the store sees DataFusion's requests signed with the vended key.
 
 A tiny table through the REST catalog (pyiceberg create + append) on the test bed of tests/object_store.py.
@@ -29,7 +29,8 @@ def tiny(on_rest):
     schema = pa.schema([pa.field("k", pa.int64()), pa.field("v", pa.string())])
     table = catalog.create_table("t_engine.tiny", schema=schema)
     for part in (range(2000), range(2000, 4000)):
-        table.append(pa.table({"k": pa.array(part, pa.int64()), "v": [f"v{x % 7}" for x in part]}, schema=schema))
+        table.append(pa.table({"k": pa.array(part, pa.int64()), "v": [f"v{x % 7}" for x in part]},
+                              schema=schema))
     return catalog.load_table("t_engine.tiny")
 
 

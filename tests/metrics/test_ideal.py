@@ -46,16 +46,16 @@ STRINGS = ("a", "bb", "c" * 30, "d" * 200)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(num_rows=st.integers(1, 400), seed=st.integers(0, 2**32 - 1), null_fraction=st.sampled_from([0, 0.1, 0.5]),
-       lo=st.integers(-60, 60), width=st.integers(0, 40), sort=st.booleans(),
-       strings=st.lists(st.sampled_from(STRINGS), min_size=1, max_size=8), shape=st.sampled_from(sorted(PREDICATES)),
-       projection=st.sampled_from([None, ("v",), ("s",), ("k",)]), n_files=st.integers(1, 2),
-       row_group_size=st.integers(1, 150) | st.just(1000), page_rows=st.integers(1, 6) | st.integers(1, 40),
-       dictionary=st.sampled_from([True, False, ["s"]]), page_version=st.sampled_from(["1.0", "2.0"]),
-       budget=st.integers(1, 12))
-def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_fraction, lo, width, sort, strings,
-                                        shape, projection, n_files, row_group_size, page_rows, dictionary,
-                                        page_version, budget):
+@given(num_rows=st.integers(1, 400), seed=st.integers(0, 2**32 - 1),
+       null_fraction=st.sampled_from([0, 0.1, 0.5]), lo=st.integers(-60, 60), width=st.integers(0, 40),
+       sort=st.booleans(), strings=st.lists(st.sampled_from(STRINGS), min_size=1, max_size=8),
+       shape=st.sampled_from(sorted(PREDICATES)), projection=st.sampled_from([None, ("v",), ("s",), ("k",)]),
+       n_files=st.integers(1, 2), row_group_size=st.integers(1, 150) | st.just(1000),
+       page_rows=st.integers(1, 6) | st.integers(1, 40), dictionary=st.sampled_from([True, False, ["s"]]),
+       page_version=st.sampled_from(["1.0", "2.0"]), budget=st.integers(1, 12))
+def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_fraction, lo, width, sort,
+                                        strings, shape, projection, n_files, row_group_size, page_rows,
+                                        dictionary, page_version, budget):
     directory = tmp_path_factory.mktemp("prop")
     rng = random.Random(seed)
     values = [None if rng.random() < null_fraction else rng.randint(-50, 50) for _ in range(num_rows)]
@@ -91,10 +91,12 @@ def test_ideal_is_exact_on_random_files(tmp_path_factory, num_rows, seed, null_f
     check_sampled(planned, Ideal(pages, nbytes, matching, "exact"), budget)
     # The clustered ideal scales the columns' rows, pages and bytes of the selected row groups (the oracle's,
     # from the page headers) to the matching rows (its formula is checked in tests/metrics/test_clustered.py).
-    rates = brute.rates([(f.path, rg.index) for f in planned.files for rg in f.row_groups], columns, projection)
+    rates = brute.rates([(f.path, rg.index) for f in planned.files for rg in f.row_groups],
+                        columns, projection)
     expected = clustered_read(matching, m.rows_total, rates)
     assert (m.pages_clustered, m.bytes_clustered) == (expected.pages, expected.bytes), where
-    assert m.efficiency_clustered == (min(1.0, expected.bytes / m.bytes_selected) if m.bytes_selected else 1.0)
+    assert (m.efficiency_clustered
+            == (min(1.0, expected.bytes / m.bytes_selected) if m.bytes_selected else 1.0))
 
 
 def check_sampled(planned, exact: Ideal, budget: int) -> None:
@@ -122,8 +124,8 @@ def check_sampled(planned, exact: Ideal, budget: int) -> None:
 
 
 @pytest.mark.parametrize("sort", [False, True], ids=["scattered", "sorted"])
-@pytest.mark.parametrize("where", ["k BETWEEN 1000 AND 1999", "k BETWEEN 5000 AND 5099", "k IN (17, 4242, 9000)",
-                                   "NOT (k BETWEEN 2000 AND 7999)"])
+@pytest.mark.parametrize("where", ["k BETWEEN 1000 AND 1999", "k BETWEEN 5000 AND 5099",
+                                   "k IN (17, 4242, 9000)", "NOT (k BETWEEN 2000 AND 7999)"])
 def test_a_sampled_ideal_is_near_the_exact_one(tmp_path, sort, where):
     """Over the budget (40 of 400 row groups where all are selected), the estimate is deterministic and
     within the tolerance stated by `within_tolerance` of the exact figures; rows matching within the same
@@ -141,7 +143,9 @@ def test_a_sampled_ideal_is_near_the_exact_one(tmp_path, sort, where):
         assert got == exact
         return
     assert SAMPLED.fullmatch(got.method), got.method
-    assert within_tolerance(got.bytes / c.bytes_selected, exact.bytes / c.bytes_selected, got.method), (got, exact)
-    assert within_tolerance(got.rows / c.rows_selected, exact.rows / c.rows_selected, got.method), (got, exact)
+    assert within_tolerance(got.bytes / c.bytes_selected, exact.bytes / c.bytes_selected,
+                            got.method), (got, exact)
+    assert within_tolerance(got.rows / c.rows_selected, exact.rows / c.rows_selected, got.method), (got,
+                                                                                                  exact)
 
 

@@ -30,7 +30,8 @@ def table(iceberg_catalog):
     paths = []
     for part in range(3):
         ids = range(part * 100, (part + 1) * 100)
-        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}, schema=SCHEMA))
+        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]},
+                              schema=SCHEMA))
         paths.append(next(p for p in table.refresh().inspect.data_files().column("file_path").to_pylist()
                           if p not in paths))
     deleted = write_position_deletes(table, [(paths[0], 3), (paths[0], 7)])
@@ -40,24 +41,29 @@ def table(iceberg_catalog):
 def test_a_probe_records_the_delete_files_it_reads_before_and_after(iceberg_catalog, table, tmp_path):
     table, delete_size = table
     probes = [Probe("low", "id < 50"), Probe("high", "id >= 250")]
-    before = [measure_probe("mor.events", p, run_id="r1", phase="before", engine=True, table=table) for p in probes]
+    before = [measure_probe("mor.events", p, run_id="r1", phase="before", engine=True, table=table)
+              for p in probes]
     low, high = before
     assert (low.delete_files_selected, low.delete_bytes_selected) == (1, delete_size)
     assert (high.delete_files_selected, high.delete_bytes_selected) == (0, 0), "the delete applies elsewhere"
-    assert (low.delete_files_total, low.delete_bytes_total) == (high.delete_files_total, high.delete_bytes_total) \
+    assert (low.delete_files_total, low.delete_bytes_total) == (high.delete_files_total,
+                                                                high.delete_bytes_total) \
         == (1, delete_size)
     assert low.rows_selected == 100 and low.rows_matching == 50, "the data file's rows, deleted ones included"
     assert low.engine_checked and not low.engine_differs, "DataFusion reads the same data files' rows"
 
     table.overwrite(table.scan().to_arrow())  # the deletes applied: new data files, the delete file dangling
     table = table.refresh()
-    after = [measure_probe("mor.events", p, run_id="r1", phase="after", engine=True, table=table) for p in probes]
-    assert all((m.delete_files_selected, m.delete_bytes_selected, m.delete_files_total) == (0, 0, 0) for m in after)
+    after = [measure_probe("mor.events", p, run_id="r1", phase="after", engine=True, table=table)
+             for p in probes]
+    assert all((m.delete_files_selected, m.delete_bytes_selected, m.delete_files_total) == (0, 0, 0)
+               for m in after)
     assert after[0].rows_matching == 48
 
     record_measurements(iceberg_catalog, [*before, *after])
     rows = {(r["probe"], r["phase"]): r for r in read_metrics(iceberg_catalog, "mor.events").to_pylist()}
-    assert rows["low", "before"]["delete_files_selected"] == 1 and rows["low", "after"]["delete_files_selected"] == 0
+    assert (rows["low", "before"]["delete_files_selected"] == 1
+            and rows["low", "after"]["delete_files_selected"] == 0)
     assert rows["low", "before"]["delete_bytes_selected"] == delete_size
     schema = iceberg_catalog.load_table(store.PRUNING_METRICS).schema()
     assert not any(schema.find_field(f"delete_{what}_{scope}").required

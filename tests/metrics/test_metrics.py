@@ -61,7 +61,8 @@ def compacted(tmp_path_factory, tpch_cache, spark):
     root = tmp_path_factory.mktemp("metrics")
     build_demo_at(root, tpch_cache)
     job = load_job()
-    # One sort key: four standard probes (each measured cold and warm, before and after) keep this module quick.
+    # One sort key: four standard probes (each measured cold and warm,
+    # before and after) keep this module quick.
     spec = demo_spec(probes=PROBES, sort={"keys": [{"column": "l_shipdate"}]})
 
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
@@ -103,7 +104,8 @@ def test_sort_key_probes_read_fewer_bytes_after_compaction(compacted, catalog):
     phases = _by_phase(_rows(catalog, prepared.run_id))
     assert set(phases) == {"before", "after"}
     assert phases["before"].keys() == phases["after"].keys(), "the same probes before and after"
-    sort_key_probes = ["ship_week", "ship_day_prices", *[p for p in phases["after"] if p.startswith("std_l_shipdate")]]
+    sort_key_probes = ["ship_week", "ship_day_prices",
+                       *[p for p in phases["after"] if p.startswith("std_l_shipdate")]]
     assert len(sort_key_probes) == 6, "two owner probes and four standard ones on the first sort key"
     for name in sort_key_probes:
         before, after = phases["before"][name], phases["after"][name]
@@ -152,12 +154,17 @@ def test_ideal_is_never_larger_than_selected_and_matches_brute_force(compacted, 
         where = f"{row['phase']} {row['probe']} ({row['predicate']}) on snapshot {row['snapshot_id']}"
         if row["engine_status"] != "off":  # recorded rows: DataFusion ran them over every selected file
             assert row["engine_status"] == "checked", (where, row["engine_status"])
-            assert (row["engine_model_bytes"], row["engine_model_rows"]) == (row["bytes_selected"], row["rows_selected"])
-            assert row["engine_rows"] == row["rows_selected"] and row["engine_rows_matching"] == matching, where
-            # bytes: DataFusion also reads the bloom filters this spec writes, which lakesort's figures leave out
+            assert (row["engine_model_bytes"], row["engine_model_rows"]) == (row["bytes_selected"],
+                                                                             row["rows_selected"])
+            assert (row["engine_rows"] == row["rows_selected"]
+                    and row["engine_rows_matching"] == matching), where
+            # bytes: DataFusion also reads the bloom filters this spec writes,
+            # which lakesort's figures leave out
             assert abs(row["engine_bytes"] - row["bytes_selected"]) <= 0.2 * row["bytes_selected"], where
-        assert (row["pages_ideal"], row["bytes_ideal"], row["rows_matching"]) == (pages, nbytes, matching), where
-        assert row["efficiency"] == pytest.approx(nbytes / row["bytes_selected"] if row["bytes_selected"] else 1.0)
+        assert ((row["pages_ideal"], row["bytes_ideal"], row["rows_matching"])
+                == (pages, nbytes, matching)), where
+        assert (row["efficiency"]
+                == pytest.approx(nbytes / row["bytes_selected"] if row["bytes_selected"] else 1.0))
         pages_total, bytes_total = brute.totals(paths, columns, projection)
         assert row["bytes_total"] == bytes_total and row["pages_total"] in (None, pages_total), where
         if row["probe"] == "ship_week":  # and the rows by pyiceberg's own reader, filtered by pyarrow
@@ -201,7 +208,8 @@ def test_clustering_is_recorded_before_and_after_from_the_bounds(compacted, cata
         got = recorded[partition]
         assert got.files == len(bounds), partition
         if depths is not None:
-            assert (got.max_depth, got.average_depth) == (max(depths), pytest.approx(sum(depths) / len(depths)))
+            assert (got.max_depth, got.average_depth) == (max(depths),
+                                                          pytest.approx(sum(depths) / len(depths)))
 
 
 def test_metrics_rows_read_back_through_pyiceberg_and_duckdb(compacted, catalog):
@@ -255,10 +263,11 @@ def test_standard_probes_are_seeded_and_sampled_from_the_data(compacted, catalog
         mp.setattr(pq.ParquetFile, "read_row_group", counted)
         mp.setattr(pq, "read_table", None)  # whole files: not any more
         first = standard_probes(table, ["l_shipdate", "l_orderkey"])
-    assert 0 < len(reads) <= 2 * SAMPLE_ROW_GROUPS, "one column of at most SAMPLE_ROW_GROUPS row groups per key"
+    assert 0 < len(reads) <= 2 * SAMPLE_ROW_GROUPS, (
+        "one column of at most SAMPLE_ROW_GROUPS row groups per key")
     assert first == standard_probes(table, ["l_shipdate", "l_orderkey"]), "same data, same probes"
-    assert [p.name for p in first[:4]] == ["std_l_shipdate_point", "std_l_shipdate_0_1pct", "std_l_shipdate_1pct",
-                                          "std_l_shipdate_10pct"]
+    assert [p.name for p in first[:4]] == ["std_l_shipdate_point", "std_l_shipdate_0_1pct",
+                                           "std_l_shipdate_1pct", "std_l_shipdate_10pct"]
     rows = {p.name: measure_probe("demo.lineitem", p, run_id="t", phase="on-demand") for p in first
             if p.name in ("std_l_orderkey_1pct", "std_l_orderkey_10pct")}
     total = rows["std_l_orderkey_10pct"].rows_total
@@ -275,15 +284,18 @@ def test_measure_cli_prints_and_refuses_an_unknown_snapshot(compacted, catalog, 
     out = capsys.readouterr().out
     assert "ship_week" in out and "std_l_shipdate_point" in out
     header = next(line for line in out.splitlines() if line.strip().startswith("probe"))
-    assert header.split() == ["probe", "files", "pages", "bytes", "selected", "in", "pages", "clustered", "eff.",
-                              "waste", "DataFusion", "plan", "ms"]
-    assert re.search(r"clustering by l_shipdate: \d+ partition\(s\), \d+ file\(s\), average depth 1\.00, max 1", out)
+    assert header.split() == ["probe", "files", "pages", "bytes", "selected", "in", "pages", "clustered",
+                              "eff.", "waste", "DataFusion", "plan", "ms"]
+    assert re.search(
+        r"clustering by l_shipdate: \d+ partition\(s\), \d+ file\(s\), average depth 1\.00, max 1", out
+    )
     assert main(["-q", "measure", "demo.lineitem", "--spec", str(spec_file), "--no-record", "--no-engine",
                  "--json"]) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     assert {m["engine_status"] for m in doc["measurements"]} == {"off"}
     assert {c["sort_key"] for c in doc["clustering"]} == {"l_shipdate"}
-    assert main(["-q", "measure", "demo.lineitem", "--spec", str(spec_file), "--snapshot", "12345"]) == EXIT_USAGE
+    assert (main(["-q", "measure", "demo.lineitem", "--spec", str(spec_file), "--snapshot", "12345"])
+            == EXIT_USAGE)
     assert "no snapshot 12345" in capsys.readouterr().err
 
 
@@ -299,11 +311,14 @@ def test_sql_literals_for_standard_probes():
     quoted = _probe_literal("it's")
     assert parse_where(f"c = {quoted}").literal == "it's"
     assert _probe_literal(Decimal("1.50")) == "1.50" and _probe_literal(7) == "7"
-    assert _probe_literal(float("nan")) is None and _probe_literal(True) is None and _probe_literal(b"x") is None
+    assert (_probe_literal(float("nan")) is None and _probe_literal(True) is None
+            and _probe_literal(b"x") is None)
 
 
 
-def test_a_metrics_table_from_before_ideal_method_stays_readable_and_grows_the_column(iceberg_catalog, tmp_path):
+def test_a_metrics_table_from_before_ideal_method_stays_readable_and_grows_the_column(
+    iceberg_catalog, tmp_path
+):
     """A pruning_metrics table written without `ideal_method` and the columns added after it (the clustered
     ideal, the engine check), its totals required, reads back with nulls in the new columns (the report's
     typed rows too); the next write adds them, nullable and last in their order, makes the totals
@@ -316,11 +331,11 @@ def test_a_metrics_table_from_before_ideal_method_stays_readable_and_grows_the_c
     names = [name for name, _, _ in metrics_store.METRICS_FIELDS]
     added = names[names.index("ideal_method"):]
     assert added[:4] == ["ideal_method", "pages_clustered", "bytes_clustered", "efficiency_clustered"]
-    old_fields = [(name, kind, required or name in totals) for name, kind, required in metrics_store.METRICS_FIELDS
-                  if name not in added]
+    old_fields = [(name, kind, required or name in totals)
+                  for name, kind, required in metrics_store.METRICS_FIELDS if name not in added]
     old_row = {k: v for k, v in row.items() if k not in added}
-    metrics_store.upsert(iceberg_catalog, metrics_store.PRUNING_METRICS, old_fields, metrics_store.METRICS_KEY,
-                         [old_row])
+    metrics_store.upsert(iceberg_catalog, metrics_store.PRUNING_METRICS, old_fields,
+                         metrics_store.METRICS_KEY, [old_row])
     table = iceberg_catalog.load_table(metrics_store.PRUNING_METRICS)
     assert not set(added) & {f.name for f in table.schema().fields}
     got = read_metrics(iceberg_catalog)

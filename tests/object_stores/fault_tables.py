@@ -1,9 +1,10 @@
-"""Tiny partitioned tables in the REST catalog for the object-store fault tests, and the oracle's view of them.
+"""Tiny partitioned tables in the REST catalog for the object-store fault tests,
+and the oracle's view of them.
 
 A table is made through the REST catalog with pyiceberg appends: a few small files in three monthly
-partitions, a few hundred rows each, so a compaction through `spark-submit` and S3A stays well under a minute on
-moto. The oracle is tests/lossless.py's: pyiceberg's own read, by field id, floats by their bits, of the current
-snapshot and of every snapshot in the history.
+partitions, a few hundred rows each, so a compaction through `spark-submit` and S3A stays well under a minute
+on moto. The oracle is tests/lossless.py's: pyiceberg's own read, by field id, floats by their bits, of the
+current snapshot and of every snapshot in the history.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def snap(table) -> Snap:
 
 
 def assert_history_readable(before: Snap, after: Snap) -> None:
-    """Every snapshot the table had before is still there and reads the same rows (no snapshot expired here)."""
+    """Every snapshot the table had before is still there and reads the same rows
+    (no snapshot expired here)."""
     for snapshot_id, rows in before.history.items():
         assert snapshot_id in after.history, f"snapshot {snapshot_id} is gone from the history"
         assert_same(rows, after.history[snapshot_id])

@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _suite(name: str = "test_lossless"):
-    """A module of tests/compaction (test_lossless.py by default), as pytest imported it or loaded here by path."""
+    """A module of tests/compaction (test_lossless.py by default),
+    as pytest imported it or loaded here by path."""
     if name in sys.modules:
         return sys.modules[name]
     path = Path(__file__).resolve().parents[1] / "compaction" / f"{name}.py"
@@ -46,7 +47,8 @@ def _only_vended_key(object_store) -> None:
     assert not copies, f"{len(copies)} object(s) copied, e.g. {copies[0]}"
 
 
-def test_schema_evolution_file_names_and_history_on_s3(rest_iceberg_catalog, job_here, tmp_path, object_store):
+def test_schema_evolution_file_names_and_history_on_s3(rest_iceberg_catalog, job_here, tmp_path,
+                                                       object_store):
     """Renames, swaps, drop and re-add, promotions, files added by path (any name, one without field ids);
     two compactions, then cleanup without grace: every snapshot of the history reads its own rows."""
     _suite().test_schema_evolution_and_file_names_are_lossless(rest_iceberg_catalog, None, tmp_path)

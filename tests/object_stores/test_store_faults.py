@@ -18,8 +18,8 @@ test also checks that its fault rules fired (`ObjectStore.faults`), so the fault
 - the commit: a manifest-list upload that keeps failing refuses the commit and removes the staged files
   (marked slow: a Spark job of its own);
 - maintenance: DELETEs answered 503 while it deletes what the expired snapshots alone referenced: the run
-  reports the files it could not delete, deletes nothing referenced; a later run (past the orphan grace) removes
-  the rest, retrying a transient 503.
+  reports the files it could not delete, deletes nothing referenced; a later run (past the orphan grace)
+  removes the rest, retrying a transient 503.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def _table(label: str):
     name = new_name(label)
     create_table(load_catalog(), name)
     table = load_table(name)
-    return name, table, name.replace(".", "/")  # the key prefix of the table's location (s3://warehouse/<ns>/<t>)
+    # the key prefix of the table's location (s3://warehouse/<ns>/<t>)
+    return name, table, name.replace(".", "/")
 
 
 def _staged(store, prefix: str) -> list[str]:
@@ -102,7 +103,8 @@ def _staged(store, prefix: str) -> list[str]:
 
 
 def _assert_committed_once(table, before: Snap, run_id: str) -> Snap:
-    """One new snapshot, this run's, on top of the one planned; the same rows; every older snapshot reads as before."""
+    """One new snapshot, this run's, on top of the one planned; the same rows;
+    every older snapshot reads as before."""
     after = snap(table)
     table = table.refresh()
     new = [s for s in table.snapshots() if s.snapshot_id not in before.history]
@@ -120,25 +122,28 @@ def _cleanup(name: str, capsys) -> str:
     return capsys.readouterr().out
 
 
-# ---- during the Spark job -----------------------------------------------------------------------------------
+# ---- during the Spark job ----------------------------------------------------------------------------------
 
 
 def test_job_retries_slowdowns_resets_and_latency(on_rest, object_store, monkeypatch, tmp_path):
     """503 SlowDown on GETs of the input files, connection resets on PUTs under the staging directory, and
-    1-1.5 s of latency on a few GETs and HEADs, all while the Spark job runs: S3A retries, the run commits once
-    and the rows are the same."""
+    1-1.5 s of latency on a few GETs and HEADs, all while the Spark job runs: S3A retries, the run commits
+    once and the rows are the same."""
     name, table, prefix = _table("job_retried")
     before = snap(table)
     faults = Faults(
         object_store,
         {"kind": "GET", "key_contains": f"{prefix}/data/d_month=", "action": "503", "times": 3},
         {"kind": "PUT", "key_contains": f"{prefix}/data/lakesort-staging/", "action": "reset", "times": 2},
-        {"kind": "GET", "key_contains": f"{prefix}/data/d_month=", "action": "delay", "seconds": 1.5, "times": 2},
-        {"kind": "HEAD", "key_contains": f"{prefix}/data/lakesort-staging/", "action": "delay", "seconds": 1.0,
-         "times": 2},
+        {"kind": "GET", "key_contains": f"{prefix}/data/d_month=", "action": "delay",
+         "seconds": 1.5, "times": 2},
+        {"kind": "HEAD", "key_contains": f"{prefix}/data/lakesort-staging/", "action": "delay",
+         "seconds": 1.0, "times": 2},
     )
-    monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", faults.around(layout.compaction.pipeline.driver.submit))
-    result = compact(name, spec=spec_of(name), force=True, verify=lambda manifest: None, work_dir=tmp_path / "w")
+    monkeypatch.setattr(layout.compaction.pipeline.driver, "submit",
+                        faults.around(layout.compaction.pipeline.driver.submit))
+    result = compact(name, spec=spec_of(name), force=True, verify=lambda manifest: None,
+                     work_dir=tmp_path / "w")
     faults.assert_fired(3, 2, 2, 1)
     assert result.files_removed == len(before.files) and result.files_added == 3
     _assert_committed_once(table, before, result.plan.run_id)
@@ -147,8 +152,8 @@ def test_job_retries_slowdowns_resets_and_latency(on_rest, object_store, monkeyp
 def test_job_fault_outlasting_retries_fails_cleanly_then_commit_faults(on_rest, object_store, monkeypatch,
                                                                         tmp_path, capsys):
     """The job: every PUT under the staging directory after the first few answered 503, longer than S3A's
-    (small) retry budget: the job fails (CompactionFailed), the table is as it was, no staged file is left (the
-    run removes them; `lakesort cleanup` finds nothing more).
+    (small) retry budget: the job fails (CompactionFailed), the table is as it was, no staged file is left
+    (the run removes them; `lakesort cleanup` finds nothing more).
 
     The next run, at its commit: the REST server's write of the new metadata.json reset every time, so its
     S3FileIO gives up, the catalog answers 500 and pyiceberg raises CommitStateUnknownException; nothing was
@@ -175,8 +180,8 @@ def test_job_fault_outlasting_retries_fails_cleanly_then_commit_faults(on_rest, 
     assert failed_in < 120, f"the failing run took {failed_in:.0f}s: the retry budget is not small"
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", real)
 
-    unknown = Faults(object_store, {"kind": "PUT", "key_contains": f"{prefix}/metadata/0000", "action": "reset",
-                                    "times": 10_000})
+    unknown = Faults(object_store, {"kind": "PUT", "key_contains": f"{prefix}/metadata/0000",
+                                    "action": "reset", "times": 10_000})
     commit = steps.commit
     monkeypatch.setattr(steps, "commit", unknown.around(commit))
     with pytest.raises(CommitStateUnknownException):
@@ -205,13 +210,15 @@ def test_job_fault_outlasting_retries_fails_cleanly_then_commit_faults(on_rest, 
     assert_same(before.rows, snap(table).rows)
 
 
-# ---- during the commit ----------------------------------------------------------------------------------------
+# ---- during the commit -------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
-def test_commit_refused_when_the_manifest_list_cannot_be_written(on_rest, object_store, monkeypatch, tmp_path):
-    """pyiceberg's upload of the new manifest list answered 503 every time: pyarrow's retries give up, the commit
-    is refused before the catalog saw it, the table is as it was and the staged files are removed."""
+def test_commit_refused_when_the_manifest_list_cannot_be_written(
+    on_rest, object_store, monkeypatch, tmp_path
+):
+    """pyiceberg's upload of the new manifest list answered 503 every time: pyarrow's retries give up, the
+    commit is refused before the catalog saw it, the table is as it was and the staged files are removed."""
     name, table, prefix = _table("commit_refused")
     before = snap(table)
     faults = Faults(object_store, {"kind": "PUT", "key_contains": f"{prefix}/metadata/snap-", "action": "503",
@@ -224,13 +231,14 @@ def test_commit_refused_when_the_manifest_list_cannot_be_written(on_rest, object
     assert [k for k in _staged(object_store, prefix) if not k.endswith("/")] == []
 
 
-# ---- during maintenance -----------------------------------------------------------------------------------------
+# ---- during maintenance ------------------------------------------------------------------------------------
 
 
 def test_maintenance_delete_faults(on_rest, object_store):
     """Expiring every snapshot but the current one, then deleting what only they referenced, with DELETEs
     answered 503 after the first: maintenance reports the files it could not delete and deletes nothing the
-    table references; a later run (past the orphan grace) removes the rest, through a transient 503 it retries."""
+    table references; a later run (past the orphan grace) removes the rest,
+    through a transient 503 it retries."""
     name, table, prefix = _table("maintenance")
     table.overwrite(rows(0, 3 * 400).cast(table.schema().as_arrow()))  # every earlier data file unreferenced
     before = snap(table)

@@ -1,5 +1,5 @@
-"""Rows of a row group read page by page (`layout.parquet.excerpt`) are exactly pyarrow's read of the whole row
-group, sliced: on files of other writers (parquet-testing's, with page indexes: tiny pages, plain and
+"""Rows of a row group read page by page (`layout.parquet.excerpt`) are exactly pyarrow's read of the whole
+row group, sliced: on files of other writers (parquet-testing's, with page indexes: tiny pages, plain and
 dictionary encodings) and on pyarrow-written files of any page and row group sizes (hypothesis)."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from layout.parquet.excerpt import read_rows
 
 def _check(path, rg: int, start: int, stop: int, columns: list[str] | None = None) -> int:
     pf = ParquetFile.open(str(path))
-    flat = [c.index for c in pf.columns if not c.max_repetition_level and (columns is None or c.name in columns)]
+    flat = [c.index for c in pf.columns
+            if not c.max_repetition_level and (columns is None or c.name in columns)]
     pf.load_page_indexes(flat, [rg])
     with open(path, "rb") as f:
         def read(offset: int, length: int) -> bytes:

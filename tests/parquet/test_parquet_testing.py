@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(
 EXPECTED_ERRORS: dict[str, str] = {}
 # Files pyarrow itself cannot open: only our side is checked.
 PYARROW_CANNOT_READ = {
-    "incorrect_map_schema.parquet": "pyarrow rejects the schema (map keys not REQUIRED); the metadata is fine",
+    "incorrect_map_schema.parquet":
+        "pyarrow rejects the schema (map keys not REQUIRED); the metadata is fine",
 }
 
 

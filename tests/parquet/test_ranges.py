@@ -14,7 +14,9 @@ from layout.parquet.ranges import DEFAULT_GAP, coalesce, read_ranges
 FILE = bytes(range(256)) * 16  # 4 KiB whose every byte says where it is (mod 256)
 
 ranges_st = st.lists(
-    st.tuples(st.integers(0, len(FILE)), st.integers(0, 512)).map(lambda r: (r[0], min(r[1], len(FILE) - r[0]))),
+    st.tuples(st.integers(0, len(FILE)), st.integers(0, 512)).map(
+        lambda r: (r[0], min(r[1], len(FILE) - r[0]))
+    ),
     max_size=30,
 )
 gaps = st.integers(0, 2048)
@@ -60,7 +62,8 @@ def test_every_range_gets_its_own_bytes(ranges, gap):
 
 
 def test_the_default_gap_merges_neighbours_into_one_read():
-    assert coalesce([(5000, 10), (0, 100), (100, 50), (3 * DEFAULT_GAP, 1)]) == [(0, 5010), (3 * DEFAULT_GAP, 1)]
+    assert (coalesce([(5000, 10), (0, 100), (100, 50), (3 * DEFAULT_GAP, 1)])
+            == [(0, 5010), (3 * DEFAULT_GAP, 1)])
     assert coalesce([(0, 10), (20, 10)], gap=9) == [(0, 10), (20, 10)]
     assert coalesce([(0, 10), (20, 10)], gap=10) == [(0, 30)]
     assert coalesce([]) == []

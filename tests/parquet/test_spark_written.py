@@ -287,8 +287,8 @@ def test_bloom_filters_written_by_parquet_mr(spark, tmp_path):
 
 @pytest.mark.parametrize("rows", [300, 40_000])
 def test_the_spec_s_bloom_filters_are_sized_for_the_values_a_file_holds(spark, tmp_path, rows):
-    """The spec's writer options make parquet-mr's adaptive bloom filters: a small file (a nightly run's) gets a
-    filter of about 1 KiB, not the 128 KiB that ndv 100,000 asks for, and a full one still the 128 KiB; each
+    """The spec's writer options make parquet-mr's adaptive bloom filters: a small file (a nightly run's) gets
+    a filter of about 1 KiB, not the 128 KiB that ndv 100,000 asks for, and a full one still the 128 KiB; each
     holds every value written and tells most absent values apart at about the spec's fpp."""
     from layout.spec import parse_spec
 

@@ -36,14 +36,16 @@ class _Bytes:
 
 def _piece(table: pa.Table, row_group_rows: int, page_rows: int, bloom: bool) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(table, sink, row_group_size=row_group_rows, max_rows_per_page=page_rows, write_page_index=True,
-                   compression="zstd", bloom_filter_options={"k": True} if bloom else None)
+    pq.write_table(table, sink, row_group_size=row_group_rows, max_rows_per_page=page_rows,
+                   write_page_index=True, compression="zstd",
+                   bloom_filter_options={"k": True} if bloom else None)
     return sink.getvalue()
 
 
 def _table(start: int, rows: int) -> pa.Table:
     k = pa.array(range(start, start + rows), pa.int64())
-    return pa.table({"k": k, "s": pa.array([f"v{i % 37}" if i % 11 else None for i in range(start, start + rows)],
+    return pa.table({"k": k, "s": pa.array([f"v{i % 37}" if i % 11 else None
+                                            for i in range(start, start + rows)],
                                            pa.string()),
                      "d": pa.array([i / 7 for i in range(start, start + rows)], pa.float64()),
                      "l": pa.array([[i, i + 1] if i % 3 else [] for i in range(start, start + rows)],
@@ -77,7 +79,8 @@ def test_stitched_file_reads_as_the_pieces_in_order(tmp_path, sizes, row_group_r
     assert pq.read_table(pa.BufferReader(data)).equals(pa.concat_tables(tables))
 
     stitched = _open(data, tmp_path, "stitched.parquet")
-    opened = [(_open(p, tmp_path, f"p{i}.parquet"), p) for i, p in enumerate(pieces) if sizes[i]]  # empty: left out
+    # empty: left out
+    opened = [(_open(p, tmp_path, f"p{i}.parquet"), p) for i, p in enumerate(pieces) if sizes[i]]
     row_groups = [(pf, raw, rg) for pf, raw in opened for rg in range(pf.num_row_groups)]
     assert stitched.num_row_groups == len(row_groups)
     assert stitched.num_rows == sum(sizes)
@@ -88,8 +91,10 @@ def test_stitched_file_reads_as_the_pieces_in_order(tmp_path, sizes, row_group_r
             old, new = pf.offset_index(rg, col), stitched.offset_index(new_rg, col)
             assert len(old.page_locations) == len(new.page_locations)
             for a, b in zip(old.page_locations, new.page_locations, strict=True):
-                assert (a.compressed_page_size, a.first_row_index) == (b.compressed_page_size, b.first_row_index)
-                assert data[b.offset:b.offset + b.compressed_page_size] == raw[a.offset:a.offset + a.compressed_page_size]
+                assert (a.compressed_page_size, a.first_row_index) == (b.compressed_page_size,
+                                                                       b.first_row_index)
+                assert (data[b.offset:b.offset + b.compressed_page_size]
+                        == raw[a.offset:a.offset + a.compressed_page_size])
             if bloom and col == "k":
                 assert stitched.bloom_filter(new_rg, col).bitset == pf.bloom_filter(rg, col).bitset
                 assert stitched.bloom_filter(new_rg, col).might_contain(int(pq.read_table(

@@ -39,7 +39,9 @@ def write_files(directory, spans, descending: bool) -> list[list[int | None]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spans=st.lists(span, min_size=1, max_size=8), descending=st.booleans())
-def test_a_sorted_read_is_a_full_sort_and_chains_are_as_few_as_the_overlap(tmp_path_factory, spans, descending):
+def test_a_sorted_read_is_a_full_sort_and_chains_are_as_few_as_the_overlap(
+    tmp_path_factory, spans, descending
+):
     directory = tmp_path_factory.mktemp("chains")
     contents = write_files(directory, spans, descending)
     p = plan(str(directory), cache=False)
@@ -60,7 +62,8 @@ def test_a_sorted_read_is_a_full_sort_and_chains_are_as_few_as_the_overlap(tmp_p
         if len(chain) > 1:
             for a, b in itertools.pairwise(chain):
                 (alo, ahi), (blo, bhi) = bounds[a.path], bounds[b.path]
-                assert (ahi < blo) if not descending else (alo > bhi), "a chain's files follow in strict order"
+                assert (ahi < blo) if not descending else (alo > bhi), (
+                    "a chain's files follow in strict order")
     # As few as possible: the most files that pairwise share a key value (closed ranges), plus the unbounded.
     known = [b for b in bounds.values() if b is not None]
     deepest = max((sum(lo <= x <= hi for lo, hi in known) for x in range(80)), default=0)

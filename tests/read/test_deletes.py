@@ -10,10 +10,11 @@ from layout.read.deletes import DataRef, DeleteFile, DeleteIndex
 PATHS = [f"s3://b/t/data/{i:05d}.parquet" for i in range(6)]
 
 
-def _delete(i: int, kind: str, spec: int, part: int, seq: int, unpartitioned: bool, bounds: tuple | None) -> DeleteFile:
+def _delete(i: int, kind: str, spec: int, part: int, seq: int, unpartitioned: bool,
+            bounds: tuple | None) -> DeleteFile:
     lo, hi = bounds if bounds is not None else (None, None)
-    return DeleteFile(path=f"del-{i}", kind=kind, spec_id=spec, partition=part, sequence_number=seq, record_count=1,
-                      size=1, unpartitioned=unpartitioned, path_lo=lo, path_hi=hi)
+    return DeleteFile(path=f"del-{i}", kind=kind, spec_id=spec, partition=part, sequence_number=seq,
+                      record_count=1, size=1, unpartitioned=unpartitioned, path_lo=lo, path_hi=hi)
 
 
 bounds = st.one_of(st.none(), st.sampled_from(PATHS).map(lambda p: (p, p)),

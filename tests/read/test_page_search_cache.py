@@ -309,8 +309,9 @@ def test_the_byte_bound_holds_across_files(tmp_path):
     for round_ in range(2):
         for i, path in enumerate(paths):
             value = i * 8_000 + 17 + round_
-            assert read_table(plan(path, f"k = {value}", columns=["k"], cache=cache)).column("k").to_pylist() \
-                == [value]
+            assert read_table(plan(path, f"k = {value}", columns=["k"], cache=cache)).column(
+                "k"
+            ).to_pylist() == [value]
             assert cache.stats().bytes <= config.max_total_bytes
     assert cache.stats().evictions > 0
 
@@ -334,7 +335,8 @@ def test_a_footer_entry_grown_past_the_entry_bound_is_dropped(sorted_file):
     cache = MetadataCache(config)
     p = plan(sorted_file, "k = 5", columns=["k"], cache=cache)
     assert read_table(p).column("k").to_pylist() == [5]
-    assert cache.get(fs_id, key, "parquet") is None, "kept under its footer-only size, it would hold the index"
+    assert cache.get(fs_id, key, "parquet") is None, (
+        "kept under its footer-only size, it would hold the index")
     assert cache.stats().bytes <= config.max_total_bytes
 
 
@@ -397,7 +399,8 @@ def test_chunk_pages_check_the_first_rows_once():
 
 def test_ordered_searches_return_runs_without_listing_them():
     n = 100_000
-    bounds = PageBounds([False] * n, list(range(0, 10 * n, 10)), list(range(9, 10 * n, 10)), [0] * n, exact=True)
+    bounds = PageBounds([False] * n, list(range(0, 10 * n, 10)), list(range(9, 10 * n, 10)),
+                        [0] * n, exact=True)
     index = build_search_index("ASCENDING", bounds)
     search = index.search()
     assert search.between_pages(Interval(55, True, None, True)) == range(5, n)  # x >= 55: O(1), not n - 5

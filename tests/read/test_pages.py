@@ -114,8 +114,8 @@ class _Counted:
 @pytest.mark.parametrize("descending", [False, True])
 def test_binary_search_comparisons_counted_outside_the_code(descending):
     """Every probe of a binary search tests one bound against one end of the interval: at most two comparisons
-    (`<` or `>`, then `==` for the end's inclusiveness). Two searches per lookup: at most 4 * ceil(log2(n + 1))
-    comparisons, counted by the bounds themselves; a linear scan over the same bounds makes at least n."""
+    (`<` or `>`, then `==` for the end's inclusiveness). Two searches per lookup: at most 4 * ceil(log2(n +
+    1)) comparisons, counted by the bounds themselves; a linear scan over the same bounds makes at least n."""
     n = 100_000
     mins, maxs = list(range(0, 10 * n, 10)), list(range(9, 10 * n, 10))
     if descending:

@@ -94,7 +94,8 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table) -> None:
 @pytest.fixture
 def sorted_file(tmp_path) -> Path:
     """`k` = 0..999 sorted ascending, one row group of ten pages of 100 rows; `v` = k mod 7, unsorted."""
-    table = pa.table({"k": pa.array(range(N), pa.int64()), "v": pa.array([i % 7 for i in range(N)], pa.int32())})
+    table = pa.table({"k": pa.array(range(N), pa.int64()),
+                      "v": pa.array([i % 7 for i in range(N)], pa.int32())})
     path = write(table, tmp_path / "sorted.parquet")
     assert page_starts(path, "k") == list(range(0, N, PAGE_ROWS))
     assert ParquetFile.open(path).column_index(0, "k").boundary_order == BoundaryOrder.ASCENDING
@@ -191,7 +192,8 @@ def two_layouts(tmp_path) -> Path:
         "a": pa.array(range(N), pa.int32()),
         "s": pa.array([f"{i:04d}" + "x" * 100 for i in range(N)], pa.string()),
     })
-    path = write(table, tmp_path / "two.parquet", data_page_size=2000, use_dictionary=False, write_batch_size=10)
+    path = write(table, tmp_path / "two.parquet", data_page_size=2000, use_dictionary=False,
+                 write_batch_size=10)
     assert page_starts(path, "a") == list(range(0, N, 100))
     assert page_starts(path, "s") == list(range(0, N, 20)), "precondition: 20-row string pages"
     return path
@@ -239,7 +241,8 @@ def test_bloom_filter_skips_row_group_for_absent_value_inside_min_max(tmp_path):
     ids = list(range(0, 2 * N, 2))
     random.Random(7).shuffle(ids)
     table = pa.table({"id": pa.array(ids, pa.int64())})
-    with_bloom = write(table, tmp_path / "bloom.parquet", bloom_filter_options={"id": {"ndv": N, "fpp": 0.01}})
+    with_bloom = write(table, tmp_path / "bloom.parquet",
+                       bloom_filter_options={"id": {"ndv": N, "fpp": 0.01}})
     without = write(table, tmp_path / "plain.parquet")
     pf = ParquetFile.open(with_bloom)
     assert not pf.bloom_filter(0, "id").might_contain(1001), "precondition: no false positive for 1001"
@@ -251,7 +254,8 @@ def test_bloom_filter_skips_row_group_for_absent_value_inside_min_max(tmp_path):
     assert plan.counts.rows_selected == 0 and read_table(plan).num_rows == 0
 
     control = lp.plan(str(without), Eq("id", 1001), cache=False)
-    assert control.counts.row_groups_selected == 1, "Should read: without a bloom filter min/max cannot rule it out"
+    assert control.counts.row_groups_selected == 1, (
+        "Should read: without a bloom filter min/max cannot rule it out")
 
     present = lp.plan(str(with_bloom), In("id", [1001, 1000]), cache=False)
     assert present.counts.row_groups_selected == 1, "Should read: 1000 is present"
@@ -307,7 +311,8 @@ def test_decimal_literal_finer_than_the_column_is_not_rounded(tmp_path):
 
 
 def test_decimal_in_literal_finer_than_the_column(tmp_path):
-    """Arrow's is_in would cast the column to the literals' type (decimal(4, 3)), where 123.45 does not fit."""
+    """Arrow's is_in would cast the column to the literals' type (decimal(4, 3)),
+    where 123.45 does not fit."""
     values = [Decimal("123.45"), Decimal("1.00"), Decimal("1.01")] * 10
     path = write(pa.table({"dec": pa.array(values, pa.decimal128(10, 2))}), tmp_path / "dec.parquet")
     plan = lp.plan(str(path), In("dec", [Decimal("1.005"), Decimal("1.01")]), cache=False)
@@ -460,7 +465,8 @@ def iceberg_table(iceberg_catalog):
     table = iceberg_catalog.create_table("plans.events", schema=schema)
     for part in range(3):
         ids = range(part * 100, (part + 1) * 100)
-        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}, schema=schema))
+        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]},
+                              schema=schema))
     table = table.refresh()
     assert len(list(table.scan().plan_files())) == 3
     return table
@@ -489,7 +495,8 @@ def test_iceberg_source_range_matches_pyiceberg_scan(iceberg_table):
     assert pc.all(pc.equal(ours.column("id"), theirs.column("id"))).as_py()
 
 
-@pytest.mark.parametrize("where", [Lt("dec", 1.004), "dec < 1004e-3", Gt("dec", 1.006), NotIn("dec", [1.004])],
+@pytest.mark.parametrize("where",
+                         [Lt("dec", 1.004), "dec < 1004e-3", Gt("dec", 1.006), NotIn("dec", [1.004])],
                          ids=["lt", "lt-sql", "gt", "not-in"])
 def test_iceberg_float_literal_on_decimal_column_is_not_rounded(iceberg_catalog, where):
     """A float literal on a DECIMAL(10, 2) column means its exact value (layout.expr.bind: Decimal(repr(x))):
@@ -500,7 +507,8 @@ def test_iceberg_float_literal_on_decimal_column_is_not_rounded(iceberg_catalog,
     for value in ("1.00", "1.01"):
         table.append(pa.table({"dec": pa.array([Decimal(value)] * 3, pa.decimal128(10, 2))}, schema=schema))
     plan = lp.plan("plans.prices", where, cache=False)
-    full = pa.concat_tables(pq.read_table(resolve(t.file.file_path)[1]) for t in table.refresh().scan().plan_files())
+    full = pa.concat_tables(pq.read_table(resolve(t.file.file_path)[1])
+                            for t in table.refresh().scan().plan_files())
     expected = expected_rows(full, parse_where(where) if isinstance(where, str) else where)
     assert expected.num_rows >= 3
     assert plan.counts.files_selected >= 1, f"Should read: the file holding {expected.column('dec')[0]}"
@@ -537,7 +545,8 @@ def test_iceberg_file_without_a_column_size_is_opened_for_its_totals(iceberg_cat
         update.add_column("extra", LongType())
     table = table.refresh()
     wide = pa.schema([pa.field("id", pa.int64()), pa.field("extra", pa.int64())])
-    table.append(pa.table({"id": pa.array(range(200, 300), pa.int64()), "extra": pa.array(range(100), pa.int64())},
+    table.append(pa.table({"id": pa.array(range(200, 300), pa.int64()),
+                           "extra": pa.array(range(100), pa.int64())},
                           schema=wide))
     plan = lp.plan("plans.evolving", "id = 250", cache=False)  # the new file binds: every column, `extra` too
     exact = lp.plan("plans.evolving", "id = 250", cache=False, exact_totals=True)
@@ -556,17 +565,20 @@ def test_iceberg_binding_by_the_schema_is_checked_against_the_footer(iceberg_tab
     assert "pruning again" in caplog.text
     assert misled.predicate == honest.predicate and misled.files == honest.files
     assert misled.counts == honest.counts
-    monkeypatch.setattr(lp, "iceberg_kinds", lambda table: {})  # the schema binds nothing: keep all, then prune
+    # the schema binds nothing: keep all, then prune
+    monkeypatch.setattr(lp, "iceberg_kinds", lambda table: {})
     assert lp.plan("plans.events", "id = 150", cache=False).counts == honest.counts
     with pytest.raises(UsageError, match="nosuch"):
         lp.plan("plans.events", "nosuch = 1", cache=False)
 
 
 def test_iceberg_partitioned_table_prunes_by_partition_and_counts_every_partition(iceberg_catalog):
-    """Partition values prune (pyiceberg's partition evaluator); the files of the other partitions still count."""
+    """Partition values prune (pyiceberg's partition evaluator);
+    the files of the other partitions still count."""
     iceberg_schema = Schema(NestedField(1, "day", LongType(), required=False),
                             NestedField(2, "id", LongType(), required=False))
-    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="day"))
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000,
+                                        transform=IdentityTransform(), name="day"))
     table = iceberg_catalog.create_table("plans.days", schema=iceberg_schema, partition_spec=spec)
     arrow = pa.schema([pa.field("day", pa.int64()), pa.field("id", pa.int64())])
     for day in range(4):

@@ -156,10 +156,12 @@ def test_cache_can_be_switched_off(tmp_path, counting_fs, off):
 
 def test_plan_ms_is_the_measured_planning_time(tmp_path, monkeypatch):
     """`plan_ms` is (last - first) reading of `time.perf_counter` during the planning, in milliseconds: with a
-    fake clock that advances 0.25 s per reading it is 250 ms per reading after the first, and the JSON agrees."""
+    fake clock that advances 0.25 s per reading it is 250 ms per reading after the first,
+    and the JSON agrees."""
     write(tmp_path / "t.parquet", range(100))
     ticks = iter(range(1000))
-    monkeypatch.setattr(layout.read.plan, "time", types.SimpleNamespace(perf_counter=lambda: 0.25 * next(ticks)))
+    monkeypatch.setattr(layout.read.plan, "time",
+                        types.SimpleNamespace(perf_counter=lambda: 0.25 * next(ticks)))
     p = plan(tmp_path, "k = 5", cache=False)
     readings = next(ticks)
     assert readings >= 2, "plan reads the clock at its start and at its end"
@@ -266,7 +268,8 @@ def counted_table(iceberg_catalog, counting_fs, monkeypatch):
     table = iceberg_catalog.create_table("cache.events", schema=schema)
     for part in range(6):
         ids = range(part * 100, (part + 1) * 100)
-        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}, schema=schema))
+        table.append(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]},
+                              schema=schema))
     return table.refresh()
 
 
@@ -277,7 +280,8 @@ def _manifest_files(table):
 
 def test_iceberg_point_lookup_opens_only_the_files_its_manifests_keep(counted_table, counting_fs):
     files = _manifest_files(counted_table)
-    (holder,) = [layout.io.resolve(t.file.file_path)[1] for t in counted_table.scan(row_filter="id = 250").plan_files()]
+    (holder,) = [layout.io.resolve(t.file.file_path)[1]
+                 for t in counted_table.scan(row_filter="id = 250").plan_files()]
     cache = MetadataCache()
     cold = plan("cache.events", "id = 250", cache=cache)
     assert set(counting_fs.opened) == {holder}, "Should open: only the file whose manifest bounds hold 250"
@@ -287,7 +291,8 @@ def test_iceberg_point_lookup_opens_only_the_files_its_manifests_keep(counted_ta
 
     warm = plan("cache.events", "id = 250", cache=cache)
     assert sum(counting_fs.opened.values()) == opened, "a warm plan opens no file"
-    assert cache.stats().misses == misses, "a warm plan reads no metadata: files, kept set and footer are cached"
+    assert cache.stats().misses == misses, (
+        "a warm plan reads no metadata: files, kept set and footer are cached")
     assert warm.counts == cold.counts and warm.files == cold.files
     assert read_table(warm).column("id").to_pylist() == [250]
 
@@ -308,7 +313,8 @@ def test_iceberg_exact_totals_open_every_footer(counted_table, counting_fs):
     assert exact.files == fast.files
     assert exact.counts.row_groups_total == 6 and exact.counts.pages_total >= 12, exact.counts
     same = replace(exact.counts, row_groups_total=None, pages_total=None)
-    assert same == fast.counts, "the manifests' totals are the footers' (pyiceberg's column sizes sum the chunks)"
+    assert same == fast.counts, (
+        "the manifests' totals are the footers' (pyiceberg's column sizes sum the chunks)")
 
 
 def test_iceberg_plan_without_pruning_opens_every_file_and_counts_everything(counted_table, counting_fs):
@@ -326,7 +332,8 @@ def test_iceberg_new_snapshot_is_planned_from_its_own_manifests(counted_table, c
     before = plan("cache.events", "id = 250", cache=cache)
     old_snapshot = counted_table.current_snapshot().snapshot_id
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])  # as the fixture wrote
-    counted_table.append(pa.table({"id": pa.array([250, 900], pa.int64()), "name": ["again", "new"]}, schema=schema))
+    counted_table.append(pa.table({"id": pa.array([250, 900], pa.int64()), "name": ["again", "new"]},
+                                  schema=schema))
     after = plan("cache.events", "id = 250", cache=cache)
     assert (after.counts.files_total, after.counts.files_selected) == (7, 2)
     assert after.counts.rows_total == before.counts.rows_total + 2

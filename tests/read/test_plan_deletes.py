@@ -45,7 +45,8 @@ def snapshots(draw) -> tuple[list[DataRef], list[DeleteFile]]:
     """Data files over two specs and three partitions, and delete files of every kind the rules tell apart:
     position deletes unbounded, file-scoped or over a range of paths, equality deletes, global ones."""
     paths = draw(st.lists(st.sampled_from(_PATHS), unique=True, max_size=8))
-    refs = [DataRef(p, draw(st.integers(0, 1)), draw(st.integers(0, 2)), draw(st.integers(0, 6))) for p in paths]
+    refs = [DataRef(p, draw(st.integers(0, 1)), draw(st.integers(0, 2)), draw(st.integers(0, 6)))
+            for p in paths]
     deletes = []
     for n in range(draw(st.integers(0, 8))):
         kind = draw(st.sampled_from(["position", "equality"]))
@@ -73,8 +74,9 @@ def _brute(refs: list[DataRef], deletes: list[DeleteFile], chosen) -> DeleteRead
 @settings(deadline=None, max_examples=300)
 @given(snapshot=snapshots(), data=st.data())
 def test_a_selection_reads_each_delete_file_that_applies_once(snapshot, data):
-    """Per data file, exactly the delete files the rule applies; over any selection, the distinct ones and their
-    bytes; the total, those that apply to any data file (a dangling delete file is opened by no reader)."""
+    """Per data file, exactly the delete files the rule applies; over any selection, the distinct ones and
+    their bytes; the total, those that apply to any data file
+    (a dangling delete file is opened by no reader)."""
     refs, deletes = snapshot
     index = SnapshotDeletes.index(deletes, refs)
     for i, ref in enumerate(refs):
@@ -101,8 +103,10 @@ def merge_on_read(iceberg_catalog):
     Returns (table, data files by (day, n), delete files by name, pyiceberg's position deletes per data
     file before C)."""
     iceberg_catalog.create_namespace_if_not_exists("mor")
-    schema = Schema(NestedField(1, "day", LongType(), required=False), NestedField(2, "id", LongType(), required=False))
-    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="day"))
+    schema = Schema(NestedField(1, "day", LongType(), required=False),
+                    NestedField(2, "id", LongType(), required=False))
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000,
+                                        transform=IdentityTransform(), name="day"))
     table = iceberg_catalog.create_table("mor.events", schema=schema, partition_spec=spec)
     arrow = pa.schema([pa.field("day", pa.int64()), pa.field("id", pa.int64())])
 
@@ -121,13 +125,17 @@ def merge_on_read(iceberg_catalog):
                              partition=(0,))
     b = position_delete_file(table, write_position_deletes(table, [(files[1, 0], 1), (files[1, 1], 2)]),
                              partition=(1,), bounds=False)
-    d = position_delete_file(table, write_position_deletes(table, [(files[0, 0].replace(".parquet", "-gone.parquet"),
-                                                                     0)]), partition=(0,))
+    d = position_delete_file(
+        table,
+        write_position_deletes(table, [(files[0, 0].replace(".parquet", "-gone.parquet"), 0)]),
+        partition=(0,),
+    )
     table = commit_deletes(table.refresh(), [a, b, d])
     # pyiceberg's view of the position deletes, before an equality delete makes its planning raise
     positions = {t.file.file_path: {x.file_path for x in t.delete_files} for t in table.scan().plan_files()}
     assert table.scan().to_arrow().num_rows == 200 - 2 - 2, "pyiceberg applies the deletes written here"
-    c = equality_delete_file(table, write_equality_deletes(table, pa.table({"id": pa.array([5], pa.int64())})),
+    c = equality_delete_file(table,
+                             write_equality_deletes(table, pa.table({"id": pa.array([5], pa.int64())})),
                              ["id"], partition=(0,))
     table = commit_deletes(table, [c])
     files[0, 2] = append(0, range(1000, 1010))
@@ -152,7 +160,8 @@ def test_a_plan_counts_the_delete_files_a_reader_merges_for_the_files_it_selects
     for where, (n, nbytes) in cases.items():
         counts = lp.plan("mor.events", where, cache=False).counts
         assert (counts.delete_files_selected, counts.delete_bytes_selected) == (n, nbytes), where
-        assert (counts.delete_files_total, counts.delete_bytes_total) == merged("A", "B", "C"), "D is dangling"
+        assert (counts.delete_files_total, counts.delete_bytes_total) == merged("A", "B", "C"), (
+            "D is dangling")
     # rows stay the data files' rows: the reader reads them, then drops the deleted ones
     everything = lp.plan("mor.events", None, cache=False)
     assert everything.counts.rows_selected == everything.counts.rows_total == 210
@@ -239,7 +248,8 @@ def test_only_an_equality_delete_of_an_unpartitioned_spec_applies_in_every_parti
     files = {row["spec_id"]: row["file_path"] for row in table.inspect.data_files().to_pylist()}
     assert len(files) == 2
     counts = {f.path: f.delete_files for f in snapshot_files(table, None, None)}
-    assert counts == {files[old_spec]: 1, files[table.spec().spec_id]: 0}, "the position delete stays in its spec"
+    assert counts == {files[old_spec]: 1, files[table.spec().spec_id]: 0}, (
+        "the position delete stays in its spec")
     eq = write_equality_deletes(table, pa.table({"id": pa.array([3], pa.int64())}))
     table = commit_deletes(table, [equality_delete_file(table, eq, ["id"], spec_id=old_spec)])
     counts = {f.path: f.delete_files for f in snapshot_files(table, None, None)}

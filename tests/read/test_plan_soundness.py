@@ -3,8 +3,9 @@
 Random tables (every column nullable: int64, int32, float64 with NaN / ±inf / ±0.0, short, long and
 very long strings with common prefixes, date32, decimal128(10, 2), booleans) are written with pyarrow in
 tiny pages (pyarrow 26's `max_rows_per_page` and a small `data_page_size`), random row groups, with or
-without dictionary encoding, statistics, page index and bloom filters; sorted by one column (ascending or descending, so the column index is ASCENDING or DESCENDING
-and the page search is a binary search) or not sorted; in one file or several files of a directory.
+without dictionary encoding, statistics, page index and bloom filters; sorted by one column (ascending or
+descending, so the column index is ASCENDING or DESCENDING and the page search is a binary search) or not
+sorted; in one file or several files of a directory.
 
 Random predicates over them (comparisons, IN, NOT IN, BETWEEN, IS [NOT] NULL, isnan, LIKE 'p%', other
 LIKE patterns, AND / OR / NOT) use literals drawn from the column's values, so that they hit, and from
@@ -401,7 +402,8 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     matching_set = set(matching)
 
     by_name = {Path(fp.path).name: fp for fp in plan.files}
-    assert set(by_name) <= {p.name for p in written.paths}, f"{where}: plan names unknown files {list(by_name)}"
+    assert set(by_name) <= {p.name for p in written.paths}, (
+        f"{where}: plan names unknown files {list(by_name)}")
     selected_rows = selected_groups = selected_files = 0
     first_row = 0  # of the current row group, in the full table
     for path, groups in zip(written.paths, written.row_groups, strict=True):
@@ -416,7 +418,8 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
             rg_plan = rg_plans.get(index)
             if rg_plan is None:
                 assert not matches, (
-                    f"UNSOUND {where}: {path.name} row group {index} was skipped but rows {matches[:10]} match"
+                    f"UNSOUND {where}: {path.name} row group {index} was skipped but "
+                    f"rows {matches[:10]} match"
                 )
                 continue
             assert rg_plan.num_rows == group.num_rows, f"{where}: {path.name} rg {index}: num_rows"
@@ -430,7 +433,8 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
             )
             if rg_plan.all_match and selection:
                 matched = set(matches)
-                wrong = [row for start, end in selection.ranges for row in range(start, end) if row not in matched]
+                wrong = [row for start, end in selection.ranges for row in range(start, end)
+                         if row not in matched]
                 assert not wrong, (
                     f"{where}: {path.name} row group {index} is all_match but rows {wrong[:10]} do not match "
                     f"(selection {selection})"
@@ -454,7 +458,8 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     assert counts.files_selected == selected_files, f"{where}: {counts}; selected: {selected_files}"
     for level in ("files", "row_groups", "pages", "rows", "bytes"):
         total, selected = getattr(counts, f"{level}_total"), getattr(counts, f"{level}_selected")
-        assert 0 <= selected <= (selected if total is None else total), f"{where}: {level}: {selected} of {total}"
+        assert 0 <= selected <= (selected if total is None else total), (
+            f"{where}: {level}: {selected} of {total}")
     assert 0 < plan.plan_ms <= wall_ms, f"{where}: plan_ms {plan.plan_ms} outside the call's {wall_ms:.3f} ms"
 
     doc = plan.to_json()
@@ -462,7 +467,8 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     for key in COUNT_KEYS:
         assert doc[key] == getattr(counts, key), f"{where}: to_json()[{key!r}] = {doc[key]} vs {counts}"
     json_rows = sum(end - start for item in doc["selection"] for start, end in item["ranges"])
-    assert json_rows == selected_rows, f"{where}: to_json selection holds {json_rows} rows, not {selected_rows}"
+    assert json_rows == selected_rows, (
+        f"{where}: to_json selection holds {json_rows} rows, not {selected_rows}")
 
     # (b) exact rows, projected, in order
     full = written.full()
@@ -470,8 +476,10 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     expected = expected.select(columns) if columns is not None else expected
     actual = read_table(plan)
     assert actual.schema.names == expected.schema.names, f"{where}: columns {actual.schema.names}"
-    assert actual.schema.types == expected.schema.types, f"{where}: types {actual.schema} vs {expected.schema}"
-    assert actual.num_rows == expected.num_rows, f"{where}: {actual.num_rows} rows read, {expected.num_rows} match"
+    assert actual.schema.types == expected.schema.types, (
+        f"{where}: types {actual.schema} vs {expected.schema}")
+    assert actual.num_rows == expected.num_rows, (
+        f"{where}: {actual.num_rows} rows read, {expected.num_rows} match")
     assert comparable(actual).equals(comparable(expected)), f"{where}: rows differ from the oracle"
 
     batches = list(read_batches(plan))
@@ -485,8 +493,8 @@ def check_query(written: Written, expr: Expr, columns: list[str] | None, cache: 
     bound = bind(expr, schema_kinds(SCHEMA))
     by_arrow = arrow_matches(full, bound)
     assert by_arrow == matching, (
-        f"{where}: to_arrow_filter({bound}) keeps rows {sorted(set(by_arrow) - matching_set)[:10]} the oracle "
-        f"rejects and drops rows {sorted(matching_set - set(by_arrow))[:10]} it keeps")
+        f"{where}: to_arrow_filter({bound}) keeps rows {sorted(set(by_arrow) - matching_set)[:10]} the "
+        f"oracle rejects and drops rows {sorted(matching_set - set(by_arrow))[:10]} it keeps")
     return plan
 
 
@@ -521,24 +529,28 @@ def test_float_literals_on_a_decimal_column_are_not_rounded(tmp_path: Path, expr
                           write_page_index=True, write_statistics=True, bloom=["dec"],
                           store_decimal_as_integer=False)
     dataset = Dataset(num_rows=120, pools=pools, null_fraction=dict.fromkeys(COLUMNS, 0.0) | {"dec": 0.1},
-                      seed=7, sort=("dec", "ascending", "at_end"), files=[options, replace(options, bloom=[])])
+                      seed=7, sort=("dec", "ascending", "at_end"),
+                      files=[options, replace(options, bloom=[])])
     written = write(dataset, tmp_path)
     check_query(written, expr, None, False)
 
 
-@pytest.mark.parametrize("expr", [In("f", [-0.0]), In("f", [0.0, 7.0]), NotIn("f", [-0.0]), NotIn("f", [0.0])],
+@pytest.mark.parametrize("expr",
+                         [In("f", [-0.0]), In("f", [0.0, 7.0]), NotIn("f", [-0.0]), NotIn("f", [0.0])],
                          ids=str)
 def test_in_on_a_double_column_equates_minus_zero_and_zero(tmp_path: Path, expr: Expr) -> None:
     """`f IN (-0.0)` is `f = -0.0`, true for 0.0 and -0.0 alike (as `=` is, and in Spark and DuckDB);
     Arrow's `is_in` tells the two zeros apart, so it must not decide IN on a float column."""
-    assert sql_oracle.evaluate(expr, {"f": 0.0}) is sql_oracle.evaluate(expr, {"f": -0.0}) is (type(expr) is In)
+    assert (sql_oracle.evaluate(expr, {"f": 0.0}) is sql_oracle.evaluate(expr, {"f": -0.0})
+            is (type(expr) is In))
     pools = {name: [draw] for name, draw in
              (("i64", 1), ("i32", 2), ("s", "ab"), ("d", EPOCH), ("dec", Decimal("1.00")), ("b", True))}
     pools["f"] = [0.0, -0.0, 1.0, math.nan]
     options = FileOptions(row_group_size=30, max_rows_per_page=5, data_page_size=4096, use_dictionary=True,
-                          write_page_index=True, write_statistics=True, bloom=["f"], store_decimal_as_integer=False)
-    dataset = Dataset(num_rows=60, pools=pools, null_fraction=dict.fromkeys(COLUMNS, 0.0) | {"f": 0.1}, seed=3,
-                      sort=None, files=[options])
+                          write_page_index=True, write_statistics=True, bloom=["f"],
+                          store_decimal_as_integer=False)
+    dataset = Dataset(num_rows=60, pools=pools, null_fraction=dict.fromkeys(COLUMNS, 0.0) | {"f": 0.1},
+                      seed=3, sort=None, files=[options])
     check_query(write(dataset, tmp_path), expr, None, False)
 
 
@@ -587,11 +599,14 @@ def test_iceberg_plan_is_sound_and_exact(catalog, case: Case) -> None:
         # The same plan: opening only the files the manifests keep changes no selection, and the manifests'
         # record counts and column sizes (pyiceberg's, from the footers) give the footers' totals.
         assert fast.files == exact.files and fast.predicate == exact.predicate, where
-        footer_only = {"row_groups_total": exact.counts.row_groups_total, "pages_total": exact.counts.pages_total}
-        assert replace(fast.counts, **footer_only) == exact.counts, f"{where}: {fast.counts} vs {exact.counts}"
+        footer_only = {"row_groups_total": exact.counts.row_groups_total,
+                       "pages_total": exact.counts.pages_total}
+        assert replace(fast.counts, **footer_only) == exact.counts, (
+            f"{where}: {fast.counts} vs {exact.counts}")
         # Exactly the files pyiceberg's own plan_files keeps are opened, so the footer-only totals are
         # None exactly when it keeps fewer than all.
-        kept = [t.file.file_path for t in table.scan(row_filter=to_iceberg(table, fast.predicate)).plan_files()]
+        kept = [t.file.file_path
+                for t in table.scan(row_filter=to_iceberg(table, fast.predicate)).plan_files()]
         scan = snapshot_scan(table, fast.predicate, None, table.current_snapshot())
         assert {scan.files[i].path for i in scan.kept} == set(kept), f"{where}: not pyiceberg's files"
         assert {Path(fp.path).name for fp in fast.files} <= {Path(resolve(f)[1]).name for f in kept}, where

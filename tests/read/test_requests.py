@@ -139,7 +139,8 @@ def test_page_indexes_of_several_columns_in_one_read(many_groups, counting):
     pf.offset_index(0, "a")  # a column not read ahead: read on demand, as before
     assert handler.counts["reads"] == 2
     # The same bytes counted as read (the cache sizes a file by them), whether read ahead or not.
-    assert pf.bytes_read == lazy.bytes_read + pf.row_groups[0].columns[pf.column("a").index].offset_index_length
+    assert (pf.bytes_read == lazy.bytes_read
+            + pf.row_groups[0].columns[pf.column("a").index].offset_index_length)
 
 
 @pytest.mark.parametrize(("where", "columns"), [
@@ -147,7 +148,8 @@ def test_page_indexes_of_several_columns_in_one_read(many_groups, counting):
     ("k > 120000 AND b = 3", None),
     ("s = 'v7' OR k < 10", ["s"]),
 ])
-def test_a_plan_reads_footer_and_page_indexes_in_two_requests(many_groups, counting, monkeypatch, where, columns):
+def test_a_plan_reads_footer_and_page_indexes_in_two_requests(many_groups, counting, monkeypatch,
+                                                              where, columns):
     handler, cfs = counting
     expected = lp.plan(many_groups, where, columns, cache=False)
     info = fs.LocalFileSystem().get_file_info(many_groups)  # the listing's FileInfo: the size is known

@@ -61,15 +61,16 @@ def _sources(spec_keys, property_keys, later_keys, earlier_keys, ordered):
 def _oracle(spec_keys, property_keys, later_keys, earlier_keys, ordered) -> dict[str, int | None]:
     """Per key, the layer that sets it: every layer tried in order of precedence, the first that has it."""
     has = {SPEC: (spec_keys | {"owner.name"}) if spec_keys is not None else set(), PROPERTY: property_keys,
-           DEFAULT_LATER: later_keys, DEFAULT_EARLIER: earlier_keys, ORDER: {"sort.keys"} if ordered else set()}
+           DEFAULT_LATER: later_keys, DEFAULT_EARLIER: earlier_keys,
+           ORDER: {"sort.keys"} if ordered else set()}
     return {key: next((layer for layer in range(5) if key in has[layer]), None) for key in VALUES}
 
 
 @settings(max_examples=150, deadline=None)
 @given(spec_keys=st.none() | _LAYER_KEYS, property_keys=_LAYER_KEYS, later_keys=_LAYER_KEYS,
        earlier_keys=_LAYER_KEYS, ordered=st.booleans())
-def test_each_key_comes_from_the_highest_source_that_sets_it(spec_keys, property_keys, later_keys, earlier_keys,
-                                                              ordered):
+def test_each_key_comes_from_the_highest_source_that_sets_it(spec_keys, property_keys, later_keys,
+                                                             earlier_keys, ordered):
     spec, properties, defaults, order = _sources(spec_keys, property_keys, later_keys, earlier_keys, ordered)
     resolution = resolve_layers(TABLE, spec=spec, properties=properties, defaults=defaults, sort_order=order,
                                 write_properties={"write.parquet.page-size-bytes": "65536"}, columns=COLUMNS)
@@ -98,7 +99,8 @@ def test_each_key_comes_from_the_highest_source_that_sets_it(spec_keys, property
 
 def test_every_spec_key_has_one_property_and_the_sort_reads_as_named():
     assert len(set(PROPERTY_OF.values())) == len(SPEC_KEYS) == len(PROPERTY_OF)
-    assert PROPERTY_OF["sort.keys"] == "lakesort.sort-keys" and PROPERTY_OF["sort.strategy"] == "lakesort.strategy"
+    assert (PROPERTY_OF["sort.keys"] == "lakesort.sort-keys"
+            and PROPERTY_OF["sort.strategy"] == "lakesort.strategy")
     assert PROPERTY_OF["target_file_size"] == "lakesort.target-file-size"
     assert PROPERTY_OF["writer.row_group_size"] == "lakesort.writer.row-group-size"
     assert "table" not in PROPERTY_OF and "catalog" not in PROPERTY_OF
@@ -113,10 +115,12 @@ def test_the_readme_documents_every_property():
 
 def test_sort_keys_property_forms():
     assert parse_property(TABLE, "lakesort.sort-keys", "a, b desc, c asc nulls last") == ("sort.keys", [
-        {"column": "a"}, {"column": "b", "direction": "desc"}, {"column": "c", "direction": "asc", "nulls": "last"}])
+        {"column": "a"}, {"column": "b", "direction": "desc"},
+        {"column": "c", "direction": "asc", "nulls": "last"}])
     assert parse_property(TABLE, "lakesort.sort-keys", "[{column: a}]") == ("sort.keys", [{"column": "a"}])
     assert parse_property(TABLE, "lakesort.target-file-size", "256MiB") == ("target_file_size", "256MiB")
-    with pytest.raises(ConfigError, match=r"ns.t: table property lakesort.sort-keys='a sideways'.*fix: ALTER"):
+    with pytest.raises(ConfigError, match=r"ns.t: table property "
+                                          r"lakesort.sort-keys='a sideways'.*fix: ALTER"):
         parse_property(TABLE, "lakesort.sort-keys", "a sideways")
 
 
@@ -129,10 +133,12 @@ def test_errors_name_the_table_the_key_and_the_fix():
         resolve_layers(TABLE, properties={"lakesort.sort-kyes": "c1"})
     with pytest.raises(ConfigError, match=r"ns.t: writer.compression: .*'brotli'.*set by table property "
                                           r"lakesort.writer.compression; fix: ALTER TABLE"):
-        resolve_layers(TABLE, properties={"lakesort.sort-keys": "c1", "lakesort.writer.compression": "brotli"})
+        resolve_layers(TABLE,
+                       properties={"lakesort.sort-keys": "c1", "lakesort.writer.compression": "brotli"})
     default = Default(index=2, match="ns.*", values={"target_file_size": "lots"}, source="_defaults.yaml")
-    with pytest.raises(ConfigError, match=r"target_file_size: .*namespace default _defaults.yaml: defaults\[2\] "
-                                          r"\(match 'ns.\*'\); fix: change target_file_size in"):
+    with pytest.raises(ConfigError, match=r"target_file_size: .*namespace default _defaults.yaml: "
+                                          r"defaults\[2\] \(match 'ns.\*'\); fix: "
+                                          r"change target_file_size in"):
         resolve_layers(TABLE, defaults=[default])
 
 
@@ -159,8 +165,8 @@ def test_the_defaults_file(tmp_path):
     assert not second.applies("salesx.orders", "lake")
     assert [p.name for p in spec_files(tmp_path)] == ["a.yaml"]  # the defaults are no table's spec
     (tmp_path / "_defaults.yaml").write_text("defaults:\n  - {match: 'x.*', target_file_sise: 1MiB}\n")
-    with pytest.raises(ConfigError, match=r"_defaults.yaml: defaults\[0\]: target_file_sise: unknown key; did "
-                                          r"you mean 'target_file_size'\?"):
+    with pytest.raises(ConfigError, match=r"_defaults.yaml: defaults\[0\]: target_file_sise: unknown key; "
+                                          r"did you mean 'target_file_size'\?"):
         load_defaults(tmp_path)
     (tmp_path / "_defaults.yaml").write_text("defaults:\n  - {sort: {keys: [{column: d}]}}\n")
     with pytest.raises(ConfigError, match=r"defaults\[0\]: expected a mapping with `match: <pattern>`"):

@@ -1,4 +1,5 @@
-"""The report tests' `history`: synthetic rows of one table over several runs (tests/report/report_rows.py)."""
+"""The report tests' `history`: synthetic rows of one table over several runs
+(tests/report/report_rows.py)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,8 @@ def metric(table: str, probe: str, phase: str, run_id: str, at: datetime, select
         "rows_selected": 100_000, "rows_matching": 5_000, "bytes_total": total, "bytes_selected": selected,
         "bytes_ideal": ideal, "efficiency": efficiency if efficiency is not None else ideal / selected,
         "plan_cold_ms": 12.5, "plan_warm_ms": 1.25, "ideal_method": "exact", "pages_clustered": 10,
-        "bytes_clustered": clustered, "efficiency_clustered": min(1.0, clustered / selected) if selected else 1.0,
+        "bytes_clustered": clustered,
+        "efficiency_clustered": min(1.0, clustered / selected) if selected else 1.0,
     }
     return {**row, **extra}
 
@@ -73,15 +74,17 @@ def spec(table: str, probes: list[dict] | None = None, owner: str = "Sales Data"
                        "probes": probes, **extra})
 
 
-def clustered(table: str, key: str, partition: str, run_id: str, phase: str, at: datetime, depths: list[int]) -> dict:
+def clustered(table: str, key: str, partition: str, run_id: str, phase: str, at: datetime,
+              depths: list[int]) -> dict:
     """One clustering_metrics row: a partition whose files have these overlap depths."""
     histogram: dict[str, int] = {}
     for d in depths:
         histogram[str(d)] = histogram.get(str(d), 0) + 1
-    return {"run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at, "sort_key": key,
-            "partition_path": partition, "files": len(depths), "files_unbounded": 0, "constant_files": 0,
-            "average_overlaps": sum(d - 1 for d in depths) / len(depths), "average_depth": sum(depths) / len(depths),
-            "max_depth": max(depths), "depth_histogram": json.dumps(histogram), "rows": 1000, "bytes": 4 * MiB}
+    return {"run_id": run_id, "phase": phase, "table": table, "snapshot_id": 7, "measured_at": at,
+            "sort_key": key, "partition_path": partition, "files": len(depths), "files_unbounded": 0,
+            "constant_files": 0, "average_overlaps": sum(d - 1 for d in depths) / len(depths),
+            "average_depth": sum(depths) / len(depths), "max_depth": max(depths),
+            "depth_histogram": json.dumps(histogram), "rows": 1000, "bytes": 4 * MiB}
 
 
 def maintained(table: str, run_id: str, at: datetime, *, status: str = "done", before: int, after: int,
@@ -100,7 +103,8 @@ def maintained(table: str, run_id: str, at: datetime, *, status: str = "done", b
 def render(tmp_path: Path, metrics: list[dict], runs: list[dict], specs=(), out: str = "out",
            clustering: list[dict] | None = None) -> Path:
     table = pa.Table.from_pylist(clustering, schema=arrow_schema(CLUSTERING_FIELDS)) if clustering else None
-    return render_reports(tmp_path / out, *arrow(metrics, runs), specs, clustering=table, generated_at=GENERATED)
+    return render_reports(tmp_path / out, *arrow(metrics, runs), specs, clustering=table,
+                          generated_at=GENERATED)
 
 
 def page(index: Path, table: str) -> str:

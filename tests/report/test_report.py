@@ -67,7 +67,8 @@ def test_index_lists_every_table_and_links_its_page(tmp_path, history):
     rows = table_rows(html, "tables")
     # Table, Efficiency, Trend, Last run, Verification, After the last compaction, Owner, files, size
     assert "p1 reads 88% fewer bytes" in row_of(rows, "sales.orders")[5]
-    assert row_of(rows, "b.never_measured")[1:6] == ["\u2013", "\u2013", "no runs yet", "\u2013", "never measured"]
+    assert (row_of(rows, "b.never_measured")[1:6]
+            == ["\u2013", "\u2013", "no runs yet", "\u2013", "never measured"])
     assert "Team B" in row_of(rows, "b.never_measured")[6]
     assert row_of(rows, "c.runs_only")[6] == "no table spec"
 
@@ -78,8 +79,10 @@ def test_probe_before_after_uses_latest_run_with_both_phases(tmp_path, history):
     p1 = row_of(rows, "p1")
     # n2 is the newest run with a before and an after for p1 (n3 has only a before; adhoc is on-demand)
     # efficiency against a perfectly clustered table (the synthetic rows' clustered bytes are half the ideal):
-    # 3 of 24 MiB before (12.5%, rounded half to even), 0.5 of 3 MiB after; wasted in the pages read after: 1 - 1/3; no DataFusion check
-    assert p1[4:] == ["24.0 MiB", "3.00 MiB", "\u221288%", "12% \u2192 17%", "67%", "\u2013", "15 \u2192 2 of 40", "n2"]
+    # 3 of 24 MiB before (12.5%, rounded half to even), 0.5 of 3 MiB after; wasted in the pages read after:
+    # 1 - 1/3; no DataFusion check
+    assert p1[4:] == ["24.0 MiB", "3.00 MiB", "\u221288%", "12% \u2192 17%", "67%", "\u2013",
+                      "15 \u2192 2 of 40", "n2"]
     p2 = row_of(rows, "p2")
     assert p2[3] == "k, v" and p2[4:7] == ["8.00 MiB", "10.0 MiB", "+25%"]
     assert p2[7] == "12% \u2192 12%" and p2[8] == "80%"  # efficiency before -> after; waste = 1 - 0.2
@@ -119,8 +122,8 @@ def test_failed_verification_shows_findings_with_diagnosis(tmp_path, history):
     rows = table_rows(html, "findings")
     assert [r[0] for r in rows] == ["error", "warning"]  # errors first
     assert rows[0][1:] == ["column-index", "comment",
-                           "column index dropped for comment; set column_index_truncate_length", "1", "absent",
-                           "present", "s3://lake/a.parquet, row group 0, column comment"]
+                           "column index dropped for comment; set column_index_truncate_length", "1",
+                           "absent", "present", "s3://lake/a.parquet, row group 0, column comment"]
     assert rows[1][3] == "pages not sorted by k"
     assert "2 finding(s): 1 error, 1 warning in 2 group(s)." in text(ET.fromstring(f"<div>{section}</div>"))
 
@@ -203,15 +206,16 @@ def test_empty_states(tmp_path):
 
 def test_storage_over_time_from_the_maintenance_runs(tmp_path):
     rows = [maintained("a.t", "m1", T0, before=300 * MiB, after=120 * MiB, live=100 * MiB),
-            maintained("a.t", "m2", T0 + timedelta(days=1), status="dry-run", before=150 * MiB, after=110 * MiB,
-                       live=100 * MiB),
+            maintained("a.t", "m2", T0 + timedelta(days=1), status="dry-run", before=150 * MiB,
+                       after=110 * MiB, live=100 * MiB),
             maintained("a.t", "m3", T0 + timedelta(days=2), status="failed", before=0, after=0, live=0,
                        error="cannot read the manifest list")]
     index = render_reports(tmp_path / "out", *arrow([], []), [spec("a.t")], generated_at=GENERATED,
                            maintenance=pa.Table.from_pylist(rows, schema=arrow_schema(MAINTENANCE_FIELDS)))
     html = page(index, "a.t")
     parse(html)
-    chart = ET.fromstring(next(s for s in re.findall(r"<svg\b.*?</svg>", html, re.DOTALL) if "storage over" in s))
+    chart = ET.fromstring(next(s for s in re.findall(r"<svg\b.*?</svg>", html, re.DOTALL)
+                               if "storage over" in s))
     tips = [c.find("title").text.split(" at ")[0] for c in chart.iter("circle")]
     # the real run's start and end, the dry run's start; the failed run draws nothing
     assert [t for t in tips if t.startswith("under")] == [
@@ -279,7 +283,8 @@ def test_rows_have_the_columns_of_the_store():
 
 def test_the_report_does_not_import_the_compaction():
     code = ("import sys, layout.report; "
-            "print(sorted(m for m in sys.modules if m.startswith(('layout.compaction', 'pyspark', 'airflow'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('layout.compaction', "
+            "'pyspark', 'airflow'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -342,7 +347,8 @@ def test_write_reports_without_table_specs(iceberg_catalog, tmp_path, monkeypatc
         index = write_reports(tmp_path / "r", catalog=iceberg_catalog)
     assert "no table specs in dags/tables" in caplog.text
     assert sorted(p.name for p in (index.parent / "tables").iterdir()) == ["sales.orders.html"]
-    assert row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "sales.orders")[6] == "no table spec"
+    assert (row_of(table_rows(index.read_text(encoding="utf-8"), "tables"), "sales.orders")[6]
+            == "no table spec")
 
 
 def test_write_reports_before_anything_was_recorded(iceberg_catalog, tmp_path):
@@ -366,13 +372,15 @@ def test_findings_are_grouped_errors_first_with_counts_and_examples():
     """83 per-file infos of a run that wrote 83 files read as one line; a warning on 5 files shows 3 example
     places and how many more; errors come first; different observed values are counted."""
     infos = [{"rule": "pages", "severity": "info", "path": f"f{i}.parquet", "row_group": None, "column": None,
-              "observed": f"{500 + i} rows per page", "intended": "at most 2000", "diagnosis": "for the record"}
+              "observed": f"{500 + i} rows per page", "intended": "at most 2000",
+              "diagnosis": "for the record"}
              for i in range(83)]
     warnings = [{"rule": "boundary-order", "severity": "warning", "path": f"f{i}.parquet", "row_group": 0,
-                 "column": "k", "observed": "UNORDERED", "intended": "ASCENDING", "diagnosis": "pages not sorted"}
+                 "column": "k", "observed": "UNORDERED", "intended": "ASCENDING",
+                 "diagnosis": "pages not sorted"}
                 for i in range(5)]
-    errors = [{"rule": "column-index", "severity": "error", "path": "f1.parquet", "row_group": 0, "column": "c",
-               "observed": "absent", "intended": "present", "diagnosis": "set truncation"}]
+    errors = [{"rule": "column-index", "severity": "error", "path": "f1.parquet", "row_group": 0,
+               "column": "c", "observed": "absent", "intended": "present", "diagnosis": "set truncation"}]
     record = Run(**run("t.a", "r1", T0, files_added=83, findings=infos + warnings + errors))
     verification = Verification.of(record)
     groups = verification.groups
@@ -396,10 +404,12 @@ def test_page_shows_engine_check_clustering_and_grouped_findings(tmp_path):
     engine = {"engine_status": "checked", "engine_files": 3, "engine_rows": 100, "engine_model_rows": 100,
               "engine_rows_matching": 7, "engine_ms": 40.0}
     metrics = [
-        metric(t, "p1", "before", "n1", T0, 8 * MiB, engine_bytes=8 * MiB, engine_model_bytes=8 * MiB, **engine),
+        metric(t, "p1", "before", "n1", T0, 8 * MiB, engine_bytes=8 * MiB,
+               engine_model_bytes=8 * MiB, **engine),
         metric(t, "p1", "after", "n1", T0 + timedelta(minutes=5), 2 * MiB, engine_bytes=3 * MiB,
                engine_model_bytes=2 * MiB, **engine),
-        metric(t, "p2", "before", "n1", T0, 8 * MiB, engine_status="not confirmed: f.parquet stores k as 'key'"),
+        metric(t, "p2", "before", "n1", T0, 8 * MiB,
+               engine_status="not confirmed: f.parquet stores k as 'key'"),
         metric(t, "p2", "after", "n1", T0 + timedelta(minutes=5), 4 * MiB, engine_status="off"),
     ]
     clustering = [clustered(t, key, f"m={month}", "n1", phase, T0 + timedelta(minutes=5 * (phase == "after")),
@@ -416,19 +426,25 @@ def test_page_shows_engine_check_clustering_and_grouped_findings(tmp_path):
     assert row_of(probes, "p1")[9].startswith("differs +50%") and row_of(probes, "p2")[9] == "off"
     assert 'class="flagged"' in html
     engine_rows = table_rows(html, "engine")
-    assert [r[:2] for r in engine_rows] == [["p1", "before"], ["p1", "after"], ["p2", "before"], ["p2", "after"]]
+    assert ([r[:2] for r in engine_rows]
+            == [["p1", "before"], ["p1", "after"], ["p2", "before"], ["p2", "after"]])
     assert engine_rows[1][3:9] == ["2.00 MiB", "3.00 MiB", "100", "100", "7", "differs +50%"]
     assert engine_rows[2][2] == "not confirmed: f.parquet stores k as 'key'" and engine_rows[3][2] == "off"
     # clustering: the spec's key order; the latest (after) summary; the overlapping partition listed
     keys = re.findall(r"<h3>Sort key <code>(\w+)</code></h3>", html)
     assert keys == ["v", "k"]
-    assert "Latest (after, 2025-03-01 02:05 UTC): 6 file(s) in 4 partition(s), average depth 1.33, max 2" in text(
-        ET.fromstring(f"<div>{html[html.index('<h2>Clustering health'):html.index('<h2>Files')]}</div>"))
+    assert (
+        "Latest (after, 2025-03-01 02:05 UTC): 6 file(s) in 4 partition(s), average depth 1.33, max 2"
+        in text(
+            ET.fromstring(f"<div>{html[html.index('<h2>Clustering health') : html.index('<h2>Files')]}</div>")
+        )
+    )
     deepest = [[[text(td) for td in tr] for tr in table.find("tbody")] for table in parse(html).iter("table")
                if table.get("class") == "deepest"]
     assert deepest == [[["m=3", "3", "1.67", "2", "0.67", "1 at depth 1, 2 at depth 2"]]] * 2  # keys v and k
     svgs = re.findall(r"<svg\b.*?</svg>", html, re.DOTALL)
-    assert sum("overlap depth over time" in s for s in svgs) == 2 and sum("files per overlap depth" in s for s in svgs) == 2
+    assert (sum("overlap depth over time" in s for s in svgs) == 2
+            and sum("files per overlap depth" in s for s in svgs) == 2)
     # findings: one line for every file the run wrote
     assert table_rows(html, "findings") == [["info", "pages", "\u2013", "for the record", "4", "ok", "\u2013",
                                              "every file this run wrote (4)"]]
@@ -455,7 +471,8 @@ def test_delete_files_read_before_and_after_only_where_a_probe_read_any(tmp_path
         metric(t, "p3", "on-demand", "m1", T0 + timedelta(days=1), 4 * MiB, delete_files_selected=1,
                delete_bytes_selected=MiB, **deletes),
     ]
-    s = spec(t, [{"name": "p1", "where": "k = 1"}, {"name": "p2", "where": "k = 2"}, {"name": "p3", "where": "k = 3"}])
+    s = spec(t, [{"name": "p1", "where": "k = 1"}, {"name": "p2", "where": "k = 2"},
+                 {"name": "p3", "where": "k = 3"}])
     index = render(tmp_path, [*history[0], *metrics], history[1], [*history[2], s])
     html = page(index, t)
     header = [text(th) for table in parse(html).iter("table") if table.get("class") == "probes"

@@ -40,7 +40,8 @@ def test_time_axis_labels_never_overlap_and_stay_on_the_axis():
             assert labels, (room, span)
             boxes = [_box(label) for label in labels]
             assert all(b[0] - a[1] >= GAP for a, b in itertools.pairwise(boxes)), (room, span, labels)
-            assert len(labels) == 1 or (boxes[0][0] >= 0 and boxes[-1][1] <= room + 1e-9), (room, span, labels)
+            assert len(labels) == 1 or (boxes[0][0] >= 0 and boxes[-1][1] <= room + 1e-9), (room, span,
+                                                                                             labels)
     assert len(time_ticks(0, 86_400 * 365, 900)) > len(time_ticks(0, 86_400 * 365, 200)) >= 2
 
 
@@ -70,9 +71,9 @@ def _text_boxes(svg: ET.Element) -> list[tuple[tuple[float, float, float, float]
 @settings(max_examples=60, deadline=None)
 # A long category label in the narrowest chart once pushed a bar's value label past the right edge.
 @example(n=2, days=0.0, width=200, height=120, top=3.0, names=["_" * 22])
-@given(n=st.integers(1, 400), days=st.floats(0, 800), width=st.integers(200, 700), height=st.integers(120, 300),
-       top=st.floats(0, 1e13), names=st.lists(st.text("abcdefghij_ ", min_size=1, max_size=40), min_size=1,
-                                               max_size=4))
+@given(n=st.integers(1, 400), days=st.floats(0, 800), width=st.integers(200, 700),
+       height=st.integers(120, 300), top=st.floats(0, 1e13),
+       names=st.lists(st.text("abcdefghij_ ", min_size=1, max_size=40), min_size=1, max_size=4))
 def test_no_two_chart_texts_overlap_for_any_data(n, days, width, height, top, names):
     """Line and bar charts of any size, span, number of points and series: no two texts' boxes overlap and
     every text lies within the chart (the browser checks the same with its own font, test_report_render)."""

@@ -42,7 +42,7 @@ for (const el of document.body.querySelectorAll('*')) {
     out.push(`${el.tagName.toLowerCase()}.${el.getAttribute('class') || ''} ${r.left.toFixed(1)}..${r.right.toFixed(1)}`);
 }
 return [document.documentElement.scrollWidth, width, out];
-"""
+"""  # noqa: E501 - JavaScript, run as written
 # Per chart: its box and the box and text of each of its texts.
 _CHART_TEXTS = """
 return [...document.querySelectorAll('svg.chart')].map(svg => {
@@ -54,7 +54,8 @@ return [...document.querySelectorAll('svg.chart')].map(svg => {
 
 # Chromium is an optional system package: a developer's machine without it skips these tests. CI (env CI set)
 # installs it in .ci/run, which fails when it cannot, so under CI its absence fails the tests instead.
-_MISSING = "chromium/chromedriver not installed: apt-get install chromium chromium-driver (.ci/run does in CI)"
+_MISSING = ("chromium/chromedriver not installed: apt-get install chromium "
+            "chromium-driver (.ci/run does in CI)")
 pytestmark = pytest.mark.skipif(
     (CHROMIUM is None or CHROMEDRIVER is None) and not os.environ.get("CI"), reason=_MISSING)
 
@@ -116,7 +117,8 @@ def browser():
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.service import Service
 
-    assert CHROMIUM is not None and CHROMEDRIVER is not None, _MISSING  # under CI: the skip above does not apply
+    # under CI: the skip above does not apply
+    assert CHROMIUM is not None and CHROMEDRIVER is not None, _MISSING
     options = webdriver.ChromeOptions()
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 f"--window-size={WINDOW[0]},{WINDOW[1]}", "--force-device-scale-factor=1",
@@ -146,19 +148,21 @@ def report(tmp_path) -> Path:
         at = T0 + timedelta(days=day)
         for probe, scale in probes:
             before, after = (30 - day % 5) * scale * MiB, (12 - day % 7) * scale * MiB
-            check = {"engine_status": "checked", "engine_files": 4, "engine_rows": 1000, "engine_model_rows": 1000,
-                     "engine_rows_matching": 17, "engine_ms": 25.0}
+            check = {"engine_status": "checked", "engine_files": 4, "engine_rows": 1000,
+                     "engine_model_rows": 1000, "engine_rows_matching": 17, "engine_ms": 25.0}
             metrics.append(metric(t, probe, "before", f"n{day}", at, before, engine_bytes=before,
                                   engine_model_bytes=before, **check))
             metrics.append(metric(t, probe, "after", f"n{day}", at + timedelta(minutes=20), after, ideal=MiB,
-                                  engine_bytes=after * (2 if scale == 2 else 1), engine_model_bytes=after, **check))
+                                  engine_bytes=after * (2 if scale == 2 else 1),
+                                  engine_model_bytes=after, **check))
         for key in ("k", "a_sort_key_with_a_long_name"):
             for month in range(1, 13):
                 clustering.append(clustered(t, key, f"month={month:02d}", f"n{day}", "before", at,
                                             [1 + day % 4] * (1 + day % 4)))
                 clustering.append(clustered(t, key, f"month={month:02d}", f"n{day}", "after",
                                             at + timedelta(minutes=20), [1, 2, 2] if month == 3 else [1]))
-    long_path = "s3://warehouse/" + "/".join(["deeply_nested_directory"] * 8) + "/part-00000-0123456789abcdef.parquet"
+    long_path = ("s3://warehouse/" + "/".join(["deeply_nested_directory"] * 8)
+                 + "/part-00000-0123456789abcdef.parquet")
     findings = [{"rule": "column-index", "severity": "error", "path": long_path, "row_group": 0,
                  "column": "c", "observed": "absent", "intended": "present", "diagnosis": "set truncation"}]
     findings += [{"rule": "pages", "severity": "info", "path": f"{long_path}.{i}", "observed": f"{i} pages",
@@ -212,17 +216,21 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
         shot = tmp_path / f"page{number}.png"
         assert browser.save_screenshot(str(shot))
         count, dominant, _ = colors(shot.read_bytes())
-        assert count > 20 and dominant < 0.97, f"{shot.name} looks blank: {count} colors, {dominant:.0%} alike"
+        assert count > 20 and dominant < 0.97, (
+            f"{shot.name} looks blank: {count} colors, {dominant:.0%} alike")
         for width in WIDTHS:
             _load(browser, path, width)
             scroll_width, inner, overflowing = browser.execute_script(_OVERFLOWING)
-            assert inner == width and scroll_width <= width, f"{path.name} at {width} px: {scroll_width} px wide"
+            assert inner == width and scroll_width <= width, (
+                f"{path.name} at {width} px: {scroll_width} px wide")
             assert overflowing == [], f"{path.name} at {width} px: beyond the page: {overflowing[:10]}"
             for title, svg, texts in browser.execute_script(_CHART_TEXTS):
                 assert _overlapping(texts) == [], f"{path.name} at {width} px, {title}: overlapping texts"
-                outside = [text for box, text in texts if box[0] < svg[0] - OVERLAP or box[2] > svg[2] + OVERLAP
+                outside = [text for box, text in texts
+                           if box[0] < svg[0] - OVERLAP or box[2] > svg[2] + OVERLAP
                            or box[1] < svg[1] - OVERLAP or box[3] > svg[3] + OVERLAP]
-                assert outside == [], f"{path.name} at {width} px, {title}: texts outside the chart: {outside}"
+                assert outside == [], (
+                    f"{path.name} at {width} px, {title}: texts outside the chart: {outside}")
             # the whole page, kept as an artifact (CI uploads tmp_path)
             height = browser.execute_script("return document.documentElement.scrollHeight")
             _load(browser, path, width, min(height, 20_000))
@@ -238,11 +246,14 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
     count, _, seen = colors(bar.read_bytes())
     assert count > 10 and {rgb(PALETTE[0]), rgb(PALETTE[1])} <= seen
     main = browser.find_element(By.TAG_NAME, "main").text
-    assert "13 finding(s): 1 error, 12 info in 2 group(s)" in main and "every file this run wrote (12)" in main
-    assert len(browser.find_elements(By.CSS_SELECTOR, "tr.flagged")) >= 2  # p2 in the probes and engine tables
+    assert ("13 finding(s): 1 error, 12 info in 2 group(s)" in main
+            and "every file this run wrote (12)" in main)
+    # p2 in the probes and engine tables
+    assert len(browser.find_elements(By.CSS_SELECTOR, "tr.flagged")) >= 2
     # the index's links lead to the pages
     _load(browser, pages[0])
     assert browser.find_elements(By.CSS_SELECTOR, "svg.spark")
     browser.find_element(By.LINK_TEXT, "sales.orders").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == "sales.orders"
-    assert sorted(p.name for p in shots.iterdir()) == sorted(f"{p.stem}-{w}.png" for p in pages for w in WIDTHS)
+    assert (sorted(p.name for p in shots.iterdir())
+            == sorted(f"{p.stem}-{w}.png" for p in pages for w in WIDTHS))

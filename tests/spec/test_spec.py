@@ -65,7 +65,8 @@ def test_demo_spec_loads_with_its_settings():
     assert spec.writer.page_row_count_limit == 2000 and spec.writer.compression == "zstd"
     assert set(spec.writer.bloom_filters) == {"l_orderkey"}
     assert spec.verify.bloom_filter_columns == ("l_orderkey",)
-    assert {p.name for p in spec.probes} == {"ship_date_point", "ship_date_week", "order_lookup", "ship_modes"}
+    assert ({p.name for p in spec.probes}
+            == {"ship_date_point", "ship_date_week", "order_lookup", "ship_modes"})
     assert load_specs(DEMO_SPEC.parent)[0].table == "demo.lineitem"
 
 
@@ -133,7 +134,8 @@ def test_several_errors_one_per_line(tmp_path):
     lines = message.splitlines()
     assert len(lines) == 2
     assert "sort.strategy: expected one of 'linear', 'zorder', 'hilbert', got 'spiral'" in lines[0]
-    assert "writer.compression: expected one of 'zstd', 'snappy', 'gzip', 'lz4_raw', 'uncompressed'" in lines[1]
+    assert ("writer.compression: expected one of 'zstd', 'snappy', 'gzip', 'lz4_raw', 'uncompressed'"
+            in lines[1])
 
 
 def test_decimal_size_units_are_refused_with_a_hint(tmp_path):
@@ -193,16 +195,19 @@ def test_hilbert_takes_two_to_four_keys(tmp_path):
     assert "sort: hilbert interleaves at least 2 columns, got 1" in message
     five = ", ".join(f"{{column: c{i}}}" for i in range(5))
     message = error_of(tmp_path, MINIMAL + f"sort: {{strategy: hilbert, keys: [{five}]}}\n")
-    assert "sort: hilbert takes at most 4 columns, got 5 (c0, c1, c2, c3, c4); drop keys or use strategy: zorder" \
+    assert (
+        "sort: hilbert takes at most 4 columns, got 5 (c0, c1, c2, c3, c4); drop keys or use strategy: zorder"
         in message
-    spec = load_spec(write(tmp_path, MINIMAL + "sort: {strategy: hilbert, keys: [{column: a}, {column: b}]}\n"))
+    )
+    spec = load_spec(write(tmp_path,
+                           MINIMAL + "sort: {strategy: hilbert, keys: [{column: a}, {column: b}]}\n"))
     assert spec.sort.is_curve and spec.sort.strategy == "hilbert"
     assert not load_spec(write(tmp_path, MINIMAL)).sort.is_curve
 
 
 def test_probe_weight_defaults_to_one_and_must_be_positive(tmp_path):
-    spec = load_spec(write(tmp_path, MINIMAL + "probes: [{name: a, where: 'x = 1'}, {name: b, where: 'x = 2', "
-                                               "weight: 2.5}]\n"))
+    spec = load_spec(write(tmp_path, MINIMAL + "probes: [{name: a, where: 'x = 1'}, {name: b, where: 'x = "
+                                               "2', weight: 2.5}]\n"))
     assert [p.weight for p in spec.probes] == [1.0, 2.5]
     message = error_of(tmp_path, MINIMAL + "probes: [{name: a, where: 'x = 1', weight: 0}]\n")
     assert "probes[0].weight" in message and "greater than 0" in message
@@ -263,7 +268,10 @@ def test_spec_hash_is_the_same_for_what_writes_the_same(tmp_path):
     first = hash_of(tmp_path, HASHED)
     with_default = HASHED.replace("compression: zstd,", "compression: zstd, dictionary_page_size: 1MiB,")
     assert with_default != HASHED and hash_of(tmp_path, with_default) == first
-    assert hash_of(tmp_path, with_default.replace("dictionary_page_size: 1MiB", "dictionary_page_size: 2MiB")) != first
+    assert (
+        hash_of(tmp_path, with_default.replace("dictionary_page_size: 1MiB", "dictionary_page_size: 2MiB"))
+        != first
+    )
 
 
 def test_spec_hash_ignores_owner_and_probes(tmp_path):
@@ -300,10 +308,13 @@ def test_spark_options():
 
 
 def test_spark_options_uncompressed_and_gzip_level(tmp_path):
-    spec = load_spec(write(tmp_path, MINIMAL + "writer: {compression: uncompressed, statistics_truncate_length: 32}\n"))
+    spec = load_spec(write(tmp_path,
+                           MINIMAL + "writer: {compression: uncompressed, statistics_truncate_length: 32}\n"))
     options = spec.writer.spark_options()
     assert options["compression"] == "none" and options["parquet.statistics.truncate.length"] == "32"
-    spec = load_spec(write(tmp_path, MINIMAL + "writer: {compression: gzip, compression_level: 9, dictionary: false}\n"))
+    spec = load_spec(
+        write(tmp_path, MINIMAL + "writer: {compression: gzip, compression_level: 9, dictionary: false}\n")
+    )
     options = spec.writer.spark_options()
     assert options["zlib.compress.level"] == "BEST_COMPRESSION"
     assert options["parquet.enable.dictionary"] == "false"

@@ -33,12 +33,14 @@ def validator() -> Draft202012Validator:
 
 
 def schema_errors(validator: Draft202012Validator, document: object) -> list[str]:
-    return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(document)]
+    return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+            for e in validator.iter_errors(document)]
 
 
 def test_published_schema_is_up_to_date():
     assert PUBLISHED.read_text(encoding="utf-8") == table_spec_schema_json(), (
-        f"schemas/table-spec.schema.json is out of date; regenerate it from the repository root with: {REGENERATE}"
+        "schemas/table-spec.schema.json is out of date; regenerate it from the repository "
+        f"root with: {REGENERATE}"
     )
 
 

@@ -1,6 +1,7 @@
 """A spec resolved against its table's write properties (layout.spec.table_properties): per setting, what the
 spec file sets wins, then the table's property, then lakesort's default; derived settings follow the resolved
-values; the hash covers them; a property lakesort cannot honour is refused naming the table, property and fix."""
+values; the hash covers them; a property lakesort cannot honour is refused naming the table,
+property and fix."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ SETTINGS = {
 
 
 def spec_with(writer: dict | None = None, **top):
-    return parse_spec({**BASE, **top, **({"writer": writer} if writer is not None else {})}, source="orders.yaml")
+    return parse_spec({**BASE, **top, **({"writer": writer} if writer is not None else {})},
+                      source="orders.yaml")
 
 
 def value_of(spec, setting: str):
@@ -36,7 +38,8 @@ def value_of(spec, setting: str):
     return getattr(spec.writer if where == "writer" else spec, setting)
 
 
-@given(in_spec=st.sets(st.sampled_from(sorted(SETTINGS))), in_table=st.sets(st.sampled_from(sorted(SETTINGS))))
+@given(in_spec=st.sets(st.sampled_from(sorted(SETTINGS))),
+       in_table=st.sets(st.sampled_from(sorted(SETTINGS))))
 def test_the_spec_wins_then_the_table_then_the_default(in_spec, in_table):
     writer = {s: SETTINGS[s][3] for s in in_spec if SETTINGS[s][0] == "writer"}
     top = {s: SETTINGS[s][3] for s in in_spec if SETTINGS[s][0] == "top"}
@@ -58,7 +61,8 @@ def test_a_setting_written_in_the_file_wins_even_at_its_default_value():
 def test_no_write_properties_leave_the_spec_and_its_hash_alone():
     spec = spec_with()
     assert resolve_spec(spec, {}) is spec
-    unrelated = {"format-version": "2", "commit.retry.num-retries": "4", "write.parquet.row-group-size-bytes": "1"}
+    unrelated = {"format-version": "2", "commit.retry.num-retries": "4",
+                 "write.parquet.row-group-size-bytes": "1"}
     assert write_properties(unrelated) == {"write.parquet.row-group-size-bytes": "1"}
 
 
@@ -73,12 +77,14 @@ def test_the_hash_covers_the_resolved_values():
 
 
 def test_derived_settings_follow_the_resolved_sizes_unless_the_file_sets_them():
-    properties = {"write.parquet.row-group-size-bytes": str(512 * MiB), "write.target-file-size-bytes": str(2 * GiB)}
+    properties = {"write.parquet.row-group-size-bytes": str(512 * MiB),
+                  "write.target-file-size-bytes": str(2 * GiB)}
     resolved = resolve_spec(spec_with(), properties)
     assert resolved.verify.max_row_group_size == 1 * GiB and resolved.verify.max_file_size == 4 * GiB
     assert resolved.small_file_size == 3 * GiB // 2
     assert resolved.max_group_size == 2 * GiB  # its default (1GiB) grows to the table's larger target
-    pinned = resolve_spec(spec_with(verify={"max_row_group_size": "300MiB"}, small_file_size="100MiB"), properties)
+    pinned = resolve_spec(spec_with(verify={"max_row_group_size": "300MiB"}, small_file_size="100MiB"),
+                          properties)
     assert pinned.verify.max_row_group_size == 300 * MiB and pinned.small_file_size == 100 * MiB
 
 
@@ -109,7 +115,8 @@ def test_bloom_filter_properties_become_the_writers_filters():
     # Without an ndv, the filter is sized to fill max-bytes at its fpp, as Iceberg's writer sizes it.
     options = resolved.writer.spark_options()
     assert options["parquet.bloom.filter.max.bytes"] == str(64 * 1024)
-    assert options["parquet.bloom.filter.enabled#customer"] == "true" and "parquet.bloom.filter.enabled#day" not in options
+    assert (options["parquet.bloom.filter.enabled#customer"] == "true"
+            and "parquet.bloom.filter.enabled#day" not in options)
     # The spec's filters win whole.
     mine = resolve_spec(spec_with({"bloom_filters": {"day": {"ndv": 100}}}), properties, columns=COLUMNS)
     assert list(mine.writer.bloom_filters) == ["day"]
@@ -118,17 +125,22 @@ def test_bloom_filter_properties_become_the_writers_filters():
 @pytest.mark.parametrize(("properties", "problem", "setting"), [
     ({"write.parquet.compression-codec": "brotli"}, "cannot write that codec", "writer.compression"),
     ({"write.parquet.compression-codec": "lz4"}, "cannot write that codec", "writer.compression"),
-    ({"write.parquet.compression-level": "30"}, "zstd levels are 1 to 22, got 30", "writer.compression_level"),
+    ({"write.parquet.compression-level": "30"}, "zstd levels are 1 to 22, got 30",
+     "writer.compression_level"),
     ({"write.parquet.compression-codec": "snappy", "write.parquet.compression-level": "3"}, "has no level",
      "writer.compression_level"),
     ({"write.parquet.compression-level": "high"}, "expected a whole number", "writer.compression_level"),
-    ({"write.parquet.row-group-size-bytes": "128MB"}, "expected a positive whole number", "writer.row_group_size"),
-    ({"write.parquet.page-row-limit": "0"}, "expected a positive whole number", "writer.page_row_count_limit"),
+    ({"write.parquet.row-group-size-bytes": "128MB"}, "expected a positive whole number",
+     "writer.row_group_size"),
+    ({"write.parquet.page-row-limit": "0"}, "expected a positive whole number",
+     "writer.page_row_count_limit"),
     ({"write.target-file-size-bytes": "-1"}, "expected a positive whole number", "target_file_size"),
     ({"write.parquet.bloom-filter-enabled.column.nope": "true"}, "'nope' is not a column of sales.orders",
      "writer.bloom_filters"),
-    ({"write.parquet.bloom-filter-enabled.column.id": "yes"}, "expected true or false", "writer.bloom_filters"),
-    ({"write.parquet.bloom-filter-enabled.column.id": "true", "write.parquet.bloom-filter-fpp.column.id": "1.5"},
+    ({"write.parquet.bloom-filter-enabled.column.id": "yes"}, "expected true or false",
+     "writer.bloom_filters"),
+    ({"write.parquet.bloom-filter-enabled.column.id": "true",
+      "write.parquet.bloom-filter-fpp.column.id": "1.5"},
      "expected a probability", "writer.bloom_filters"),
 ])
 def test_a_property_lakesort_cannot_honour_is_refused_naming_it_and_the_fix(properties, problem, setting):
@@ -142,7 +154,7 @@ def test_a_property_lakesort_cannot_honour_is_refused_naming_it_and_the_fix(prop
 
 def test_a_spec_that_no_longer_fits_the_tables_values_is_refused():
     spec = spec_with(small_file_size="100MiB")
-    with pytest.raises(ConfigError, match=r"orders\.yaml: sales\.orders: the spec and the table's write properties "
-                                          r"\(write\.target-file-size-bytes=67108864\) do not go together: "
-                                          r"small_file_size .* must not exceed target_file_size"):
+    with pytest.raises(ConfigError, match=r"orders\.yaml: sales\.orders: the spec and the table's write "
+                                          r"properties \(write\.target-file-size-bytes=67108864\) do not go "
+                                          r"together: small_file_size .* must not exceed target_file_size"):
         resolve_spec(spec, {"write.target-file-size-bytes": str(64 * MiB)})

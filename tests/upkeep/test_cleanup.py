@@ -1,5 +1,5 @@
-"""Cleanup of the staging area (layout.upkeep.cleanup): only files no retained snapshot references, past the grace
-period, under the table's lease. Every snapshot of the history stays readable with the same rows, true
+"""Cleanup of the staging area (layout.upkeep.cleanup): only files no retained snapshot references, past the
+grace period, under the table's lease. Every snapshot of the history stays readable with the same rows, true
 orphans go, fresh ones stay; a held lease refuses; a dry run deletes nothing; and a writer committing
 staged files (under the lease) while cleanup runs again and again with no grace loses nothing."""
 

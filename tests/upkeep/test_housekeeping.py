@@ -47,7 +47,8 @@ def test_records_are_rewritten_into_one_file_and_old_snapshots_expire(iceberg_ca
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=8)
     [result] = housekeep(iceberg_catalog, now=later)
     table = iceberg_catalog.load_table(RECORDS)
-    assert result.rewritten and (result.files_before, result.files_after) == (files, 1) == (files, _files(table))
+    assert (result.rewritten
+            and (result.files_before, result.files_after) == (files, 1) == (files, _files(table)))
     # The newest 10 stay (the rewrite's own among them); all the others were older than a week by `later`.
     assert len(table.metadata.snapshots) == housekeeping.OWN_RETENTION.min_snapshots
     assert result.snapshots_expired >= snapshots - housekeeping.OWN_RETENTION.min_snapshots
@@ -69,7 +70,8 @@ def test_a_writer_committing_meanwhile_leaves_the_table_as_it_was(iceberg_catalo
     real, raced = Table.overwrite, []
 
     def overwrite_after_another_writer(self, *args, **kwargs):
-        if not raced:  # housekeeping's rewrite: another process's record lands between its scan and its commit
+        # housekeeping's rewrite: another process's record lands between its scan and its commit
+        if not raced:
             raced.append(True)
             _record(load_catalog(), 100)
         return real(self, *args, **kwargs)
@@ -88,15 +90,16 @@ def test_no_lakesort_tables_yet_is_nothing_to_do(iceberg_catalog):
 
 
 def test_the_retention_is_a_setting(iceberg_catalog, monkeypatch, capsys):
-    """$LAKESORT_HOUSEKEEPING_RETENTION changes the fields it names (here: keep 3 snapshots, not 10); a value it
-    cannot take is an error naming the variable and the fields, before any table is touched (exit 2)."""
+    """$LAKESORT_HOUSEKEEPING_RETENTION changes the fields it names (here: keep 3 snapshots, not 10); a value
+    it cannot take is an error naming the variable and the fields, before any table is touched (exit 2)."""
     for run in range(6):
         _record(iceberg_catalog, run)
     snapshots = len(iceberg_catalog.load_table(RECORDS).metadata.snapshots)
     assert snapshots > 3
     monkeypatch.setenv("LAKESORT_HOUSEKEEPING_RETENTION", '{"min_snapshots": 3, "max_age": "2d"}')
     assert housekeeping.own_retention().model_dump() == {
-        "max_age": dt.timedelta(days=2), "min_snapshots": 3, "orphan_grace": housekeeping.OWN_RETENTION.orphan_grace}
+        "max_age": dt.timedelta(days=2), "min_snapshots": 3,
+        "orphan_grace": housekeeping.OWN_RETENTION.orphan_grace}
     before = _rows(iceberg_catalog)
     [result] = housekeep(iceberg_catalog, now=dt.datetime.now(dt.UTC) + dt.timedelta(days=3))
     table = iceberg_catalog.load_table(RECORDS)

@@ -275,9 +275,9 @@ def test_stale_after_the_ttl(work, monkeypatch):
 
 
 def test_a_killed_command_s_lease_is_free_at_once(work):
-    """`lakesort compact` killed (OOM, Ctrl-C twice, a lost terminal) leaves its lease: on this host, a lease of a
-    command whose process is gone is broken at once, not after the TTL. A live process's, another host's, or a
-    DAG run's (whose tasks are separate processes) still waits for the TTL."""
+    """`lakesort compact` killed (OOM, Ctrl-C twice, a lost terminal) leaves its lease: on this host, a lease
+    of a command whose process is gone is broken at once, not after the TTL. A live process's, another host's,
+    or a DAG run's (whose tasks are separate processes) still waits for the TTL."""
     child = multiprocessing.get_context("spawn").Process(target=os.getpid)
     child.start()
     child.join()
@@ -306,7 +306,8 @@ def test_a_command_killed_while_committing_keeps_its_lease_until_the_commit_sett
     assert not lease.mark_committing(TABLE, LeaseOwner.cli("another"))
     assert lease.mark_committing(TABLE, killed)
     assert read_lease(TABLE).committing_at is not None and read_lease(TABLE).same_run(killed)
-    with pytest.raises(TableBusy, match=r"died while committing .* the catalog may still complete that commit"):
+    with pytest.raises(TableBusy, match=r"died while committing .* the catalog may "
+                                        r"still complete that commit"):
         acquire_lease(TABLE, LeaseOwner.cleanup("next"))
     with pytest.raises(TableBusy):
         lease.refuse_if_held(TABLE, LeaseOwner.cleanup("dry"), why="its staged files are not orphans")

@@ -1,4 +1,5 @@
-"""layout.verify.expectations: the layout rules as GX suites, validated on pyarrow-written files (no Spark)."""
+"""layout.verify.expectations: the layout rules as GX suites,
+validated on pyarrow-written files (no Spark)."""
 
 from __future__ import annotations
 
@@ -83,8 +84,8 @@ def test_demo_suite_has_the_layout_expectations():
     order = in_set["boundary_order"]
     assert order.value_set == ["ASCENDING"]
     assert "l_shipdate" in json.dumps(order.row_condition.dict(), default=str)
-    # column_index_columns: all -> every column's chunks need both indexes; a column index only where the chunk
-    # holds no NaN (parquet-mr writes none there: reported as a warning, rule nan_column_index)
+    # column_index_columns: all -> every column's chunks need both indexes; a column index only where the
+    # chunk holds no NaN (parquet-mr writes none there: reported as a warning, rule nan_column_index)
     assert in_set["has_offset_index"].row_condition is None
     indexes = {e.meta["rule"]: e for e in _by_type(suite)["expect_column_values_to_be_in_set"]
                if e.column == "has_column_index"}
@@ -136,7 +137,8 @@ def _manifest(paths, expected_rows: int, *, read_back: int | None = None, duplic
     for p in paths:
         rows = pq.ParquetFile(p).metadata.num_rows
         outputs.append(StagedFile(path=str(p), size=p.stat().st_size, rows=rows,
-                                  read_back_rows=rows if read_back is None else read_back, read_back_hash_sum="0"))
+                                  read_back_rows=rows if read_back is None else read_back,
+                                  read_back_hash_sum="0"))
     group = StagedGroup(group_id=0, partition="p=1", inputs=("in.parquet",), input_rows=expected_rows,
                         expected_rows=expected_rows, outputs=tuple(outputs), seconds=0.0,
                         duplicate_keys=duplicate_keys, null_keys=null_keys)
@@ -150,7 +152,8 @@ def _keyed_spec():
 
 
 def _keyed_file(path: Path) -> Path:
-    pq.write_table(pa.table({"l_orderkey": [1, 1, 2, 3, 3], "l_linenumber": [1, 2, 1, 1, 2], "seq": [1] * 5}), path)
+    pq.write_table(pa.table({"l_orderkey": [1, 1, 2, 3, 3], "l_linenumber": [1, 2, 1, 1, 2], "seq": [1] * 5}),
+                   path)
     return path
 
 
@@ -223,7 +226,8 @@ def test_cli_verify_gx_prints_the_data_docs_index(files, tmp_path, capsys):
     spec_file = tmp_path / "items.yaml"
     spec_file.write_text(json.dumps(_spec().model_dump(mode="json", exclude_none=True)))
     docs = tmp_path / "docs"
-    assert main(["verify", str(files["good"]), "--spec", str(spec_file), "--gx", "--docs", str(docs)]) == EXIT_OK
+    assert (main(["verify", str(files["good"]), "--spec", str(spec_file), "--gx", "--docs", str(docs)])
+            == EXIT_OK)
     out = capsys.readouterr().out
     assert f"Data Docs: {docs / 'gx-data-docs' / 'index.html'}" in out and "passed" in out
     assert main(["verify", str(files["unsorted"]), "--spec", str(spec_file), "--gx", "--docs", str(docs)]) \

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.spark
 ROWS = 20_000
 PAGE_ROWS = 1_000
 LONG = 10_000  # bytes per string: min+max far over parquet-mr's 4096 bytes per page
-SPEC = {"table": "test.t", "owner": {"name": "t", "email": "t@example.com"}, "sort": {"keys": [{"column": "k"}]}}
+SPEC = {"table": "test.t", "owner": {"name": "t", "email": "t@example.com"},
+        "sort": {"keys": [{"column": "k"}]}}
 
 
 def _spec(**extra):
@@ -67,7 +68,8 @@ def files(spark, tmp_path_factory):
     nan = ids.select(F.col("id").alias("k"), F.when(F.col("id") % 97 == 0, F.lit(float("nan")))
                      .otherwise(F.col("id").cast("double")).alias("x"))
     out["nan"] = write_spark(spark, nan, base / "nan", sort_by="k", options=pages)
-    out["nan_key"] = write_spark(spark, nan, base / "nan_key", sort_by="x", options=pages)  # NaN beside numbers
+    # NaN beside numbers
+    out["nan_key"] = write_spark(spark, nan, base / "nan_key", sort_by="x", options=pages)
     return out
 
 
@@ -79,7 +81,8 @@ def _good_spec():
 def test_dropped_column_index_is_diagnosed_with_numbers(files):
     spec = _spec(writer={"column_index_truncate_length": 1_000_000})
     [finding] = _errors(verify_files([files["long"]], spec))
-    assert (finding.rule, finding.severity, finding.column, finding.row_group) == ("page_index", "error", "text", 0)
+    assert (finding.rule, finding.severity, finding.column, finding.row_group) == ("page_index", "error",
+                                                                                   "text", 0)
     d = finding.diagnosis
     assert "column index dropped for `text`" in d
     assert "over parquet-mr's 4,096-byte limit" in d
@@ -90,7 +93,8 @@ def test_dropped_column_index_is_diagnosed_with_numbers(files):
 
 def test_a_float_column_index_dropped_for_nan_is_reported_not_refused(files):
     """parquet-mr drops the column index of a double chunk holding NaN, whatever its settings: verification
-    reports the row groups (a warning naming the column and what readers lose), and does not refuse the files."""
+    reports the row groups (a warning naming the column and what readers lose),
+    and does not refuse the files."""
     report = verify_files([files["nan"]], _spec())
     assert report.ok and not _errors(report)
     [finding] = [f for f in report.findings if f.rule == "nan_column_index"]
@@ -108,12 +112,14 @@ def test_nan_mixed_with_numbers_in_the_first_sort_key_says_the_write_did_not_cut
     assert report.ok
     [finding] = [f for f in report.findings if f.rule == "nan_column_index"]
     assert "mix NaN with numbers in the first sort key `x`" in finding.diagnosis
-    assert "did not start a row group where the NaN rows begin (they sort last for `x` asc)" in finding.diagnosis
+    assert ("did not start a row group where the NaN rows begin (they sort last for `x` asc)"
+            in finding.diagnosis)
 
 
 def test_a_double_chunk_without_nan_and_without_column_index_stays_an_error(tmp_path):
     path = tmp_path / "no_index.parquet"
-    pq.write_table(pa.table({"k": pa.array(range(100), pa.int64()), "x": pa.array([i / 3 for i in range(100)])}),
+    pq.write_table(pa.table({"k": pa.array(range(100), pa.int64()),
+                             "x": pa.array([i / 3 for i in range(100)])}),
                    path, write_page_index=False)
     errors = _errors(verify_files([str(path)], _spec()))
     assert {(f.rule, f.column) for f in errors} >= {("page_index", "x")}
@@ -178,7 +184,8 @@ def test_files_opened_once_serve_the_rules_and_the_facts(files, monkeypatch):
     from_paths = (verify_files(paths, _good_spec()), layout_facts(paths))
     opens = []
     real = ParquetFile.open.__func__
-    monkeypatch.setattr(ParquetFile, "open", classmethod(lambda cls, *a, **k: opens.append(a) or real(cls, *a, **k)))
+    monkeypatch.setattr(ParquetFile, "open",
+                        classmethod(lambda cls, *a, **k: opens.append(a) or real(cls, *a, **k)))
     shared = (verify_files(opened, _good_spec()), layout_facts(opened))
     assert opens == [] and open_files(opened, None) == opened
     assert shared[0].findings == from_paths[0].findings and shared[0].files == 3

@@ -1,5 +1,5 @@
-"""The compaction job's figures (`layout.compaction.executor.figures`), pure: rows and key ranges from the manifests,
-file counts, and the checks of what Spark read against them."""
+"""The compaction job's figures (`layout.compaction.executor.figures`), pure: rows and key ranges from the
+manifests, file counts, and the checks of what Spark read against them."""
 from __future__ import annotations
 
 import pytest
@@ -41,7 +41,8 @@ def test_manifest_figures_cover_every_file_or_give_way_to_a_first_pass():
     assert figures == [{"__low1": None, "__high1": None, "__low2": None, "__high2": None}]
     unknown = A.model_copy(update={"ranges": ((5, 9), None, None)})
     assert manifest_figures([_group(0, unknown, B)], ordinals) is None
-    assert manifest_figures([_group(0, A.model_copy(update={"ranges": ()}))], ordinals) is None  # an older plan
+    # an older plan
+    assert manifest_figures([_group(0, A.model_copy(update={"ranges": ()}))], ordinals) is None
 
 
 def test_observed_ranges_within_the_planned_ones_pass_and_others_name_the_key():
@@ -63,4 +64,5 @@ def test_a_file_that_reads_short_is_named():
 
 def test_file_counts_share_a_group_s_files_by_rows():
     parts = {(0, "m1"): ("k1", 300), (0, "m2"): ("k2", 100), (1, "m3"): ("k3", 5)}
-    assert file_counts([_group(0, A, output_files=4), _group(1, B)], parts) == {(0, "m1"): 3, (0, "m2"): 1, (1, "m3"): 1}
+    assert (file_counts([_group(0, A, output_files=4), _group(1, B)], parts)
+            == {(0, "m1"): 3, (0, "m2"): 1, (1, "m3"): 1})

@@ -125,12 +125,15 @@ def _footer(path) -> pq.FileMetaData | None:
 def test_memory_per_input_byte_is_the_most_over_the_groups():
     def group(gid, *files):
         return RewriteGroup(group_id=gid, partition="", output_files=1, reasons=(),
-                            inputs=tuple(InputFile(path=f"f{gid}{i}", size=size, rows=rows, value_bytes=values)
+                            inputs=tuple(InputFile(path=f"f{gid}{i}", size=size, rows=rows,
+                                                   value_bytes=values)
                                          for i, (size, rows, values) in enumerate(files)))
 
     width = row_bytes(3, 1, 0)
     small = group(0, (1000, 10, 500), (1000, 10, 300))  # (20 rows x width + 800) / 2000
     wide = group(1, (100, 10, None))  # not measured: its 100 bytes on disk count as its values'
-    assert memory_per_input_byte([small], fields=3, variable_fields=1) == pytest.approx((20 * width + 800) / 2000)
-    assert memory_per_input_byte([small, wide], fields=3, variable_fields=1) == pytest.approx((10 * width + 100) / 100)
+    assert (memory_per_input_byte([small], fields=3, variable_fields=1)
+            == pytest.approx((20 * width + 800) / 2000))
+    assert (memory_per_input_byte([small, wide], fields=3, variable_fields=1)
+            == pytest.approx((10 * width + 100) / 100))
     assert memory_per_input_byte([group(2)], fields=3, variable_fields=1) is None

@@ -1,7 +1,8 @@
 """Key-range slices of sorted runs (`layout.compaction.executor.merge_runs`), against a brute-force oracle:
 every row's first key lies in exactly one slice's range (lo, hi], or the row is in the null keys' slice, and
 that slice's reads hold the row's position; the slices' ranges are ordered and meet; whatever the page sizes
-and row groups. (Each slice read by Spark, for every type it slices on: tests/compaction/test_merge_slices_in_spark.py.)"""
+and row groups. (Each slice read by Spark, for every type it slices on:
+tests/compaction/test_merge_slices_in_spark.py.)"""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def _write(path, rows: list[tuple], *, page_rows: int, group_rows: int) -> str:
 
 
 def _order_key(value):
-    """`ColumnType.order_key` of a value of SCHEMA's columns: ints as they are, strings as UTF-8, dates in days."""
+    """`ColumnType.order_key` of a value of SCHEMA's columns: ints as they are,
+    strings as UTF-8, dates in days."""
     if value is None or isinstance(value, int):
         return value
     if isinstance(value, str):
@@ -54,7 +56,8 @@ def _covered(paths: list[str], first: str, keys: list[str], count: int) -> list:
                 holding = [s for s in slices if (s.nulls if key is None else not s.nulls and (
                     s.lo is None or key > s.lo) and (s.hi is None or key <= s.hi))]
                 assert len(holding) == 1, (path, rg, row, value)
-                assert any(r.file == i and r.row_group == rg and r.start <= row < r.stop for r in holding[0].reads), \
+                assert any(r.file == i and r.row_group == rg and r.start <= row < r.stop
+                           for r in holding[0].reads), \
                     f"the slice of {value!r} does not read row {row} of row group {rg} of {path}"
     return slices
 
@@ -66,7 +69,8 @@ runs = st.lists(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(runs=runs, count=st.integers(1, 7), page_rows=st.integers(1, 9), group_rows=st.integers(5, 40))
-def test_every_row_is_in_one_slice_that_reads_it(tmp_path_factory, runs, count, page_rows, group_rows) -> None:
+def test_every_row_is_in_one_slice_that_reads_it(tmp_path_factory, runs, count,
+                                                 page_rows, group_rows) -> None:
     directory = tmp_path_factory.mktemp("runs")
     paths = []
     for i, run in enumerate(runs):
@@ -109,8 +113,10 @@ def test_files_not_sorted_by_the_first_key_are_named(tmp_path) -> None:
     assert found.unsorted and "ASCENDING" in found.unsorted
     assert "no column" in key_pages(path, None, ["k", "missing"]).unsorted
     assert "a float" in key_pages(path, None, ["v"]).unsorted
-    # Sorted by the first key, not by the second, with nulls there: sliceable (each slice is sorted by every key).
-    second = [(i // 10, None if i % 7 == 0 else f"{9 - i % 10}", dt.date(2024, 1, 1), 0.0) for i in range(1_000)]
+    # Sorted by the first key, not by the second, with nulls there: sliceable
+    # (each slice is sorted by every key).
+    second = [(i // 10, None if i % 7 == 0 else f"{9 - i % 10}", dt.date(2024, 1, 1), 0.0)
+              for i in range(1_000)]
     path = _write(tmp_path / "b.parquet", second, page_rows=50, group_rows=1_000)
     assert key_pages(path, None, ["k", "s"]).unsorted is None
 
@@ -120,7 +126,8 @@ def test_which_keys_merge() -> None:
     desc = SortKeyModel(column="k", direction="desc")
     assert mergeable_keys([asc], [pa.int64()]) is None
     assert mergeable_keys([asc, asc], [pa.timestamp("us", tz="UTC"), pa.string()]) is None
-    assert mergeable_keys([asc, desc], [pa.date32(), pa.float64()]) is None  # later keys: the sort in each slice
+    # later keys: the sort in each slice
+    assert mergeable_keys([asc, desc], [pa.date32(), pa.float64()]) is None
     assert "descending" in mergeable_keys([desc], [pa.int64()])
     assert "double" in mergeable_keys([asc], [pa.float64()])
     assert mergeable_keys([asc], [pa.decimal128(10, 2)]) is not None

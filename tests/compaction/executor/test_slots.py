@@ -1,4 +1,5 @@
-"""`layout.compaction.executor.slots`: output files cut into pieces, pieces packed into write tasks (pure logic).
+"""`layout.compaction.executor.slots`: output files cut into pieces,
+pieces packed into write tasks (pure logic).
 
 The properties are what the job relies on: a task never holds two slots of one (group, partition) (its
 rows would land in one file), a task's positions are 0..n-1, no piece is larger than asked, a packed task
@@ -29,18 +30,21 @@ partitions = st.dictionaries(
 
 
 @settings(max_examples=300, deadline=None)
-@given(parts=partitions, piece_bytes=st.integers(1, 200), pack_bytes=st.integers(1, 300), parallelism=st.integers(1, 8),
-       pack=st.booleans())
+@given(parts=partitions, piece_bytes=st.integers(1, 200), pack_bytes=st.integers(1, 300),
+       parallelism=st.integers(1, 8), pack=st.booleans())
 def test_slot_plans_keep_the_job_s_invariants(parts, piece_bytes, pack_bytes, parallelism, pack):
-    plan = plan_slots(parts, piece_bytes=piece_bytes, pack_bytes=pack_bytes, parallelism=parallelism, pack=pack)
+    plan = plan_slots(parts, piece_bytes=piece_bytes, pack_bytes=pack_bytes,
+                      parallelism=parallelism, pack=pack)
     # Key order: by (group, partition), file, piece; each file of a partition in the same number of pieces.
     assert [(s.group_id, s.part, s.file, s.piece) for s in plan.slots] == sorted(
         (g, p, f, k) for (g, p), (files, _) in parts.items() for f in range(files)
         for k in range(plan.pieces_per_file(g, p)))
-    assert plan.slot_counts() == {pair: files * plan.pieces_per_file(*pair) for pair, (files, _) in parts.items()}
+    assert (plan.slot_counts()
+            == {pair: files * plan.pieces_per_file(*pair) for pair, (files, _) in parts.items()})
     for (g, p), (files, size) in parts.items():
         assert size / files / plan.pieces_per_file(g, p) <= piece_bytes  # no piece larger than asked
-        assert plan.pieces_per_file(g, p) == 1 or size / files / (plan.pieces_per_file(g, p) - 1) > piece_bytes
+        assert (plan.pieces_per_file(g, p) == 1
+                or size / files / (plan.pieces_per_file(g, p) - 1) > piece_bytes)
     tasks: dict[int, list] = {}
     for s in plan.slots:
         tasks.setdefault(s.task, []).append(s)
@@ -65,7 +69,8 @@ def test_written_files_map_back_to_each_file_s_pieces_in_order(parts, piece_byte
     plan = plan_slots(parts, piece_bytes=piece_bytes, parallelism=2)
     rng = random.Random(seed)
     present = [s for s in plan.slots if rng.random() < 0.8]  # a slot without rows writes no file
-    paths = [f"s3://b/t/data/g={s.group_id}/p={s.part}/part-{s.task:05d}-uuid.c000.zstd.parquet" for s in present]
+    paths = [f"s3://b/t/data/g={s.group_id}/p={s.part}/part-{s.task:05d}-uuid.c000.zstd.parquet"
+             for s in present]
     rng.shuffle(paths)
     expected: dict = {}
     for s in present:
@@ -79,7 +84,8 @@ def test_a_file_that_is_no_piece_is_refused():
     with pytest.raises(ValueError, match="no piece of the write's plan"):
         stitch_lists(plan, ["/t/g=0/m=1/part-00099-x.parquet"], "g", "p")
     with pytest.raises(ValueError, match="a second file for piece 0 of file 0"):
-        stitch_lists(plan, ["/t/g=0/p=m=1/part-00000-x.c000.parquet", "/t/g=0/p=m=1/part-00000-x.c001.parquet"],
+        stitch_lists(plan,
+                     ["/t/g=0/p=m=1/part-00000-x.c000.parquet", "/t/g=0/p=m=1/part-00000-x.c001.parquet"],
                      "g", "p")
 
 
@@ -113,10 +119,12 @@ def test_flat_files_go_to_their_slot_s_directory(parts, piece_bytes, seed):
 @settings(max_examples=200, deadline=None)
 @given(parts=partitions, piece_bytes=st.integers(1, 200), pack=st.booleans(), nan_first=st.booleans(),
        data=st.data())
-def test_nan_slots_are_a_piece_of_their_own_at_the_end_where_nan_sorts(parts, piece_bytes, pack, nan_first, data):
-    """A partition whose first sort key holds NaN gets one more slot, the last piece of its last file (NaN sorts
-    last ascending) or the first of its first (descending); a row placed among the regular slots alone maps to
-    its slot in the plan, or to its partition's NaN slot. Oracle: the plan without NaN slots."""
+def test_nan_slots_are_a_piece_of_their_own_at_the_end_where_nan_sorts(
+    parts, piece_bytes, pack, nan_first, data
+):
+    """A partition whose first sort key holds NaN gets one more slot, the last piece of its last file (NaN
+    sorts last ascending) or the first of its first (descending); a row placed among the regular slots alone
+    maps to its slot in the plan, or to its partition's NaN slot. Oracle: the plan without NaN slots."""
     with_nan = data.draw(st.sets(st.sampled_from(sorted(parts))))
     nan_parts = {pair: 10.0 for pair in with_nan}
     plan = plan_slots(parts, piece_bytes=piece_bytes, parallelism=2, pack=pack, nan_parts=nan_parts,
@@ -148,7 +156,8 @@ def test_nan_slots_are_a_piece_of_their_own_at_the_end_where_nan_sorts(parts, pi
         assert (target.group_id, target.part) == (s.group_id, s.part)
         assert target.nan == ((s.group_id, s.part) in with_nan)
     assert plan.most_pieces == plain.most_pieces + 1 or plan.most_pieces == plain.most_pieces
-    paths = [f"s3://b/t/data/g={s.group_id}/p={s.part}/part-{s.task:05d}-uuid.c000.zstd.parquet" for s in plan.slots]
+    paths = [f"s3://b/t/data/g={s.group_id}/p={s.part}/part-{s.task:05d}-uuid.c000.zstd.parquet"
+             for s in plan.slots]
     if pack is False:
         for files in stitch_lists(plan, paths, "g", "p"):  # the NaN piece stitched at its end of its file
             tasks = [int(f.rsplit("/part-", 1)[1][:5]) for f in files]
@@ -182,14 +191,15 @@ def test_file_edges_move_to_the_start_of_a_first_key_value_only_within_the_slack
             continue
         low = after[j - 2] if j >= 2 else None
         high = before[j] if j < len(before) else None
-        fits = [(abs(rank(c) - rank(old)), c) for c in ((old >> shift) << shift, ((old >> shift) + 1) << shift)
-                if (low is None or c > low) and (high is None or c < high) and abs(rank(c) - rank(old)) <= most]
+        fits = [(abs(rank(c) - rank(old)), c)
+                for c in ((old >> shift) << shift, ((old >> shift) + 1) << shift) if (low is None or c > low)
+                and (high is None or c < high) and abs(rank(c) - rank(old)) <= most]
         assert new == (min(fits)[1] if fits else old)
 
 
 def test_file_edges_inside_one_day_move_to_its_start():
-    """Three files over 31 days of 100 rows each, the first key a day: each edge moves to the nearer start of a
-    day, and no day spans two files."""
+    """Three files over 31 days of 100 rows each, the first key a day: each edge moves to the nearer start of
+    a day, and no day spans two files."""
     shift = 8
     ordered = sorted((day << shift) | k for day in range(31) for k in range(100))
     after = edges_on_values(quantile_picks(ordered, 3), ordered, 1, shift)

@@ -47,7 +47,8 @@ def _case(draw):
     keys, columns = [], []
     for _ in range(n):
         lo = draw(LONG)
-        hi = draw(st.integers(lo, min(lo + draw(st.sampled_from([1, 10, 1 << 20, 1 << 40, 1 << 64])), (1 << 63) - 1)))
+        hi = draw(st.integers(lo, min(lo + draw(st.sampled_from([1, 10, 1 << 20, 1 << 40, 1 << 64])),
+                                      (1 << 63) - 1)))
         keys.append((draw(st.sampled_from(["asc", "desc"])), draw(st.sampled_from(["first", "last"]))))
         columns.append(st.one_of(st.none(), st.integers(lo, hi)))
     rows = draw(st.lists(st.tuples(*columns), min_size=1, max_size=40))
@@ -85,7 +86,8 @@ def test_prefix_never_decreases_along_the_sort_order(case, widen):
         by_prefix = {}
         for r in rows:
             by_prefix.setdefault(plan.encode(r), set()).add(r)
-        assert all(len(same) == 1 for same in by_prefix.values()), "an exact prefix must tell different keys apart"
+        assert all(len(same) == 1 for same in by_prefix.values()), (
+            "an exact prefix must tell different keys apart")
 
 
 def test_plans_say_what_they_hold():
@@ -95,11 +97,13 @@ def test_plans_say_what_they_hold():
     assert plan.exact and [k.bits for k in plan.keys] == [12, 23] and [k.shift for k in plan.keys] == [0, 0]
     wide = plan_prefix([date_like, ("o", "desc", "last", -(1 << 63), (1 << 63) - 1), order_key])
     assert not wide.exact and len(wide.keys) == 2 and wide.keys[1].shift > 0  # stops at the shifted key
-    assert plan_prefix([date_like, (None, "asc", "first", None, None)]) is None  # a string second key: no gain
+    # a string second key: no gain
+    assert plan_prefix([date_like, (None, "asc", "first", None, None)]) is None
     assert plan_prefix([date_like]) is None  # one key: Spark's own prefix
     partly = plan_prefix([date_like, order_key, (None, "asc", "first", None, None)])
     assert len(partly.keys) == 2 and not partly.exact  # the sort still compares the third key on ties
-    assert plan_prefix([("o", "asc", "last", None, None), order_key]).keys[0].bits == 1  # all null: one position
+    # all null: one position
+    assert plan_prefix([("o", "asc", "last", None, None), order_key]).keys[0].bits == 1
     # One bit left after a 62-bit key, and a range across zero: the prefix stops there (it used to loop).
     across = plan_prefix([("o", "asc", "first", 0, (1 << 61) - 1), ("o", "asc", "first", -5, 5), order_key])
     assert across is None or (len(across.keys) == 1 and not across.exact)
@@ -109,14 +113,15 @@ TYPES = {
     "i": (I.IntegerType(), "int", [None, -(1 << 31), -1, 0, 7, (1 << 31) - 1]),
     "l": (I.LongType(), "bigint", [None, -(1 << 63), -5, 0, 3, (1 << 63) - 1]),
     "b": (I.BooleanType(), "boolean", [None, False, True]),
-    "d": (I.DateType(), "date", [None, dt.date(1, 1, 1), dt.date(1969, 12, 31), dt.date(1970, 1, 1), dt.date(9999, 12, 31)]),
+    "d": (I.DateType(), "date",
+          [None, dt.date(1, 1, 1), dt.date(1969, 12, 31), dt.date(1970, 1, 1), dt.date(9999, 12, 31)]),
     "t": (I.TimestamptzType(), "timestamp", [None, dt.datetime(1900, 1, 1, tzinfo=dt.UTC),
                                                dt.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=dt.UTC),
                                                dt.datetime(2262, 4, 11, 23, 47, 16, 854775, tzinfo=dt.UTC)]),
     "n": (I.TimestampType(), "timestamp_ntz", [None, dt.datetime(1800, 5, 1), dt.datetime(1970, 1, 1),
                                                  dt.datetime(2100, 1, 1, 12, 0, 0, 999999)]),
-    "m": (I.DecimalType(10, 2), "decimal(10,2)", [None, Decimal("-99999999.99"), Decimal("-0.01"), Decimal("0.00"),
-                                                   Decimal("12.34"), Decimal("99999999.99")]),
+    "m": (I.DecimalType(10, 2), "decimal(10,2)", [None, Decimal("-99999999.99"), Decimal("-0.01"),
+                                                  Decimal("0.00"), Decimal("12.34"), Decimal("99999999.99")]),
 }
 
 
@@ -143,8 +148,10 @@ def test_spark_evaluates_the_prefix_as_python_does_and_in_its_sort_order(spark, 
     for n, (d, nl) in zip(names, directions, strict=True):
         c = F.col(n)
         order.append({("asc", "first"): c.asc_nulls_first(), ("asc", "last"): c.asc_nulls_last(),
-                      ("desc", "first"): c.desc_nulls_first(), ("desc", "last"): c.desc_nulls_last()}[(d, nl)])
-    got = (df.select(F.expr(plan.sql()).alias("p"), *[F.expr(o).alias(f"o{i}") for i, o in enumerate(ordinals)],
+                      ("desc", "first"): c.desc_nulls_first(), ("desc",
+                                                                "last"): c.desc_nulls_last()}[(d, nl)])
+    got = (df.select(F.expr(plan.sql()).alias("p"), *[F.expr(o).alias(f"o{i}")
+                                                      for i, o in enumerate(ordinals)],
                      *names).orderBy(*order).collect())
     for r in got:
         assert r.p == plan.encode([r[f"o{i}"] for i in range(len(names))]), r
@@ -157,7 +164,8 @@ def test_spark_evaluates_the_prefix_as_python_does_and_in_its_sort_order(spark, 
 
 
 def test_the_job_s_figures_give_each_key_its_range():
-    """`key_ordinals` from the table's schema (top-level columns only), `sort_prefix` from the first pass's rows."""
+    """`key_ordinals` from the table's schema (top-level columns only),
+    `sort_prefix` from the first pass's rows."""
     from pyiceberg.schema import Schema
 
     from layout.compaction.executor.sort_prefix import key_ordinals, sort_prefix
@@ -179,8 +187,8 @@ def test_the_job_s_figures_give_each_key_its_range():
 @pytest.mark.parametrize("name", sorted(TYPES))
 def test_a_manifest_bound_s_ordinal_is_the_one_spark_computes(spark, name):
     """`bound_ordinal` of a value serialized as Iceberg's single-value bound (pyiceberg's `to_bytes` then
-    `from_bytes`, as the planner reads manifests) equals the ordinal Spark computes from `ordinal_sql` over the
-    same value in a row: the job plans its prefix ranges from the former and sorts by the latter."""
+    `from_bytes`, as the planner reads manifests) equals the ordinal Spark computes from `ordinal_sql` over
+    the same value in a row: the job plans its prefix ranges from the former and sorts by the latter."""
     from pyiceberg.conversions import from_bytes, to_bytes
     from pyiceberg.utils.datetime import date_to_days, datetime_to_micros
 
@@ -198,7 +206,8 @@ def test_a_manifest_bound_s_ordinal_is_the_one_spark_computes(spark, name):
             return date_to_days(v)
         return v
 
-    from_manifest = [bound_ordinal(iceberg_type, from_bytes(iceberg_type, to_bytes(iceberg_type, internal(v))))
+    from_manifest = [bound_ordinal(iceberg_type,
+                                   from_bytes(iceberg_type, to_bytes(iceberg_type, internal(v))))
                      for v in values]
     assert from_manifest == computed
     assert bound_ordinal(I.StringType(), "x") is None and bound_ordinal(I.DoubleType(), 1.5) is None

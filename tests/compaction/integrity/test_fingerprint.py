@@ -1,6 +1,6 @@
 """The content fingerprint without Spark: the vectorised xxh64 lanes against the `xxhash` package, and our
-pyarrow reimplementation of Spark's xxhash64 (`row_hashes`, `fingerprint_table`, `fingerprint_files`) against a
-slow per-value reference, on every type, nested types, random nested tables and TPC-H lineitem. That Spark
+pyarrow reimplementation of Spark's xxhash64 (`row_hashes`, `fingerprint_table`, `fingerprint_files`) against
+a slow per-value reference, on every type, nested types, random nested tables and TPC-H lineitem. That Spark
 agrees row by row is test_fingerprint_spark.py's.
 """
 
@@ -187,7 +187,8 @@ def test_timestamp_units_are_converted_to_micros():
     with pytest.raises(UsageError, match="sub-microsecond"):
         row_hashes(pa.table({"t": pa.array([1_500], pa.timestamp("ns"))}))
     # A null's hidden value does not matter.
-    ns = pa.Array.from_buffers(pa.timestamp("ns"), 1, [pa.py_buffer(b"\x00"), pa.py_buffer(struct.pack("<q", 7))])
+    ns = pa.Array.from_buffers(pa.timestamp("ns"), 1,
+                               [pa.py_buffer(b"\x00"), pa.py_buffer(struct.pack("<q", 7))])
     assert row_hashes(pa.table({"t": ns})).tolist() == [42]
 
 
@@ -258,14 +259,17 @@ def test_xxh64_lanes_are_xxh64_of_the_little_endian_bytes():
     longs = rng.integers(0, 2**64 - 1, 200, dtype=np.uint64, endpoint=True)
     seeds = rng.integers(0, 2**64 - 1, 200, dtype=np.uint64, endpoint=True)
     pairs = list(zip(ints.tolist(), longs.tolist(), seeds.tolist(), strict=True))
-    assert hash_int(ints, seeds).tolist() == [xxhash.xxh64_intdigest(struct.pack("<I", i), s) for i, _, s in pairs]
-    assert hash_long(longs, seeds).tolist() == [xxhash.xxh64_intdigest(struct.pack("<Q", v), s) for _, v, s in pairs]
+    assert (hash_int(ints, seeds).tolist()
+            == [xxhash.xxh64_intdigest(struct.pack("<I", i), s) for i, _, s in pairs])
+    assert (hash_long(longs, seeds).tolist()
+            == [xxhash.xxh64_intdigest(struct.pack("<Q", v), s) for _, v, s in pairs])
     assert hash_bytes([b"", b"abc"], seeds[:2]).tolist() == [xxhash.xxh64_intdigest(b, s)
                                                            for b, s in zip([b"", b"abc"], seeds[:2].tolist())]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(st.none(), st.binary(max_size=80), st.binary(min_size=1000, max_size=1100)), max_size=60),
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=80), st.binary(min_size=1000, max_size=1100)),
+                max_size=60),
        st.integers(0, 5), st.randoms(use_true_random=False))
 def test_byte_strings_hashed_by_length_are_xxh64_of_each(values, cut, rnd):
     """`hash_binary` (all values of one length at once) against the `xxhash` package, value by value: every
@@ -287,7 +291,8 @@ def test_long_lists_among_short_ones_match_the_reference():
     values = [rng.integers(-(2**63), 2**63 - 1, n).tolist() if n else None for n in lengths]
     values[1][17] = None
     strs = [[f"s{i}" if i % 5 else None for i in range(n)] for n in lengths]
-    table = pa.table({"l": pa.array(values, pa.list_(pa.int64())), "s": pa.array(strs, pa.list_(pa.string()))})
+    table = pa.table({"l": pa.array(values, pa.list_(pa.int64())),
+                      "s": pa.array(strs, pa.list_(pa.string()))})
     assert row_hashes(table).tolist() == reference_row_hashes(table)
 
 
@@ -317,7 +322,8 @@ def test_nested_slices_list_kinds_and_hidden_values():
         row_hashes(pa.table({"x": pa.StructArray.from_arrays([sub_micro], names=["t"])}))
     # Iceberg uuid: 16 bytes, as fixed_size_binary(16) or the arrow.uuid extension.
     raw = pa.array([bytes(range(16)), None], pa.binary(16))
-    assert row_hashes(pa.table({"u": raw.cast(pa.uuid())})).tolist() == row_hashes(pa.table({"u": raw})).tolist()
+    assert (row_hashes(pa.table({"u": raw.cast(pa.uuid())})).tolist()
+            == row_hashes(pa.table({"u": raw})).tolist())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -336,7 +342,8 @@ def test_order_independence_and_sensitivity():
     shuffled = table.take(np.random.default_rng(7).permutation(table.num_rows))
     assert fingerprint_table(shuffled, DATA_COLUMNS) == base
     changed = table.set_column(table.schema.get_field_index("i32"), "i32",
-                               pa.array([v if i != 5 else v + 1 for i, v in enumerate(table["i32"].to_pylist())],
+                               pa.array([v if i != 5 else v + 1
+                                         for i, v in enumerate(table["i32"].to_pylist())],
                                         pa.int32()))
     assert fingerprint_table(changed, DATA_COLUMNS) != base
     assert fingerprint_table(table.slice(1), DATA_COLUMNS) != base

@@ -92,7 +92,8 @@ def test_spark_refuses_a_hash_over_maps_without_the_legacy_conf(spark):
     spark.conf.set(key, "false")
     try:
         for expr in ("xxhash64(map('a', 1))", "xxhash64(named_struct('s', array(map('a', 1))))"):
-            with pytest.raises(AnalysisException, match=r"HASH_MAP_TYPE.*spark\.sql\.legacy\.allowHashOnMapType"):
+            with pytest.raises(AnalysisException,
+                               match=r"HASH_MAP_TYPE.*spark\.sql\.legacy\.allowHashOnMapType"):
                 spark.sql(f"SELECT {expr}").collect()
     finally:
         spark.conf.set(key, before)
@@ -104,7 +105,8 @@ def test_spark_agrees_row_by_row_on_nested_types(spark_job, tmp_path):
     table = nested_table()
     path = write_parquet(table, tmp_path / "nested" / "part-0.parquet")
     df = spark.read.parquet(str(path.parent))
-    assert {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name != "id"} == NESTED_SPARK_TYPES
+    assert ({f.name: f.dataType.simpleString() for f in df.schema.fields if f.name != "id"}
+            == NESTED_SPARK_TYPES)
 
     exprs = [f"{spark_row_hash_expr(NESTED_COLUMNS)} AS row", "xxhash64(map_entries(m)) AS entries"]
     exprs += [f"{spark_row_hash_expr([c])} AS `h_{c}`" for c in NESTED_COLUMNS]
@@ -114,7 +116,8 @@ def test_spark_agrees_row_by_row_on_nested_types(spark_job, tmp_path):
     assert [r["row"] for r in rows] == row_hashes(table, NESTED_COLUMNS).tolist()
     assert [r["entries"] for r in rows] == row_hashes(table, ["m"]).tolist()  # a map hashes as its entries
     expected = _spark_fingerprint(df, NESTED_COLUMNS)
-    assert expected == fingerprint_table(table, NESTED_COLUMNS) == fingerprint_files([path], columns=NESTED_COLUMNS)
+    assert (expected == fingerprint_table(table, NESTED_COLUMNS)
+            == fingerprint_files([path], columns=NESTED_COLUMNS))
 
     # What the commit step reads: the files Spark writes (its own list and map layout).
     out = tmp_path / "written"

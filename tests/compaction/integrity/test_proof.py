@@ -1,5 +1,5 @@
-"""The metadata proof (layout.compaction.integrity.proof): real pyiceberg tables (SQLite catalog) as inputs, Parquet files
-written with pyarrow (field ids from the table schema) as the staged outputs."""
+"""The metadata proof (layout.compaction.integrity.proof): real pyiceberg tables (SQLite catalog) as inputs,
+Parquet files written with pyarrow (field ids from the table schema) as the staged outputs."""
 
 from __future__ import annotations
 

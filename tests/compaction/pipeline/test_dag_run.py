@@ -17,7 +17,8 @@ MINE, OTHER = LeaseOwner.dag("lakesort_backfill", "r1"), LeaseOwner.dag("lakesor
 
 
 def payload(table: str, status: str) -> dict:
-    return PlannedTable(table=table, owner=MINE, status=status, summary=f"{table}: {status}").model_dump(mode="json")
+    return PlannedTable(table=table, owner=MINE, status=status,
+                        summary=f"{table}: {status}").model_dump(mode="json")
 
 
 def test_admitted_keeps_the_planned_runs(caplog):
@@ -31,8 +32,8 @@ def test_admitted_keeps_the_planned_runs(caplog):
 
 
 def test_admitted_budgeted_asks_the_nightly_budget(monkeypatch):
-    """Budgeted (the nightly): the runs `nightly_budget.within_budget` admits, with $LAKESORT_NIGHTLY_BUDGET_BYTES
-    (unset: None, unlimited)."""
+    """Budgeted (the nightly): the runs `nightly_budget.within_budget` admits, with
+    $LAKESORT_NIGHTLY_BUDGET_BYTES (unset: None, unlimited)."""
     calls = []
 
     def within_budget(results, *, budget_bytes):
@@ -93,8 +94,11 @@ def test_housekeeping_of_every_configured_catalog(registry, iceberg_catalog, mon
 
     monkeypatch.setattr(dag_run, "housekeep", housekeep)
     monkeypatch.setattr(dag_run, "catalog_names", lambda: ["broken", "lakesort"])
-    monkeypatch.setattr(dag_run, "load_catalog", lambda name: type("C", (), {"name": name})() if name == "broken"
-                        else load_catalog(name))
+    monkeypatch.setattr(
+        dag_run,
+        "load_catalog",
+        lambda name: type("C", (), {"name": name})() if name == "broken" else load_catalog(name),
+    )
     with caplog.at_level(logging.INFO):
         assert dag_run.housekeeping() is None
     assert seen == ["broken", "lakesort"]

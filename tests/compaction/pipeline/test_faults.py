@@ -1,13 +1,13 @@
 """Faults in a compaction run: the table stays as it was, the staged output is removed, and a rerun succeeds.
 
 The job killed mid-write (the real `spark-submit`, SIGKILLed), an exception just before the commit, steps
-retried after the commit, concurrent commits (before the commit and racing it), staged output changed after the
-job wrote it (checked before the commit; `lakesort cleanup` removes what is left), and staged output failing
-verification. Only the kill goes through `spark-submit` (about a minute on 2 cores); the others run the *same
-job code* (`jobs/compact.py`'s `compact_groups` + `write_manifest`) on the session's in-process SparkSession,
-through `layout.compaction.pipeline.driver.compact` with only `submit` replaced (`in_process_job`); planning,
-staging, the checks and the commit are the real ones. (Races found by running steps concurrently are
-tests/compaction/pipeline/test_races.py's.)
+retried after the commit, concurrent commits (before the commit and racing it), staged output changed after
+the job wrote it (checked before the commit; `lakesort cleanup` removes what is left), and staged output
+failing verification. Only the kill goes through `spark-submit` (about a minute on 2 cores); the others run
+the *same job code* (`jobs/compact.py`'s `compact_groups` + `write_manifest`) on the session's in-process
+SparkSession, through `layout.compaction.pipeline.driver.compact` with only `submit` replaced
+(`in_process_job`); planning, staging, the checks and the commit are the real ones. (Races found by running
+steps concurrently are tests/compaction/pipeline/test_races.py's.)
 """
 
 from __future__ import annotations
@@ -55,16 +55,19 @@ pytestmark = pytest.mark.spark
 
 
 class _KillMidWrite:
-    """Stands in for `subprocess` in layout.compaction.pipeline.driver: starts the real spark-submit, watches the run's staging
-    directory, and SIGKILLs the whole process group (spark-submit, the JVM, its Python workers) as soon as the
-    first file appears there: the job dies mid-write, as on a lost driver or an OOM kill."""
+    """Stands in for `subprocess` in layout.compaction.pipeline.driver: starts the real spark-submit, watches
+    the run's staging directory, and SIGKILLs the whole process group (spark-submit, the JVM, its Python
+    workers) as soon as the first file appears there: the job dies mid-write,
+    as on a lost driver or an OOM kill."""
 
     def __init__(self) -> None:
         self.killed_with: list[str] = []
 
     def run(self, cmd, *, stdout, stderr, env, check):
         plan = RewritePlan.from_json(Path(cmd[cmd.index("--plan") + 1]).read_text())
-        filesystem, run_dir = resolve(f"{plan.table_location.rstrip('/')}/data/lakesort-staging/{plan.run_id}")
+        filesystem, run_dir = resolve(
+            f"{plan.table_location.rstrip('/')}/data/lakesort-staging/{plan.run_id}"
+        )
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
         from pyarrow import fs as pafs
 
@@ -72,8 +75,11 @@ class _KillMidWrite:
             deadline = time.monotonic() + 300
             while proc.poll() is None and time.monotonic() < deadline:
                 if filesystem.get_file_info(run_dir).type == pafs.FileType.Directory:
-                    found = [i.path for i in filesystem.get_file_info(pafs.FileSelector(run_dir, recursive=True))
-                             if i.type == pafs.FileType.File]
+                    found = [
+                        i.path
+                        for i in filesystem.get_file_info(pafs.FileSelector(run_dir, recursive=True))
+                        if i.type == pafs.FileType.File
+                    ]
                     if found:
                         self.killed_with = found
                         break
@@ -91,7 +97,8 @@ def test_fault_job_killed_mid_write(demo_home, spark, job, monkeypatch):
     table = load_table("demo.lineitem")
     before = state(table)
     killer = _KillMidWrite()
-    monkeypatch.setattr(layout.compaction.pipeline.submit, "subprocess", types.SimpleNamespace(run=killer.run, STDOUT=subprocess.STDOUT))
+    monkeypatch.setattr(layout.compaction.pipeline.submit, "subprocess",
+                        types.SimpleNamespace(run=killer.run, STDOUT=subprocess.STDOUT))
     with pytest.raises(CompactionFailed, match=r"exit -9"):
         compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, spark_conf=SPARK_CONF,
                 work_dir=demo_home / "work")
@@ -104,7 +111,8 @@ def test_fault_job_killed_mid_write(demo_home, spark, job, monkeypatch):
 def _rerun_succeeds(table, before: State, spark, job, monkeypatch, rows: pa.Table | None = None):
     def submit(plan_path, manifest_path, *, master, name, conf=None, work_dir, groups=None):
         plan = RewritePlan.from_json(Path(plan_path).read_text())
-        job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)), str(manifest_path), 0.0)
+        job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)),
+                           str(manifest_path), 0.0)
 
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", submit)
     result = compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS)
@@ -132,7 +140,8 @@ def test_fault_exception_just_before_commit(demo_home, in_process_job):
         compact("demo.lineitem", spec=demo_spec(), partitions=MONTHS, verify=verify)
     assert len(seen) == 1 and sum(len(g.outputs) for g in seen[0].groups) > 0
     assert_unchanged(table, before)
-    # A rerun from this state is the plain run the other tests make (after the kill, after a concurrent commit).
+    # A rerun from this state is the plain run the other tests make (after the kill,
+    # after a concurrent commit).
 
 
 def test_steps_retried_after_the_commit_keep_the_committed_files(demo_home, in_process_job):
@@ -149,12 +158,14 @@ def test_steps_retried_after_the_commit_keep_the_committed_files(demo_home, in_p
     committed = state(table)
     assert committed.snapshot_id == result.snapshot_id != before.snapshot_id
     prepared = steps.PreparedRun.load(demo_home / "work")
-    assert steps.verify(prepared, verifier=lambda manifest: pytest.fail("a committed run was verified again")).status == "passed"
+    assert steps.verify(prepared, verifier=lambda manifest: pytest.fail("a committed run was verified again")
+                        ).status == "passed"
     again = steps.commit(prepared)
     assert (again.snapshot_id, again.files_removed, again.files_added, again.rows) == (
         result.snapshot_id, result.files_removed, result.files_added, result.rows)
     assert steps.abandon(prepared, "spark: a retried job found its output there") == 0
-    delete_staged(table, prepared.run_id)  # only what no snapshot references (Spark's _SUCCESS and .crc files)
+    # only what no snapshot references (Spark's _SUCCESS and .crc files)
+    delete_staged(table, prepared.run_id)
     assert all(Path(resolve(path)[1]).is_file() for path in committed.files)
     after = state(table)  # reads every live file
     assert (after.snapshot_id, after.files) == (committed.snapshot_id, committed.files)
@@ -173,7 +184,8 @@ def _remove_one_file(path: str) -> int:
 def test_fault_concurrent_commit_removes_an_input_before_the_commit(demo_home, in_process_job, spark, job,
                                                                     monkeypatch, capsys):
     """Another writer removes one planned input while the staged output is being verified: the commit sees the
-    input gone and refuses (CommitRefused); the table keeps the other writer's state; a rerun then succeeds."""
+    input gone and refuses (CommitRefused); the table keeps the other writer's state;
+    a rerun then succeeds."""
     table = load_table("demo.lineitem")
     before = state(table)
     removed = []
@@ -204,11 +216,12 @@ def test_fault_concurrent_commit_removes_an_input_before_the_commit(demo_home, i
 
 
 def test_fault_concurrent_commit_races_the_commit_itself(demo_home, in_process_job, monkeypatch):
-    """Another writer removes one of the planned inputs after the commit's own input check, while the overwrite is
-    being built: the catalog must refuse the lakesort snapshot (pyiceberg's CommitFailedException: the branch
-    moved), or the removed rows would come back through the staged output; the staged files are removed.
-    pyiceberg 0.12 retries the commit, re-validates, and raises ValidationException ("Data files were concurrently
-    deleted"): not a LakesortError, but a clean refusal all the same."""
+    """Another writer removes one of the planned inputs after the commit's own input check, while the
+    overwrite is being built: the catalog must refuse the lakesort snapshot (pyiceberg's
+    CommitFailedException: the branch moved), or the removed rows would come back through the staged output;
+    the staged files are removed. pyiceberg 0.12 retries the commit, re-validates, and raises
+    ValidationException ("Data files were concurrently deleted"): not a LakesortError,
+    but a clean refusal all the same."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     import layout.compaction.pipeline.commit
@@ -240,7 +253,8 @@ def _stage(table, spec, spark, job, work: Path, **plan_kwargs) -> tuple[RewriteP
     plan = plan_rewrite(table, spec, **plan_kwargs)
     assert plan.groups
     work.mkdir(parents=True, exist_ok=True)
-    job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)), str(work / "m.json"), 0.0)
+    job.write_manifest(spark, plan, job.compact_groups(spark, plan, list(plan.groups)),
+                       str(work / "m.json"), 0.0)
     return plan, StagedManifest.from_json((work / "m.json").read_text())
 
 
@@ -305,10 +319,12 @@ def _read_back_again(job, spark, plan, manifest: StagedManifest) -> StagedManife
         filesystem, local = resolve(f.path)
         part_dir, group_dir = Path(local).parent.name, Path(local).parent.parent.name
         rows, hash_sum = checked[int(group_dir.split("=", 1)[1]), part_dir.split("=", 1)[1], Path(local).name]
-        return f.model_copy(update={"size": filesystem.get_file_info(local).size, "rows": pq.read_metadata(local).num_rows,
-                                    "read_back_rows": rows, "read_back_hash_sum": str(hash_sum)})
+        return f.model_copy(update={"size": filesystem.get_file_info(local).size,
+                                    "rows": pq.read_metadata(local).num_rows, "read_back_rows": rows,
+                                    "read_back_hash_sum": str(hash_sum)})
 
-    groups = tuple(g.model_copy(update={"outputs": tuple(now(f) for f in g.outputs if Path(resolve(f.path)[1]).exists())})
+    groups = tuple(g.model_copy(update={"outputs": tuple(now(f) for f in g.outputs
+                                                         if Path(resolve(f.path)[1]).exists())})
                    for g in manifest.groups)
     return manifest.model_copy(update={"groups": groups})
 
@@ -329,9 +345,10 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
     """One real job run (not committed). A write that went wrong, each time on a fresh copy of its staged
     files: a value changed (same row count: only the fingerprint tells), a row dropped, a file deleted, rows
     swapped between groups (only the group salt tells), then read back by the job's own read-back ->
-    CommitRefused naming what differs, nothing committed, the staged files removed. A file changed after it was verified: the commit refuses it by its size. Spark's read-back
-    figures wrong: the recheck outside Spark refuses. Finally the untouched staged files are left behind as a
-    crashed run would, and `lakesort cleanup TABLE` removes them and nothing else."""
+    CommitRefused naming what differs, nothing committed, the staged files removed. A file changed after it
+    was verified: the commit refuses it by its size. Spark's read-back figures wrong: the recheck outside
+    Spark refuses. Finally the untouched staged files are left behind as a crashed run would, and
+    `lakesort cleanup TABLE` removes them and nothing else."""
     table = load_table("demo.lineitem")
     before = state(table)
     plan, manifest = _stage(table, demo_spec(), spark, job, demo_home / "work", partitions=MONTHS)
@@ -359,7 +376,8 @@ def test_staged_output_is_checked_before_commit_and_cleanup_removes_leftovers(de
     shutil.copytree(saved, run_dir)
     _tamper_rows(manifest.groups[0].outputs[0].path)
     with pytest.raises(CommitRefused, match=r"has \d+ bytes, \d+ when it was verified"):
-        commit_rewrite(table, plan, manifest)  # verified as it was: the commit confirms the files are unchanged
+        # verified as it was: the commit confirms the files are unchanged
+        commit_rewrite(table, plan, manifest)
     assert_unchanged(table, before)
 
     shutil.copytree(saved, run_dir)
@@ -395,7 +413,8 @@ def test_staged_output_failing_verification_is_not_committed(demo_home, in_proce
     spec = demo_spec(verify={"boundary_order": {"l_shipdate": "DESCENDING"}})
     with pytest.raises(VerificationFailed) as info:
         compact("demo.lineitem", spec=spec, partitions=MONTHS)
-    assert "boundary_order" in str(info.value) or any(f.rule == "boundary_order" for f in info.value.report.findings)
+    assert ("boundary_order" in str(info.value)
+            or any(f.rule == "boundary_order" for f in info.value.report.findings))
     assert_unchanged(table, before)
     docs = demo_home / "reports" / "gx" / "gx-data-docs"
     html = "\n".join(p.read_text(errors="replace") for p in docs.rglob("*.html"))

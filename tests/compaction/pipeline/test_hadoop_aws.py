@@ -50,7 +50,8 @@ def _dependencies(pom: str) -> dict[tuple[str, str], tuple[str, set[tuple[str, s
 
     out = {}
     for dep in root.find("m:dependencies", NS):
-        excluded = {(text(e, "groupId"), text(e, "artifactId")) for e in dep.iterfind("m:exclusions/m:exclusion", NS)}
+        excluded = {(text(e, "groupId"), text(e, "artifactId"))
+                    for e in dep.iterfind("m:exclusions/m:exclusion", NS)}
         out[(text(dep, "groupId"), text(dep, "artifactId"))] = (text(dep, "version"), excluded)
     return out
 
@@ -79,7 +80,8 @@ def test_two_hadoop_versions_are_a_clear_error(tmp_path):
 
 
 def test_the_installed_pyspark_ships_a_hadoop_of_the_table():
-    """lakesort's own pyspark: its Hadoop is one the table knows (a pyspark upgrade with a new Hadoop fails here)."""
+    """lakesort's own pyspark: its Hadoop is one the table knows
+    (a pyspark upgrade with a new Hadoop fails here)."""
     jars = hadoop_aws.jars_of_spark_in_use()
     assert hadoop_version_in(jars) in SDK_OF_HADOOP
 
@@ -134,7 +136,8 @@ def test_the_pom_parses_and_names_hadoop_aws_and_its_sdk(hadoop):
         for module in ("s3", "s3-transfer-manager", "sts"):
             assert deps[("software.amazon.awssdk", module)][0] == sdk.version
     else:
-        assert set(deps) == {("org.apache.hadoop", "hadoop-aws")}, "Hadoop 3.3's S3A: aws-java-sdk-bundle via hadoop-aws"
+        assert set(deps) == {("org.apache.hadoop", "hadoop-aws")}, (
+            "Hadoop 3.3's S3A: aws-java-sdk-bundle via hadoop-aws")
     for group in EXCLUDED_GROUPS:
         assert group in text, f"the pom's comment names the groups left out ({group})"
 
@@ -143,7 +146,8 @@ def test_the_copy_command_leaves_out_what_spark_ships(tmp_path):
     command = copy_command("mvn", tmp_path / "pom.xml", tmp_path / "out", offline=True)
     assert command[0] == "mvn" and "--offline" in command and "dependency:copy-dependencies" in command
     assert f"-DexcludeGroupIds={','.join(EXCLUDED_GROUPS)}" in command
-    assert {"io.netty", "org.slf4j", "commons-codec", "commons-logging", "org.apache.httpcomponents"} == set(EXCLUDED_GROUPS)
+    assert ({"io.netty", "org.slf4j", "commons-codec", "commons-logging", "org.apache.httpcomponents"}
+            == set(EXCLUDED_GROUPS))
     assert "-DincludeScope=runtime" in command and f"-DoutputDirectory={tmp_path / 'out'}" in command
     assert "--offline" not in copy_command("mvn", tmp_path / "pom.xml", tmp_path / "out")
 
@@ -161,8 +165,8 @@ def test_no_mvn_is_a_usage_error(monkeypatch):
 def test_a_failed_maven_run_names_its_error(tmp_path):
     fake = tmp_path / "mvn"
     fake.write_text("#!/bin/sh\necho '\033[0m[ERROR] Failed to execute goal: cannot resolve x -> [Help 1]'\n"
-                    "echo '[ERROR] To see the full stack trace of the errors, re-run Maven with the -e switch.'\n"
-                    "exit 1\n")
+                    "echo '[ERROR] To see the full stack trace of the errors, re-run Maven with the -e "
+                    "switch.'\nexit 1\n")
     fake.chmod(0o755)
     with pytest.raises(FetchFailed) as err:
         fetch(s3a_jars("3.5.0"), tmp_path / "out", mvn=str(fake), offline=True)
@@ -194,9 +198,11 @@ def test_fetch_copies_the_jars_from_the_local_maven_repository(tmp_path):
     except FetchFailed as exc:  # something of the closure not cached: not this code's failure
         pytest.skip(f"not all of the closure is cached offline: {exc}")
     names = {p.name for p in paths}
-    assert {"hadoop-aws-3.5.0.jar", "s3-2.35.4.jar", "s3-transfer-manager-2.35.4.jar", "sts-2.35.4.jar"} <= names
+    assert ({"hadoop-aws-3.5.0.jar", "s3-2.35.4.jar", "s3-transfer-manager-2.35.4.jar", "sts-2.35.4.jar"}
+            <= names)
     assert "unrelated.jar" not in names and all(p.is_file() and p.parent == out for p in paths)
-    # Spark's own: Netty (the SDK's netty-nio-client module stays), SLF4J, commons-codec/logging, HttpComponents.
-    spark_ships = ("netty-buffer", "netty-common", "netty-codec", "netty-handler", "netty-transport", "slf4j-",
-                   "commons-codec", "commons-logging", "httpclient", "httpcore", "bundle-")
+    # Spark's own: Netty (the SDK's netty-nio-client module stays), SLF4J,
+    # commons-codec/logging, HttpComponents.
+    spark_ships = ("netty-buffer", "netty-common", "netty-codec", "netty-handler", "netty-transport",
+                   "slf4j-", "commons-codec", "commons-logging", "httpclient", "httpcore", "bundle-")
     assert not any(n.startswith(spark_ships) for n in names), sorted(names)

@@ -1,10 +1,10 @@
-"""Real races: another *process* writes to the table while a compaction runs through the real pipeline (the job's
-code on the test session's Spark, the proof, the commit). Nothing is injected at a chosen moment: the other
-writer runs on its own clock, and the oracle is pyiceberg's read of the whole table afterwards, compared with
-what the two writers' committed snapshots say must be there.
+"""Real races: another *process* writes to the table while a compaction runs through the real pipeline (the
+job's code on the test session's Spark, the proof, the commit). Nothing is injected at a chosen moment: the
+other writer runs on its own clock, and the oracle is pyiceberg's read of the whole table afterwards, compared
+with what the two writers' committed snapshots say must be there.
 
-(Deterministic injections of the same faults live in tests/compaction/pipeline/test_faults.py; cleanup racing committing
-processes in tests/upkeep/test_cleanup.py.)
+(Deterministic injections of the same faults live in tests/compaction/pipeline/test_faults.py; cleanup racing
+committing processes in tests/upkeep/test_cleanup.py.)
 """
 
 from __future__ import annotations
@@ -126,15 +126,17 @@ def test_a_compaction_races_an_appending_process(iceberg_catalog, job_here, tmp_
     assert result.snapshot_id is not None, err
     assert len(appended) >= 3, err
     assert any(RUN_ID in s.summary.additional_properties for s in table.snapshots())
-    extra = pa.Table.from_pylist([{"id": n + i, "cat": f"c{i % 3}", "v": i} for n in appended for i in range(5)],
+    extra = pa.Table.from_pylist([{"id": n + i, "cat": f"c{i % 3}", "v": i} for n in appended
+                                  for i in range(5)],
                                  schema=table.schema().as_arrow())
     assert_same(_with_rows(before, extra, table.schema()), by_field_id(table))
 
 
 def test_a_compaction_races_a_deleting_process(iceberg_catalog, job_here, tmp_path):
-    """Another process deletes rows (copy-on-write: it rewrites or drops the compaction's input files) while the
-    compaction runs. Either the compaction's commit is refused (an input is gone) or it lands before the delete;
-    never may a deleted row come back. The table holds exactly the old rows minus every committed delete."""
+    """Another process deletes rows (copy-on-write: it rewrites or drops the compaction's input files) while
+    the compaction runs. Either the compaction's commit is refused (an input is gone) or it lands before the
+    delete; never may a deleted row come back. The table holds exactly the old rows minus every
+    committed delete."""
     table = _table(iceberg_catalog, "t.race_delete")
     before = by_field_id(table)
     proc, stop, log = _start_writer(tmp_path, "delete", "t.race_delete", "0")

@@ -1,7 +1,8 @@
 """A lakesort commit is a `replace` snapshot, as Iceberg's own compaction (Java's `RewriteFiles`) commits: its
-summary holds the fields Java writes, with the figures of the files it swapped and the table's totals unchanged
-by the rewrite, and readers of a table's appends (pyiceberg's `incremental_append_scan`) see every appended row
-once across it. Tables whose history holds an older lakesort commit recorded as `overwrite` plan the same.
+summary holds the fields Java writes, with the figures of the files it swapped and the table's totals
+unchanged by the rewrite, and readers of a table's appends (pyiceberg's `incremental_append_scan`) see every
+appended row once across it. Tables whose history holds an older lakesort commit recorded as
+`overwrite` plan the same.
 
 A real compaction of t.events (tests/conftest.py): the job's own code on the test session's Spark
 (`in_process_job`), the real planner and commit; the layout rules and GX are left out (`verify`), they are not
@@ -30,9 +31,9 @@ pytestmark = pytest.mark.spark
 # environment Java adds (iceberg-version, engine-name, engine-version), which describes no Java here.
 JAVA_REPLACE_FIELDS = {
     "added-data-files", "deleted-data-files", "added-records", "deleted-records", "added-files-size",
-    "removed-files-size", "changed-partition-count", "manifests-created", "manifests-kept", "manifests-replaced",
-    "total-records", "total-files-size", "total-data-files", "total-delete-files", "total-position-deletes",
-    "total-equality-deletes",
+    "removed-files-size", "changed-partition-count", "manifests-created", "manifests-kept",
+    "manifests-replaced", "total-records", "total-files-size", "total-data-files", "total-delete-files",
+    "total-position-deletes", "total-equality-deletes",
 }
 
 
@@ -43,7 +44,8 @@ def _compact(events):
 
 
 def _append(table, days: list[dt.date], first_k: int) -> None:
-    rows = pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(first_k, first_k + len(days)), pa.int64()),
+    rows = pa.table({"d": pa.array(days, pa.date32()),
+                     "k": pa.array(range(first_k, first_k + len(days)), pa.int64()),
                      "v": pa.array([f"v{first_k + i}" for i in range(len(days))])})
     table.append(rows.cast(table.schema().as_arrow()))
 
@@ -62,7 +64,8 @@ def test_the_commit_is_a_replace_with_javas_summary(events, in_process_job):
     removed = [f for p, f in before.items() if p not in after]
     added = [f for p, f in after.items() if p not in before]
     assert removed and added and len(removed) == result.files_removed and len(added) == result.files_added
-    partitions = {table.specs()[f.spec_id].partition_to_path(f.partition, table.schema()) for f in removed + added}
+    partitions = {table.specs()[f.spec_id].partition_to_path(f.partition, table.schema())
+                  for f in removed + added}
     manifests = snapshot.manifests(table.io)
     ours = [m for m in manifests if m.added_snapshot_id == snapshot.snapshot_id]
     replaced = {m.manifest_path for m in parent.manifests(table.io)} - {m.manifest_path for m in manifests}
@@ -86,7 +89,8 @@ def test_the_commit_is_a_replace_with_javas_summary(events, in_process_job):
     assert props["added-records"] == props["deleted-records"] == "91" and len(partitions) == 4
     assert all(m.content == ManifestContent.DATA for m in manifests)
     assert lakesort[RUN_ID] == result.plan.run_id and lakesort[SPEC_HASH] == result.plan.spec_hash
-    assert (lakesort["lakesort.input-files"], lakesort["lakesort.output-files"]) == (str(len(removed)), str(len(added)))
+    assert (lakesort["lakesort.input-files"], lakesort["lakesort.output-files"]) == (str(len(removed)),
+                                                                                     str(len(added)))
 
 
 def test_incremental_append_scans_see_each_appended_row_once_across_the_compaction(events, in_process_job):
@@ -114,10 +118,14 @@ def test_incremental_append_scans_see_each_appended_row_once_across_the_compacti
 
 
 @pytest.mark.parametrize("operation", [Operation.OVERWRITE, Operation.REPLACE])
-def test_a_history_with_an_older_overwrite_commit_plans_the_same(events, in_process_job, monkeypatch, operation):
-    """lakesort before `replace` committed `overwrite`: its runs are still lakesort's (found by `lakesort.run-id`),
-    so the next plan skips what it compacted and sorts only what was appended since into a run of its own."""
-    monkeypatch.setattr(layout.compaction.pipeline.commit, "OPERATION", operation)  # the older lakesort's commit
+def test_a_history_with_an_older_overwrite_commit_plans_the_same(
+    events, in_process_job, monkeypatch, operation
+):
+    """lakesort before `replace` committed `overwrite`: its runs are still lakesort's (found by
+    `lakesort.run-id`), so the next plan skips what it compacted and sorts only what was appended since into
+    a run of its own."""
+    # the older lakesort's commit
+    monkeypatch.setattr(layout.compaction.pipeline.commit, "OPERATION", operation)
     _compact(events)
     monkeypatch.setattr(layout.compaction.pipeline.commit, "OPERATION", Operation.REPLACE)
     table = load_table("t.events")
@@ -132,7 +140,8 @@ def test_a_history_with_an_older_overwrite_commit_plans_the_same(events, in_proc
     plan = plan_rewrite(table, spec)
     decisions = {d.partition: d for d in plan.partitions}
     assert {p: d.action for p, d in decisions.items()} == {
-        "d_month=1995-01": "skip", "d_month=1995-02": "rewrite", "d_month=1995-03": "skip", "d_month=1995-04": "skip"}
+        "d_month=1995-01": "skip", "d_month=1995-02": "rewrite", "d_month=1995-03": "skip",
+        "d_month=1995-04": "skip"}
     february = decisions["d_month=1995-02"]
     assert (february.foreign_files, february.sorted_runs) == (1, 1)
     assert appended <= {i.path for g in plan.groups for i in g.inputs}

@@ -1,7 +1,7 @@
-"""The table's configuration resolved once per run (layout.compaction.pipeline.config): the prepared run carries
-the spec, its file and hash through JSON; verify and commit re-read that one file and refuse a spec changed
-since the plan (SpecChanged, naming the file); an edit outside the hash, or a spec given in code, passes; and
-over a whole `lakesort compact` the registry is read once, at the start (Spark)."""
+"""The table's configuration resolved once per run (layout.compaction.pipeline.config): the prepared run
+carries the spec, its file and hash through JSON; verify and commit re-read that one file and refuse a spec
+changed since the plan (SpecChanged, naming the file); an edit outside the hash, or a spec given in code,
+passes; and over a whole `lakesort compact` the registry is read once, at the start (Spark)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def _edit(registry: Path, old: str, new: str) -> Path:
 
 def _staged_orphan(events, run_id: str) -> Path:
     """What a Spark job of the run leaves before verify: a staged file."""
-    orphan = Path(staging_root(events).removeprefix("file://")) / run_id / "lakesort_group=0" / "part-0.parquet"
+    orphan = (
+        Path(staging_root(events).removeprefix("file://")) / run_id / "lakesort_group=0" / "part-0.parquet"
+    )
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"staged")
     return orphan
@@ -51,7 +53,8 @@ def test_the_prepared_run_carries_the_spec_through_json(events, registry):
     spec = find_spec("t.events")
     assert prepared.spec == spec and prepared.config.spec_hash == spec.spec_hash
     loaded = PreparedRun.load(prepared.work_dir)  # as each later Airflow task reads it
-    assert loaded == prepared and loaded.spec.source == str(registry / "events.yaml") and loaded.config.on_disk
+    assert (loaded == prepared and loaded.spec.source == str(registry / "events.yaml")
+            and loaded.config.on_disk)
     assert json.loads(prepared.path.read_text())["config"]["spec"]["table"] == "t.events"
     # A run file whose spec no longer hashes to the run's hash is refused where it is read.
     document = json.loads(prepared.path.read_text())
@@ -69,8 +72,8 @@ def test_verify_refuses_a_spec_changed_since_the_plan(events, registry, iceberg_
     spec_file = _edit(registry, "sort: {keys: [{column: d}, {column: k}]}", SORTED_BY_K)
     new_hash = find_spec("t.events").spec_hash
     message = (f"{spec_file} changed since run {prepared.run_id} was planned (spec hash "
-               f"{prepared.config.spec_hash} -> {new_hash}): nothing committed; rerun the compaction to plan with "
-               "the new spec")
+               f"{prepared.config.spec_hash} -> {new_hash}): nothing committed; rerun the compaction to plan "
+               "with the new spec")
     with pytest.raises(SpecChanged, match=re.escape(message)) as refused:
         steps.verify(prepared, verifier=lambda manifest: pytest.fail("verified against the changed spec"))
     assert isinstance(refused.value, ConfigError)  # the CLI's exit status 2
@@ -85,7 +88,8 @@ def test_commit_refuses_a_spec_changed_since_the_plan(events, registry):
     orphan = _staged_orphan(events, prepared.run_id)
     spec_file = _edit(registry, "target_file_size: 1MiB", "target_file_size: 2MiB")
     snapshot = events.current_snapshot().snapshot_id
-    with pytest.raises(SpecChanged, match=rf"{re.escape(str(spec_file))} changed since run {prepared.run_id}"):
+    with pytest.raises(SpecChanged, match=rf"{re.escape(str(spec_file))} changed since "
+                                          rf"run {prepared.run_id}"):
         steps.commit(prepared)
     assert not orphan.exists() and events.refresh().current_snapshot().snapshot_id == snapshot
     assert read_lease("t.events").same_run(NIGHT)  # the task (runs.commit_table) releases it, not the step
@@ -132,9 +136,9 @@ def _count(monkeypatch, name: str, original) -> list:
 
 @pytest.mark.spark
 def test_a_whole_run_reads_the_registry_once(events, registry, iceberg_catalog, spark, monkeypatch, capsys):
-    """`lakesort compact` in-process (the job's own code on the test session's Spark, real verification, commit
-    and measuring): one `find_resolution` (the command's: the spec with each key's source; `find_spec` is the
-    same lookup without the sources) and, after it, one read of the spec's file in verify and
+    """`lakesort compact` in-process (the job's own code on the test session's Spark, real verification,
+    commit and measuring): one `find_resolution` (the command's: the spec with each key's source; `find_spec`
+    is the same lookup without the sources) and, after it, one read of the spec's file in verify and
     one in commit, nothing else."""
     from lossless import in_process_submit, load_job
 

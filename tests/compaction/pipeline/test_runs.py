@@ -1,4 +1,5 @@
-"""A compaction run as the DAGs' tasks take it (layout.compaction.pipeline.runs, .dates, .submit), without Airflow:
+"""A compaction run as the DAGs' tasks take it (layout.compaction.pipeline.runs, .dates,
+.submit), without Airflow:
 backfill requests and date ranges, the prepare step's statuses and the table lease, a failed Spark job
 abandoning the run, the XCom payloads surviving JSON, and one Spark job description for both callers."""
 
@@ -41,15 +42,18 @@ def lease_file(tmp_path) -> Path:
 
 def test_date_range_checks():
     assert date_range(None, None) is None and date_range("", None, partitions=["a=1"]) is None
-    assert date_range("1995-02-01", "1995-02-28") == DateRange(first=dt.date(1995, 2, 1), last=dt.date(1995, 2, 28))
+    assert (date_range("1995-02-01", "1995-02-28")
+            == DateRange(first=dt.date(1995, 2, 1), last=dt.date(1995, 2, 28)))
     assert str(date_range("1995-02-01", "1995-02-01")) == "1995-02-01..1995-02-01"
     for args, kwargs, message in (
-        (("1995-02-01", "1995-02-02"), {"partitions": ["d_month=1995-02"]}, "either `partitions` or a date range"),
+        (("1995-02-01", "1995-02-02"), {"partitions": ["d_month=1995-02"]},
+         "either `partitions` or a date range"),
         (("1995-02-01", None), {}, "needs both `from` and `to`: add `to`"),
         ((None, "1995-02-01"), {}, "add `from`"),
         (("1995-03-01", "1995-02-01"), {}, r"`from` \(1995-03-01\) is after `to` \(1995-02-01\)"),
         (("03/01/1995", "1995-04-01"), {}, "'03/01/1995' is not a date: write it as YYYY-MM-DD"),
-        (("1995-03-01", "1995-02-01"), {"names": ("--from", "--to", "--partition")}, "--from .* is after --to"),
+        (("1995-03-01", "1995-02-01"), {"names": ("--from", "--to", "--partition")},
+         "--from .* is after --to"),
     ):
         with pytest.raises(UsageError, match=message):
             date_range(*args, **kwargs)
@@ -58,15 +62,18 @@ def test_date_range_checks():
 def test_backfill_request(registry):
     request = runs.backfill_request({"table": "t.events", "partitions": ["d_month=1995-02"], "force": True,
                                      "from": None, "to": None, "dry_run": False})
-    # The DAG run's one lookup: the request carries the spec (its file, and each key's source) to the later tasks.
+    # The DAG run's one lookup: the request carries the spec (its file,
+    # and each key's source) to the later tasks.
     config = RunConfig.of_resolution(find_resolution("t.events"))
     assert config.source == str(registry / "events.yaml") and config.on_disk
-    assert config.sources["sort.keys"].model_dump() == {"kind": "spec", "origin": str(registry / "events.yaml")}
+    assert (config.sources["sort.keys"].model_dump()
+            == {"kind": "spec", "origin": str(registry / "events.yaml")})
     assert request == runs.TableRequest(table="t.events", trigger="backfill", config=config,
                                         partitions=("d_month=1995-02",), force=True)
-    assert runs.TableRequest.model_validate(json.loads(json.dumps(request.model_dump(mode="json")))) == request
-    request = runs.backfill_request({"table": "t.events", "from": "1995-02-01", "to": "1995-02-28", "dry_run": True,
-                                     "partitions": []})
+    assert (runs.TableRequest.model_validate(json.loads(json.dumps(request.model_dump(mode="json"))))
+            == request)
+    request = runs.backfill_request({"table": "t.events", "from": "1995-02-01", "to": "1995-02-28",
+                                     "dry_run": True, "partitions": []})
     assert (request.partitions, str(request.dates), request.dry_run) == (None, "1995-02-01..1995-02-28", True)
     assert request.describe() == "t.events: the partitions of 1995-02-01..1995-02-28, dry run"
     with pytest.raises(ConfigError, match=r"no spec for table 't.nope' .*specs exist for: t.events"):
@@ -100,7 +107,8 @@ def test_prepare_takes_the_lease_and_plans(events, tmp_path):
     assert planned.partitions == ("d_month=1995-01", "d_month=1995-02", "d_month=1995-03", "d_month=1995-04")
     assert read_lease("t.events").same_run(NIGHT)
     # The payload through JSON (as XCom stores it) is the same value.
-    assert runs.PlannedTable.model_validate(json.loads(json.dumps(planned.model_dump(mode="json")))) == planned
+    assert (runs.PlannedTable.model_validate(json.loads(json.dumps(planned.model_dump(mode="json"))))
+            == planned)
     assert planned.prepared() == PreparedRun.load(planned.work_dir)
 
     backfill = LeaseOwner.dag("lakesort_backfill", "b1")
@@ -113,8 +121,8 @@ def test_dry_run_takes_no_lease_and_shows_the_plan(events, tmp_path, iceberg_cat
     from layout.metrics.measure import read_runs
 
     acquire_lease("t.events", NIGHT)  # a compaction is running: a dry run only reads, beside it
-    request = runs.TableRequest(table="t.events", trigger="backfill", dates=date_range("1995-02-10", "1995-03-05"),
-                                force=True, dry_run=True)
+    request = runs.TableRequest(table="t.events", trigger="backfill",
+                                dates=date_range("1995-02-10", "1995-03-05"), force=True, dry_run=True)
     planned = runs.prepare_table(request, owner=LeaseOwner.dag("lakesort_backfill", "b1"))
     assert planned.status == "dry-run" and planned.jobs == () and read_lease("t.events").same_run(NIGHT)
     view = planned.plan
@@ -122,12 +130,14 @@ def test_dry_run_takes_no_lease_and_shows_the_plan(events, tmp_path, iceberg_cat
                                                                     ("d_month=1995-03", "rewrite")]
     assert view.forced and {g.partition for g in view.groups} == {"d_month=1995-02", "d_month=1995-03"}
     assert runs.PlannedTable.model_validate(planned.model_dump(mode="json")) == planned
-    (record,) = [r for r in read_runs(iceberg_catalog, "t.events").to_pylist() if r["run_id"] == planned.run_id]
+    (record,) = [r for r in read_runs(iceberg_catalog, "t.events").to_pylist()
+                 if r["run_id"] == planned.run_id]
     assert record["status"] == "dry-run"
 
 
 def test_nothing_to_do_releases_the_lease(events, tmp_path):
-    request = runs.TableRequest(table="t.events", trigger="backfill", dates=date_range("1994-01-01", "1994-01-31"))
+    request = runs.TableRequest(table="t.events", trigger="backfill",
+                                dates=date_range("1994-01-01", "1994-01-31"))
     planned = runs.prepare_table(request, owner=NIGHT)
     assert (planned.status, planned.run_id, planned.jobs) == ("nothing-to-do", None, ())
     assert planned.summary == "t.events: nothing to do (no partition holds rows of 1994-01-01..1994-01-31)"
@@ -137,7 +147,8 @@ def test_nothing_to_do_releases_the_lease(events, tmp_path):
 def test_a_failed_prepare_releases_the_lease(events, tmp_path):
     with events.update_spec() as update:
         update.add_identity("k")
-    request = runs.TableRequest(table="t.events", trigger="backfill", dates=date_range("1995-01-01", "1995-01-31"))
+    request = runs.TableRequest(table="t.events", trigger="backfill",
+                                dates=date_range("1995-01-01", "1995-01-31"))
     with pytest.raises(UsageError):
         runs.prepare_table(request, owner=NIGHT)
     assert not lease_file(tmp_path).exists()
@@ -151,7 +162,12 @@ def test_failed_spark_job_abandons_the_run(events, iceberg_catalog, tmp_path):
     planned = runs.prepare_table(runs.TableRequest(table="t.events", trigger="nightly"), owner=NIGHT)
     prepared = planned.prepared()
     # What a Spark job that died half-way leaves: a staged file, no manifest.
-    orphan = Path(staging_root(events).removeprefix("file://")) / prepared.run_id / "lakesort_group=0" / "part-0.parquet"
+    orphan = (
+        Path(staging_root(events).removeprefix("file://"))
+        / prepared.run_id
+        / "lakesort_group=0"
+        / "part-0.parquet"
+    )
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"half")
     with pytest.raises(runs.SparkJobsFailed, match=r"Spark job\(s\) \[0\] failed: run abandoned"):
@@ -164,8 +180,8 @@ def test_failed_spark_job_abandons_the_run(events, iceberg_catalog, tmp_path):
 
 def test_payload_models_refuse_unknown_fields():
     payload = runs.TableRequest(table="t.events", trigger="nightly").model_dump(mode="json")
-    assert payload == {"table": "t.events", "trigger": "nightly", "config": None, "partitions": None, "dates": None,
-                       "force": False, "dry_run": False}
+    assert payload == {"table": "t.events", "trigger": "nightly", "config": None, "partitions": None,
+                       "dates": None, "force": False, "dry_run": False}
     with pytest.raises(ValueError, match="tabel"):
         runs.TableRequest.model_validate({**payload, "tabel": "x"})
     with pytest.raises(ValueError, match="either partitions or a date range"):
@@ -175,8 +191,9 @@ def test_payload_models_refuse_unknown_fields():
                                   trigger="nightly", snapshot_id=7, partitions=("a=1",), files_removed=4,
                                   files_added=1, rows=10)
     assert committed.asset_uri() == "iceberg://default/t.events"
-    assert committed.event_extra() == {"table": "t.events", "run_id": "r", "trigger": "nightly", "snapshot_id": 7,
-                                       "partitions": ["a=1"], "files_removed": 4, "files_added": 1, "rows": 10}
+    assert committed.event_extra() == {"table": "t.events", "run_id": "r", "trigger": "nightly",
+                                       "snapshot_id": 7, "partitions": ["a=1"], "files_removed": 4,
+                                       "files_added": 1, "rows": 10}
     with pytest.raises(LakesortError, match="no run was prepared"):
         runs.PlannedTable(table="t", owner=NIGHT, status="nothing-to-do", summary="s").prepared()
 
@@ -206,13 +223,15 @@ def test_a_run_record_checks_its_literals_and_a_step_names_its_outcome():
 
 
 def test_the_description_follows_the_settings(events, tmp_path, monkeypatch):
-    monkeypatch.setenv("LAKESORT_SPARK_CLASS_ARCHIVE", "false")  # its option: tests/compaction/pipeline/test_class_archive.py
+    # its option: tests/compaction/pipeline/test_class_archive.py
+    monkeypatch.setenv("LAKESORT_SPARK_CLASS_ARCHIVE", "false")
     planned = runs.prepare_table(runs.TableRequest(table="t.events", trigger="nightly"), owner=NIGHT)
     prepared = planned.prepared()
     (kwargs,) = operator_kwargs(prepared)
     job = prepared.jobs[0]
     assert kwargs == {
-        "application": str(JOB), "application_args": job_arguments(prepared.plan_path, job.manifest_path, job.group_ids),
+        "application": str(JOB),
+        "application_args": job_arguments(prepared.plan_path, job.manifest_path, job.group_ids),
         "name": f"lakesort-compact t.events {prepared.run_id} job 0", "conf": BASE_CONF,
         "env_vars": {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
         "py_files": str(Path(prepared.work_dir) / "layout.zip")}
@@ -225,7 +244,8 @@ def test_the_description_follows_the_settings(events, tmp_path, monkeypatch):
     (kwargs,) = operator_kwargs(prepared)
     assert kwargs["application"] == "local:///opt/lakesort/jobs/compact.py" and "py_files" not in kwargs
     assert kwargs["conf"] == {**BASE_CONF, "spark.executor.memory": "4g"}
-    assert kwargs["env_vars"] == {"PYSPARK_PYTHON": "/opt/venv/bin/python", "PYSPARK_DRIVER_PYTHON": "/opt/venv/bin/python"}
+    assert (kwargs["env_vars"]
+            == {"PYSPARK_PYTHON": "/opt/venv/bin/python", "PYSPARK_DRIVER_PYTHON": "/opt/venv/bin/python"})
 
 
 def test_submit_runs_the_description(tmp_path, monkeypatch, registry):
@@ -238,7 +258,8 @@ def test_submit_runs_the_description(tmp_path, monkeypatch, registry):
         seen.update(cmd=cmd, env=env)
         return types.SimpleNamespace(returncode=0)
 
-    monkeypatch.setattr(layout.compaction.pipeline.submit, "subprocess", types.SimpleNamespace(run=run, STDOUT=-2))
+    monkeypatch.setattr(layout.compaction.pipeline.submit, "subprocess",
+                        types.SimpleNamespace(run=run, STDOUT=-2))
     monkeypatch.setattr(layout.compaction.pipeline.submit, "spark_submit_binary", lambda: "spark-submit")
     submit(tmp_path / "plan.json", tmp_path / "manifest-0.json", master="local[2]", name="lakesort-compact-t",
            conf={"spark.driver.memory": "1g"}, work_dir=tmp_path, groups=(0, 1))

@@ -98,7 +98,9 @@ def evolved_table(catalog):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("version", ["3.5", "4.0", "4.1", "4.2"])
-def test_the_job_compacts_an_evolved_table_on_each_supported_spark(version, iceberg_catalog, monkeypatch, tmp_path):
+def test_the_job_compacts_an_evolved_table_on_each_supported_spark(
+    version, iceberg_catalog, monkeypatch, tmp_path
+):
     home = bed_home(version)
     monkeypatch.setenv("SPARK_HOME", str(home))
     for name in ("SPARK_PYTHON", "SPARK_CONF", "SHIP_LAYOUT", "SPARK_APPLICATION"):
@@ -142,7 +144,8 @@ def install(version: str) -> SparkInstall:
                         source="/opt/spark/RELEASE")
 
 
-@pytest.mark.parametrize("version", ["3.5.0", "3.5.9", "4.0.5", "4.1.4", "4.2.0", "4.2.1-SNAPSHOT", "4.1.0-preview2"])
+@pytest.mark.parametrize("version",
+                         ["3.5.0", "3.5.9", "4.0.5", "4.1.4", "4.2.0", "4.2.1-SNAPSHOT", "4.1.0-preview2"])
 def test_supported_sparks_run(version):
     assert refusal(install(version)) is None
 
@@ -159,7 +162,8 @@ def test_other_sparks_are_refused_naming_the_version_and_the_supported_ones(vers
 
 
 def test_refusal_agrees_with_the_supported_list():
-    """Brute force over versions around the supported ones: refused exactly when (major, minor) is not listed."""
+    """Brute force over versions around the supported ones: refused exactly when (major,
+    minor) is not listed."""
     for major in range(2, 7):
         for minor in range(8):
             assert (refusal(install(f"{major}.{minor}.3")) is None) == ((major, minor) in SUPPORTED)

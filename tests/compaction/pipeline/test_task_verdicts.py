@@ -1,6 +1,6 @@
 """How the DAGs' tasks end on a step's error (`runs.verdict`: fail at once, skip, or retried), and the commit
-task's OpenLineage datasets (`runs.lineage`), decided in the pipeline; the DAGs only raise Airflow's exceptions
-and wrap the datasets (dags/lakesort_common.py, tests/dags/test_common.py)."""
+task's OpenLineage datasets (`runs.lineage`), decided in the pipeline; the DAGs only raise Airflow's
+exceptions and wrap the datasets (dags/lakesort_common.py, tests/dags/test_common.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from layout.compaction.pipeline.spark_home import SparkUnsupported
 from layout.errors import ConfigError, LakesortError
 from layout.upkeep.lease import LeaseOwner, TableBusy
 
-BUSY = TableBusy("t.events: lakesort_nightly run n1 is working on this table", table="t.events", path=Path("x"))
+BUSY = TableBusy("t.events: lakesort_nightly run n1 is working on this table", table="t.events",
+                 path=Path("x"))
 
 
 @pytest.mark.parametrize(("step", "exc", "trigger", "expected"), [
@@ -47,11 +48,15 @@ def test_lineage_of_a_committed_run(monkeypatch):
     monkeypatch.setattr(lineage_module, "_catalog_config", lambda catalog: (
         "lakesort", {"type": "sql", "uri": "sqlite:////x/catalog.db", "warehouse": "file:///x/warehouse"}))
     committed = runs.CommittedRun(
-        table="t.events", owner=LeaseOwner.dag("lakesort_nightly", "r"), catalog=None, run_id="r1", work_dir="w",
-        trigger="nightly", snapshot_id=7, partitions=("p",), files_removed=12, files_added=3, rows=91,
-        bytes_removed=5000, bytes_added=4000, rows_read=96)
+        table="t.events", owner=LeaseOwner.dag("lakesort_nightly", "r"), catalog=None, run_id="r1",
+        work_dir="w", trigger="nightly", snapshot_id=7, partitions=("p",), files_removed=12, files_added=3,
+        rows=91, bytes_removed=5000, bytes_added=4000, rows_read=96)
     (source,), (target,) = runs.lineage(committed.model_dump(mode="json"))
-    assert (source.namespace, source.name) == (target.namespace, target.name) == ("file:///x/warehouse", "t.events")
+    assert (
+        (source.namespace, source.name)
+        == (target.namespace, target.name)
+        == ("file:///x/warehouse", "t.events")
+    )
     written = target.outputFacets["outputStatistics"]
     assert (written.rowCount, written.size, written.fileCount) == (91, 4000, 3)
     read = source.inputFacets["inputStatistics"]

@@ -42,7 +42,8 @@ def _table(catalog, name: str):
     })
     table = catalog.create_table(f"t.{name}", schema=data.schema, properties=PROPERTIES)
     with table.update_sort_order() as order:
-        order.asc("k", IdentityTransform(), NullOrder.NULLS_FIRST)  # Iceberg's default for asc (pyiceberg's is last)
+        # Iceberg's default for asc (pyiceberg's is last)
+        order.asc("k", IdentityTransform(), NullOrder.NULLS_FIRST)
     for i in range(4):  # shuffled slices, so the files overlap in k
         table.append(data.take(list(range(i, ROWS, 4))).cast(table.schema().as_arrow()))
     return table.refresh()
@@ -70,7 +71,9 @@ def _page_rows(pf: ParquetFile, rg: int, column: str) -> list[int]:
 
 
 @pytest.mark.spark
-def test_a_spec_silent_on_the_writer_writes_with_the_tables_properties(iceberg_catalog, registry, in_process_job):
+def test_a_spec_silent_on_the_writer_writes_with_the_tables_properties(
+    iceberg_catalog, registry, in_process_job
+):
     table = _table(iceberg_catalog, "props")
     spec = load_spec(_spec(registry, "props"))
     result = compact("t.props", spec=spec)
@@ -117,8 +120,8 @@ def test_a_spec_silent_on_the_writer_writes_with_the_tables_properties(iceberg_c
 def test_a_setting_the_spec_sets_wins_over_the_tables(iceberg_catalog, registry, in_process_job):
     table = _table(iceberg_catalog, "mine")
     # The spec's keys are the table's order: the files still record its id.
-    spec = load_spec(_spec(registry, "mine", "sort: {keys: [{column: k}]}\nwriter: {page_row_count_limit: 300, "
-                                             "compression: gzip}\nverify: {max_file_size: 1MiB}\n"))
+    spec = load_spec(_spec(registry, "mine", "sort: {keys: [{column: k}]}\nwriter: {page_row_count_limit: "
+                                             "300, compression: gzip}\nverify: {max_file_size: 1MiB}\n"))
     compact("t.mine", spec=spec)
     (plan,) = in_process_job
     assert plan.writer_options["parquet.page.row.count.limit"] == "300"

@@ -1,6 +1,6 @@
-"""Admission (`layout.compaction.planning.admission.check_table`): bad tables are refused from metadata, before
-Spark: types Spark cannot write (anywhere in a nested type, and the format v3 ones) and column names it cannot
-(dots, case clashes, backticks, the job's helper columns). The spec's column references are
+"""Admission (`layout.compaction.planning.admission.check_table`): bad tables are refused from metadata,
+before Spark: types Spark cannot write (anywhere in a nested type, and the format v3 ones) and column names it
+cannot (dots, case clashes, backticks, the job's helper columns). The spec's column references are
 test_admission_spec.py's.
 
 Tables are real pyiceberg tables in a SQLite catalog under tmp_path (format v3 ones, which pyiceberg
@@ -123,7 +123,8 @@ def test_uuid_message_reads_as_documented(make_table):
 
 @pytest.fixture
 def v3_table(tmp_path):
-    """A format v3 table with the v3-only types, read from its metadata file (pyiceberg 0.12 cannot create v3)."""
+    """A format v3 table with the v3-only types, read from its metadata file
+    (pyiceberg 0.12 cannot create v3)."""
     from pydantic import BaseModel
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.table import StaticTable
@@ -168,7 +169,8 @@ def test_v3_types_are_refused(v3_table):
 
 
 def test_names_spark_writes_as_they_are_are_admitted(make_table):
-    """Spark 2/3 refused ` ,;{}()\\n\\t=` in Parquet column names; Spark 4.2 writes them (see the Spark test)."""
+    """Spark 2/3 refused ` ,;{}()\\n\\t=` in Parquet column names; Spark 4.2 writes them
+    (see the Spark test)."""
     ids = Ids()
     odd = ["a b", "a,b", "a;b", "a{b}", "a(b)", "a=b", "a\nb", "a\tb", "ünï", "a-b", "1abc", "_x", "lakesort"]
     table = make_table(*(field(ids, n, StringType()) for n in odd),
@@ -209,7 +211,8 @@ def test_names_equal_but_for_case_are_refused_per_level(make_table):
 def test_names_of_the_jobs_helper_columns_are_refused(make_table):
     ids = Ids()
     table = make_table(*(field(ids, n, StringType()) for n in
-                         ("lakesort_group", "LAKESORT_PART", "lakesort_part_key", "__lakesort_z", "__LakeSort")))
+                         ("lakesort_group", "LAKESORT_PART", "lakesort_part_key", "__lakesort_z",
+                          "__LakeSort")))
     problems = table_problems(table, spec_of())
     assert len(problems) == 5, problems
     for name in ("lakesort_group", "LAKESORT_PART", "lakesort_part_key", "__lakesort_z", "__LakeSort"):
@@ -232,13 +235,15 @@ def test_a_backtick_in_a_top_level_name_is_refused(make_table):
 @pytest.mark.spark
 def test_spark_agrees_with_the_name_rules(spark, tmp_path, make_table):
     """Names admission accepts go through a Spark Parquet write as the job does it (select by name, write,
-    read back); names it refuses fail in Spark, or (the helper columns) silently replace the table's column."""
+    read back); names it refuses fail in Spark, or
+    (the helper columns) silently replace the table's column."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     accepted = ["a b", "a,b", "a;b", "a{b}", "a(b)", "a=b", "a\nb", "a\tb", "ünï"]
     nested = pa.struct([("x`y", pa.string()), ("p q;{}", pa.int64())])
-    data = pa.table({**{n: pa.array(["v"]) for n in accepted}, "s": pa.array([{"x`y": "w", "p q;{}": 1}], nested)})
+    data = pa.table({**{n: pa.array(["v"]) for n in accepted},
+                     "s": pa.array([{"x`y": "w", "p q;{}": 1}], nested)})
     source = tmp_path / "in.parquet"
     pq.write_table(data, source)
     df = spark.read.parquet(str(source)).select(*[F.col(n) for n in data.column_names])
@@ -257,7 +262,8 @@ def test_spark_agrees_with_the_name_rules(spark, tmp_path, make_table):
         with pytest.raises(AnalysisException):
             spark.read.parquet(str(path)).select(*[F.col(n) for n in names]).collect()
         ids = Ids()
-        assert table_problems(make_table(*(field(ids, n, StringType()) for n in names), name=label), spec_of())
+        assert table_problems(make_table(*(field(ids, n, StringType()) for n in names), name=label),
+                              spec_of())
 
     # A table column named like the job's group column is replaced by withColumn: refused, not lost.
     clash = spark.createDataFrame([("mine",)], "lakesort_group string")

@@ -79,8 +79,8 @@ def test_a_good_spec_using_every_key_is_admitted(lineitem):
 def test_unknown_sort_key_gets_a_did_you_mean(lineitem):
     spec = lineitem_spec(sort={"keys": [{"column": "l_orderkey"}, {"column": "l_shipdat"}]})
     [line] = table_problems(lineitem, spec)
-    assert line.startswith("demo.lineitem: dags/tables/lineitem.yaml: sort.keys[1].column: `l_shipdat` is not a "
-                           "column of demo.lineitem; did you mean `l_shipdate`")
+    assert line.startswith("demo.lineitem: dags/tables/lineitem.yaml: sort.keys[1].column: `l_shipdat` is "
+                           "not a column of demo.lineitem; did you mean `l_shipdate`")
 
 
 def test_a_renamed_or_dropped_column_is_named_from_the_table_s_schema_history(lineitem):
@@ -94,8 +94,9 @@ def test_a_renamed_or_dropped_column_is_named_from_the_table_s_schema_history(li
     spec = lineitem_spec(verify={"column_index_columns": ["l_ship.mode", "l_comment"]})
     problems = table_problems(lineitem, spec)
     [line] = lines_about(problems, "sort.keys[0].column")
-    assert line.endswith(f"`l_shipdate` is not a column of demo.lineitem: it was renamed to `ship_date` (field id "
-                         f"{field_id}; `l_shipdate` in schema 0). Fix: name it `ship_date` in the spec")
+    assert line.endswith("`l_shipdate` is not a column of demo.lineitem: it was renamed to `ship_date` "
+                         f"(field id {field_id}; `l_shipdate` in schema 0). Fix: "
+                         "name it `ship_date` in the spec")
     [line] = lines_about(problems, "verify.column_index_columns[0]")
     assert "it was renamed to `l_ship.ship_mode`" in line
     [line] = lines_about(problems, "verify.column_index_columns[1]")
@@ -104,8 +105,8 @@ def test_a_renamed_or_dropped_column_is_named_from_the_table_s_schema_history(li
 
 
 def test_the_compaction_goes_on_with_a_probe_on_a_renamed_column(lineitem, caplog):
-    """The rewrite does not need the probes: the planner warns about a stale one (`check_table(probes="warn")`)
-    and refuses the rest as before."""
+    """The rewrite does not need the probes: the planner warns about a stale one
+    (`check_table(probes="warn")`) and refuses the rest as before."""
     with lineitem.update_schema() as update:
         update.rename_column("l_quantity", "quantity")
     spec = lineitem_spec(probes=[{"name": "qty", "where": "l_quantity < 10", "columns": ["l_quantity"]}])
@@ -116,8 +117,13 @@ def test_the_compaction_goes_on_with_a_probe_on_a_renamed_column(lineitem, caplo
         "renamed to `quantity`" in r.getMessage() and "the rewrite goes on" in r.getMessage()
         for r in caplog.records if "probes[0]" in r.getMessage())
     with pytest.raises(UsageError, match=r"sort.keys\[0\].column: `l_shipdat` is not a column"):
-        check_table(lineitem, lineitem_spec(sort={"keys": [{"column": "l_shipdat"}]},
-                                            probes=[{"name": "qty", "where": "l_quantity < 10"}]), probes="warn")
+        check_table(
+            lineitem,
+            lineitem_spec(
+                sort={"keys": [{"column": "l_shipdat"}]}, probes=[{"name": "qty", "where": "l_quantity < 10"}]
+            ),
+            probes="warn",
+        )
 
 
 def test_sort_key_in_the_wrong_case_says_names_are_case_sensitive(lineitem):
@@ -131,8 +137,10 @@ def test_sort_keys_must_be_primitive_top_level_columns(lineitem):
                                         {"column": "l_tags.element"}, {"column": "l_attrs"}]})
     problems = table_problems(lineitem, spec)
     assert len(problems) == 4, problems
-    assert "sort.keys[0].column: `l_ship.mode` is a field of the struct `l_ship`: sort keys must be primitive " \
-           "top-level columns" in problems[0]
+    assert (
+        "sort.keys[0].column: `l_ship.mode` is a field of the struct `l_ship`: sort keys must be primitive "
+        "top-level columns" in problems[0]
+    )
     assert "sort.keys[1].column: `l_ship` is a struct, not a primitive column" in problems[1]
     assert "sort.keys[2].column: `l_tags.element` is inside the list `l_tags`" in problems[2]
     assert "sort.keys[3].column: `l_attrs` is a map, not a primitive column" in problems[3]
@@ -152,7 +160,8 @@ def test_zorder_keys_must_be_numbers_dates_timestamps_or_strings(lineitem):
 
 
 def test_hilbert_keys_are_checked_as_z_order_keys(lineitem):
-    spec = lineitem_spec(sort={"strategy": "hilbert", "keys": [{"column": "l_shipdate"}, {"column": "l_returnflag"}]})
+    spec = lineitem_spec(sort={"strategy": "hilbert",
+                               "keys": [{"column": "l_shipdate"}, {"column": "l_returnflag"}]})
     problems = table_problems(lineitem, spec)
     assert len(problems) == 1, problems
     assert "sort.keys[1].column: `l_returnflag` has type boolean: Hilbert keys must be numbers" in problems[0]
@@ -180,7 +189,8 @@ def test_sort_keys_from_the_tables_sort_order(make_table, lineitem):
 
 def test_bloom_filter_columns_must_be_primitive_top_level_columns(lineitem):
     spec = lineitem_spec(writer={"bloom_filters": {
-        "l_coment": {"ndv": 10}, "l_ship.mode": {"ndv": 10}, "l_tags": {"ndv": 10}, "l_comment": {"ndv": 10}}})
+        "l_coment": {"ndv": 10}, "l_ship.mode": {"ndv": 10}, "l_tags": {"ndv": 10},
+        "l_comment": {"ndv": 10}}})
     problems = table_problems(lineitem, spec)
     assert len(problems) == 3, problems
     [unknown] = lines_about(problems, "writer.bloom_filters.l_coment: `l_coment` is not a column")
@@ -191,21 +201,25 @@ def test_bloom_filter_columns_must_be_primitive_top_level_columns(lineitem):
 
 
 def test_verify_columns_must_exist_as_primitive_columns(lineitem):
-    spec = lineitem_spec(verify={"column_index_columns": ["l_shipdate", "l_shipmode", "l_ship", "l_tags.element"],
+    spec = lineitem_spec(verify={"column_index_columns": ["l_shipdate", "l_shipmode", "l_ship",
+                                                          "l_tags.element"],
                                  "boundary_order": {"l_orderky": "ASCENDING", "l_ship.mode": "UNORDERED"}})
     problems = table_problems(lineitem, spec)
     assert len(problems) == 4, problems
     [line] = lines_about(problems, "verify.column_index_columns[1]: `l_shipmode` is not a column")
     assert "did you mean" in line and "`l_ship.mode`" in line
-    [line] = lines_about(problems, "verify.column_index_columns[2]: `l_ship` is a struct, not a primitive column")
+    [line] = lines_about(problems, "verify.column_index_columns[2]: "
+                                   "`l_ship` is a struct, not a primitive column")
     assert "its fields: `l_ship.mode`, `l_ship.instruct`" in line
-    assert lines_about(problems, "verify.column_index_columns[3]: `l_tags.element` is inside the list `l_tags`")
+    assert lines_about(problems, "verify.column_index_columns[3]: "
+                                 "`l_tags.element` is inside the list `l_tags`")
     [line] = lines_about(problems, "verify.boundary_order.l_orderky: `l_orderky` is not a column")
     assert "did you mean `l_orderkey`?" in line
 
 
 def test_merge_keys_and_sequence(lineitem):
-    spec = lineitem_spec(keys={"columns": ["l_orderkey", "l_linenumber", "l_ship"], "sequence": "l_returnflag"})
+    spec = lineitem_spec(keys={"columns": ["l_orderkey", "l_linenumber", "l_ship"],
+                               "sequence": "l_returnflag"})
     problems = table_problems(lineitem, spec)
     assert len(problems) == 3, problems
     assert lines_about(problems, "keys.columns[1]: `l_linenumber` is not a column of demo.lineitem")
@@ -215,8 +229,10 @@ def test_merge_keys_and_sequence(lineitem):
                                    "be orderable")
     assert "dates, timestamps or strings" in line
     for good in ("l_version", "l_updated", "l_shipdate", "l_comment", "l_quantity"):
-        assert table_problems(lineitem, lineitem_spec(keys={"columns": ["l_orderkey"], "sequence": good})) == []
-    [line] = table_problems(lineitem, lineitem_spec(keys={"columns": ["l_orderkey"], "sequence": "l_versoin"}))
+        assert (table_problems(lineitem, lineitem_spec(keys={"columns": ["l_orderkey"], "sequence": good}))
+                == [])
+    [line] = table_problems(lineitem,
+                            lineitem_spec(keys={"columns": ["l_orderkey"], "sequence": "l_versoin"}))
     assert "keys.sequence: `l_versoin` is not a column of demo.lineitem; did you mean `l_version`?" in line
 
 
@@ -258,7 +274,8 @@ def test_all_problems_in_one_message_one_line_each(lineitem):
 
 def test_problems_name_the_spec_file(tmp_path, lineitem):
     path = tmp_path / "lineitem.yaml"
-    path.write_text(yaml.safe_dump({"table": "demo.lineitem", "owner": OWNER, "sort": {"keys": [{"column": "nope"}]}}))
+    path.write_text(yaml.safe_dump({"table": "demo.lineitem", "owner": OWNER,
+                                    "sort": {"keys": [{"column": "nope"}]}}))
     [line] = table_problems(lineitem, load_spec(path))
     assert line.startswith(f"demo.lineitem: {path}: sort.keys[0].column: `nope` is not a column")
     assert "its columns are `l_orderkey`" in line  # nothing close: the columns are listed
@@ -296,11 +313,13 @@ def test_cli_spec_for_the_named_table_is_used(other_spec):
 def test_cli_compact_with_a_mismatched_spec_stops_before_any_spark_work(tmp_path, other_spec):
     """The real command: exit 2, nothing staged, no work directory (so no spark-submit ran)."""
     lakesort = Path(sys.executable).with_name("lakesort")
-    assert lakesort.is_file(), "the `lakesort` console script is not installed beside this Python (`make setup`)"
+    assert lakesort.is_file(), (
+        "the `lakesort` console script is not installed beside this Python (`make setup`)")
     work = tmp_path / "cwd"
     work.mkdir()
     runs = tmp_path / "runs"
-    env = {**os.environ, "HOME": str(work), "LAKESORT_SPARK_MASTER": "local[1]", "LAKESORT_WORK_DIR": str(runs)}
+    env = {**os.environ, "HOME": str(work), "LAKESORT_SPARK_MASTER": "local[1]",
+           "LAKESORT_WORK_DIR": str(runs)}
     proc = subprocess.run([str(lakesort), "compact", "demo.b", "--spec", str(other_spec)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == EXIT_USAGE, proc.stderr

@@ -1,6 +1,6 @@
-"""Adopting other writers' files (layout/compaction/planning/adoption.py): files another writer already sorted,
-sized and indexed as the spec asks are left as they are; the rest is rewritten with the shortfall named; a real
-compaction of such a mixed table loses nothing.
+"""Adopting other writers' files (layout/compaction/planning/adoption.py): files another writer already
+sorted, sized and indexed as the spec asks are left as they are; the rest is rewritten with the shortfall
+named; a real compaction of such a mixed table loses nothing.
 
 The "other writer" is pyarrow, with page indexes and bloom filters, its files registered with pyiceberg's
 add_files: each add_files call is one commit of that writer.
@@ -42,7 +42,8 @@ def rows(ks, part: str) -> pa.Table:
 
 
 class Writer:
-    """Another writer: pyarrow files (sorted, page indexes, a bloom filter on k unless told), one commit per call."""
+    """Another writer: pyarrow files (sorted, page indexes, a bloom filter on k unless told),
+    one commit per call."""
 
     def __init__(self, table, directory):
         self.table, self.directory, self.files = table, directory, 0
@@ -75,7 +76,8 @@ def writer(iceberg_catalog, tmp_path):
     with table.update_spec() as spec:
         spec.add_field("part", IdentityTransform(), "part")
     w = Writer(table.refresh(), tmp_path / "other-writer")
-    w.commit(("a", range(GOOD)), ("a", range(GOOD, 2 * GOOD)), ("b", range(GOOD)), ("b", range(GOOD, 2 * GOOD)))
+    w.commit(("a", range(GOOD)), ("a", range(GOOD, 2 * GOOD)), ("b", range(GOOD)),
+             ("b", range(GOOD, 2 * GOOD)))
     w.commit(("a", range(2 * GOOD, 3 * GOOD)))
     return w
 
@@ -102,8 +104,8 @@ def test_files_that_meet_the_spec_are_adopted_and_checked_once(writer, monkeypat
         d = decision(plan, f"part={part}")
         assert d.action == "skip" and (d.files, d.foreign_files, d.adopted_files) == (files, files, files)
         (reason,) = d.reasons
-        assert reason == (f"meets spec {plan.spec_hash}: {files} file(s) of other writers adopted as they are "
-                          "(sorted, sized, with the page indexes and bloom filters the spec asks for)")
+        assert reason == (f"meets spec {plan.spec_hash}: {files} file(s) of other writers adopted as they "
+                          "are (sorted, sized, with the page indexes and bloom filters the spec asks for)")
     assert len(reads) == 5
     # The next night reads no footer again: the verdicts are recorded in the work directory.
     reads.clear()
@@ -122,9 +124,9 @@ def test_only_the_partition_that_falls_short_is_rewritten_with_the_reason(writer
     a, b, c = (decision(plan, p) for p in ("part=a", "part=b", "part=c"))
     assert a.action == "skip" and a.adopted_files == 3
     assert b.action == "rewrite" and b.adopted_files == 2
-    assert b.reasons[0].startswith(f"1 file(s) not written by lakesort under spec {plan.spec_hash} fall short of "
-                                   "it: 1 with pages UNORDERED, not ASCENDING (`k`), e.g. 005-b.parquet; the other 2 "
-                                   "adopted as they are"), b.reasons
+    assert b.reasons[0].startswith(f"1 file(s) not written by lakesort under spec {plan.spec_hash} fall "
+                                   "short of it: 1 with pages UNORDERED, not ASCENDING (`k`), e.g. "
+                                   "005-b.parquet; the other 2 adopted as they are"), b.reasons
     assert c.action == "rewrite" and c.adopted_files == 0
     assert c.reasons[0].startswith("3 file(s) not written by lakesort under spec") and \
         "3 with a size under small_file_size (32768 bytes), like 3 file(s) of the partition" in c.reasons[0]
@@ -140,7 +142,8 @@ def test_a_file_without_the_page_index_or_bloom_filter_is_rewritten_with_that_re
     plan = plan_rewrite(writer.table, make_spec(max_sorted_runs=1))
     a, b = decision(plan, "part=a"), decision(plan, "part=b")
     assert a.action == b.action == "rewrite" and (a.adopted_files, b.adopted_files) == (3, 2)
-    assert "1 with no column index (`id`, `k`, `v`, `part`), e.g. 005-a.parquet; 1 with no offset index" in a.reasons[0]
+    assert ("1 with no column index (`id`, `k`, `v`, `part`), e.g. 005-a.parquet; 1 with no offset index"
+            in a.reasons[0])
     assert "1 with no bloom filter (`k`), e.g. 006-b.parquet; the other 2 adopted as they are" in b.reasons[0]
     # Each file lies above the adopted ones: with one run allowed, only it is rewritten.
     assert rewritten(plan) == {"part=a": set(no_index), "part=b": set(no_bloom)}

@@ -13,24 +13,24 @@ HASH = "hash"
 
 
 def make_spec(**overrides):
-    doc = {"table": "t.events", "owner": OWNER, "sort": {"keys": [{"column": "k"}]}, "target_file_size": "1MiB",
-           "max_sorted_runs": 1}
+    doc = {"table": "t.events", "owner": OWNER, "sort": {"keys": [{"column": "k"}]},
+           "target_file_size": "1MiB", "max_sorted_runs": 1}
     doc.update(overrides)
     return parse_spec(doc, source="test-spec")
 
 
 def entry(path: str, lo: int, hi: int, *, rows: int = 100, size: int = 900_000) -> _Entry:
     # Written by lakesort under this spec (the path's stamp is not needed: `ours` names its snapshot).
-    return _Entry(path=path, size=size, rows=rows, content=0, partition="part=a", snapshot_id=1, sequence_number=1,
-                  lo=lo, hi=hi)
+    return _Entry(path=path, size=size, rows=rows, content=0, partition="part=a", snapshot_id=1,
+                  sequence_number=1, lo=lo, hi=hi)
 
 
 OURS = {1: {"lakesort.run-id": "r1", "lakesort.spec-hash": HASH, "snapshot.timestamp-ms": "0"}}
 
 
 def position(path: str, target: str | None, rows: int, seq: int = 2) -> DeleteFile:
-    return DeleteFile(path=path, kind="position", spec_id=0, partition="[]", sequence_number=seq, record_count=rows,
-                      size=10, path_lo=target, path_hi=target)
+    return DeleteFile(path=path, kind="position", spec_id=0, partition="[]", sequence_number=seq,
+                      record_count=rows, size=10, path_lo=target, path_hi=target)
 
 
 def test_a_file_past_the_delete_ratio_is_rewritten_with_its_deletes():

@@ -1,5 +1,5 @@
-"""The rewrite planner (layout/compaction/planning/planner.py), without Spark: decisions on real tiny Iceberg tables, and the interval
-logic (`overlap_depth`, `_components`, `_pack`) against brute force.
+"""The rewrite planner (layout/compaction/planning/planner.py), without Spark: decisions on real tiny Iceberg
+tables, and the interval logic (`overlap_depth`, `_components`, `_pack`) against brute force.
 
 A lakesort commit is simulated with a pyiceberg write carrying the snapshot summary properties lakesort writes
 (`lakesort.run-id`, `lakesort.spec-hash` = the plan's effective hash): that is all the planner reads of one.
@@ -76,7 +76,8 @@ def table(catalog):
 
 
 def lakesort_commit(table, plan_or_hash, data: pa.Table, part: str | None, run: str = "sim-run") -> None:
-    """What a lakesort commit leaves for the planner: a snapshot whose summary carries run id and spec hash."""
+    """What a lakesort commit leaves for the planner:
+    a snapshot whose summary carries run id and spec hash."""
     spec_hash = plan_or_hash if isinstance(plan_or_hash, str) else plan_or_hash.spec_hash
     props = {RUN_ID: run, SPEC_HASH: spec_hash}
     if part is None:
@@ -103,22 +104,25 @@ def test_small_unsorted_files_are_rewritten_with_the_reasons(table):
     # Sorted runs (the default, max_sorted_runs 4): the new files become one run; no run of lakesort's yet.
     for d in (a, b):  # pyiceberg writes no page index: nothing to adopt
         (reason,) = d.reasons
-        assert reason.startswith(f"3 file(s) not written by lakesort under spec {plan.spec_hash} fall short of it: "
-                                 "3 with no column index (`id`, `k`, `d`, `part`), e.g. "), reason
+        assert reason.startswith(f"3 file(s) not written by lakesort under spec {plan.spec_hash} fall short "
+                                 "of it: 3 with no column index (`id`, `k`, `d`, `part`), e.g. "), reason
     assert a.sorted_runs == b.sorted_runs == 0
     # part=a's appends hold disjoint k ranges (0-49, 100-149, 200-249); part=b's all span 0..~299.
     assert a.overlap_depth == 1 and b.overlap_depth == 3
     # One run per partition (max_sorted_runs 1): the reasons say why the partition is rewritten whole.
     one = plan_rewrite(table, make_spec(max_sorted_runs=1))
-    assert any(r == f"3 small file(s) under {spec.small_file_size} bytes" for r in decision(one, "part=a").reasons)
+    assert any(r == f"3 small file(s) under {spec.small_file_size} bytes"
+               for r in decision(one, "part=a").reasons)
     assert "sorted runs overlap in k: depth 3" in decision(one, "part=b").reasons
-    # Every file goes into one group per partition (tiny), sized for one output file; bounds come from manifests.
+    # Every file goes into one group per partition (tiny), sized for one output file;
+    # bounds come from manifests.
     assert {g.partition: len(g.inputs) for g in plan.groups} == {"part=a": 3, "part=b": 3}
     assert all(g.output_files == 1 for g in plan.groups)
     group_a = next(g for g in plan.groups if g.partition == "part=a")
     assert [(f.lo, f.hi) for f in group_a.inputs] == [(0, 49), (100, 149), (200, 249)]
     assert group_a.rows == 150 and group_a.bytes == a.bytes
-    assert plan.snapshot_id == table.current_snapshot().snapshot_id and plan.table_location == table.location()
+    assert (plan.snapshot_id == table.current_snapshot().snapshot_id
+            and plan.table_location == table.location())
 
 
 def test_after_a_lakesort_commit_the_nightly_plan_is_empty_and_named_partitions_skip(table):
@@ -139,13 +143,15 @@ def test_after_a_lakesort_commit_the_nightly_plan_is_empty_and_named_partitions_
     table.append(rows(range(5), "b", 9000))
     again = plan_rewrite(table.refresh(), spec)
     assert [(d.partition, d.action) for d in again.partitions] == [("part=a", "skip"), ("part=b", "rewrite")]
-    assert [len(g.inputs) for g in again.groups] == [1]  # the new file alone: a run of its own while a slot is free
+    # the new file alone: a run of its own while a slot is free
+    assert [len(g.inputs) for g in again.groups] == [1]
 
     # A different spec (other writer settings) makes lakesort's own files foreign.
     other = make_spec(writer={"compression": "snappy"})
     changed = plan_rewrite(table.refresh(), other, partitions=["part=a"])
     assert decision(changed, "part=a").action == "rewrite"
-    assert any("1 file(s) not written by lakesort under spec" in r for r in decision(changed, "part=a").reasons)
+    assert any("1 file(s) not written by lakesort under spec" in r
+               for r in decision(changed, "part=a").reasons)
 
 
 def test_force_rewrites_a_compacted_partition(table):
@@ -173,7 +179,8 @@ def test_partition_selection_and_unknown_partitions(table):
 
 
 def test_unknown_sort_key_is_refused_at_plan_time(table):
-    with pytest.raises(UsageError, match=r"sort.keys\[0\].column: `kk` is not a column of t.events; did you mean `k`"):
+    with pytest.raises(UsageError, match=r"sort.keys\[0\].column: `kk` is not a column of "
+                                         r"t.events; did you mean `k`"):
         plan_rewrite(table, make_spec(sort={"keys": [{"column": "kk"}]}))
 
 
@@ -202,7 +209,8 @@ def test_plan_json_roundtrip(table):
 
 def test_pyiceberg_writes_no_delete_files(table):
     """Why the refusal below uses synthetic entries: pyiceberg 0.12 has no merge-on-read writer; with
-    `write.delete.mode=merge-on-read` it warns and rewrites data files (copy-on-write), so no delete file exists."""
+    `write.delete.mode=merge-on-read` it warns and rewrites data files (copy-on-write),
+    so no delete file exists."""
     with table.transaction() as tx:
         tx.set_properties({"write.delete.mode": "merge-on-read"})
     with warnings.catch_warnings(record=True) as caught:
@@ -298,7 +306,8 @@ def test_overlap_depth_examples():
 
 
 def brute_components(entries: list[_Entry]) -> set[frozenset[str]]:
-    """Connected components of the 'closed intervals intersect' graph (union-find); unknown bounds join all."""
+    """Connected components of the 'closed intervals intersect' graph (union-find);
+    unknown bounds join all."""
     if any(e.lo is None or e.hi is None for e in entries):
         return {frozenset(e.path for e in entries)} if entries else set()
     parent = {e.path: e.path for e in entries}

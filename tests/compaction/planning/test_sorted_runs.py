@@ -1,5 +1,5 @@
-"""Sorted runs (`layout.compaction.planning.sorted_runs`): which runs a nightly rewrite merges, against brute force and
-over simulated nights; and the planner's decisions with runs on real tiny Iceberg tables.
+"""Sorted runs (`layout.compaction.planning.sorted_runs`): which runs a nightly rewrite merges, against brute
+force and over simulated nights; and the planner's decisions with runs on real tiny Iceberg tables.
 
 The policy's promise: after every rewrite a partition holds at most `max_sorted_runs` runs, the merged runs
 are always the newest ones, and over many nights each byte is rewritten a few times, not every night.
@@ -42,7 +42,8 @@ def run(size: int, seq: int = 1, name: str | None = None) -> SortedRun:
 
 
 def test_runs_come_from_the_commits_that_wrote_the_files_newest_first():
-    files = [F("a1", 10, 1, 1, 0, 9), F("a2", 10, 2, 2, 10, 19), F("b1", 5, 3, 3, 0, 30), F("x", 7, 99, 4, 0, 1)]
+    files = [F("a1", 10, 1, 1, 0, 9), F("a2", 10, 2, 2, 10, 19), F("b1", 5, 3, 3, 0, 30),
+             F("x", 7, 99, 4, 0, 1)]
     runs = sorted_runs(files, {"a1": "night-1", "a2": "night-1", "b1": "night-2"})  # x: another writer's
     assert [(r.run_id, [f.path for f in r.files], r.bytes) for r in runs] == [("night-2", ["b1"], 5),
                                                                             ("night-1", ["a1", "a2"], 20)]
@@ -72,7 +73,8 @@ def test_examples():
 sizes = st.lists(st.integers(min_value=1, max_value=1000), max_size=8)
 
 
-@given(new=st.integers(min_value=0, max_value=1000), existing=sizes, max_runs=st.integers(min_value=1, max_value=6))
+@given(new=st.integers(min_value=0, max_value=1000), existing=sizes,
+       max_runs=st.integers(min_value=1, max_value=6))
 def test_the_partition_never_holds_more_than_max_runs_and_merges_are_minimal(new, existing, max_runs):
     runs = [run(b, seq=len(existing) - i) for i, b in enumerate(existing)]  # newest first
     merged = runs_to_merge(new, runs, max_runs)
@@ -104,7 +106,8 @@ def _simulate(nights: list[int], base: int, max_runs: int) -> tuple[tuple[float,
     for night, size in enumerate(nights, start=1):
         ordered = merge_order(runs)
         merged = runs_to_merge(size, ordered, max_runs)
-        new = SortedRun(f"n{night}", (F(f"n{night}", size + sum(r.bytes for r in ordered[:merged]), night, night),))
+        new = SortedRun(f"n{night}",
+                        (F(f"n{night}", size + sum(r.bytes for r in ordered[:merged]), night, night),))
         written += new.bytes
         runs = [new, *ordered[merged:]]
         most = max(most, len(runs))
@@ -196,7 +199,8 @@ def test_the_oracle_gives_the_issue_s_figures_and_brute_force_agrees():
 def online_within(ratio: float, max_runs: int, horizon: int) -> int | None:
     """Whether any online policy (one that cannot tell how many equal nights are still to come) writes at most
     `ratio` times `least_bytes` after every night 1..horizon: None if one does, else the night every
-    policy has failed by (exhaustive: each night, every state reachable within the bound, at its least cost)."""
+    policy has failed by (exhaustive: each night, every state reachable within the bound,
+    at its least cost)."""
     states = {(): 0}
     for night in range(1, horizon + 1):
         bound = ratio * least_equal(night, max_runs)
@@ -231,7 +235,8 @@ def test_equal_nights_near_the_optimum_and_near_the_best_any_online_policy_can_d
     assert worst == {2: 1.0, 3: 1.27, 4: 1.27, 5: 1.25, 6: 1.24}
     # No online policy is within 1.2x after every one of 30 nights at 3, 4 or 5 runs; the best possible worst
     # ratio at 4 runs lies between 1.23 and 1.231.
-    assert online_within(1.2, 3, 30) == 9 and online_within(1.2, 4, 30) == 14 and online_within(1.2, 5, 30) == 30
+    assert (online_within(1.2, 3, 30) == 9 and online_within(1.2, 4, 30) == 14
+            and online_within(1.2, 5, 30) == 30)
     assert online_within(1.23, 4, 30) is not None and online_within(1.231, 4, 30) is None
 
 
@@ -243,7 +248,8 @@ def test_thirty_nights_rewrite_each_byte_a_few_times_far_below_full_rewrites():
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(st.lists(st.one_of(st.integers(1, 1000), st.integers(90, 110)), min_size=1, max_size=6), st.integers(2, 5))
+@given(st.lists(st.one_of(st.integers(1, 1000), st.integers(90, 110)), min_size=1, max_size=6),
+       st.integers(2, 5))
 def test_unequal_nights_against_the_oracle(nights, max_runs):
     """Random nights (and runs of nearly equal ones) against the optimum knowing them all: optimal at 2 runs;
     above, within what an online policy can be held to when small nights follow big ones once the slots are
@@ -259,10 +265,12 @@ def test_the_price_of_not_knowing_the_nights_to_come():
     """The worst sequences a search found: big nights fill the slots, then tiny ones each rewrite the
     smallest big run. The oracle, seeing the tiny nights coming, merged the big runs together first; an
     online policy doing that would pay for it whenever another big night follows instead."""
-    for nights, max_runs, ratio in (([483, 1000, 1, 1, 15, 1], 3, 2.22), ([463, 1000, 1000, 1, 39, 1], 4, 1.64),
+    for nights, max_runs, ratio in (([483, 1000, 1, 1, 15, 1], 3, 2.22),
+                                    ([463, 1000, 1000, 1, 39, 1], 4, 1.64),
                                     ([1000, 499, 1000, 1000, 1, 1], 5, 1.37)):
         amplification, _ = simulate(nights, base=100 * sum(nights), max_runs=max_runs)
-        assert amplification * sum(nights) / least_bytes(tuple(nights), max_runs) == pytest.approx(ratio, abs=0.005)
+        assert (amplification * sum(nights) / least_bytes(tuple(nights), max_runs)
+                == pytest.approx(ratio, abs=0.005))
 
 
 def test_a_backfill_does_not_sit_in_the_way_of_the_nights_after_it():
@@ -316,16 +324,17 @@ def test_a_night_s_append_becomes_a_run_of_its_own_beside_the_compacted_one():
     assert decide(files)[1] == ["new"]
     # Four runs (the base among them) and a fifth night: the smallest run merges with the new files, and
     # the next smallest too, at most twice its size; the big ones stay.
-    files = [*BASE, entry("run-2", 0, 900, 3000, 2), entry("run-3", 0, 900, 400, 3), entry("run-4", 0, 900, 300, 4),
-             entry("new", 50, 950, 300, 50)]
+    files = [*BASE, entry("run-2", 0, 900, 3000, 2), entry("run-3", 0, 900, 400, 3),
+             entry("run-4", 0, 900, 300, 4), entry("new", 50, 950, 300, 50)]
     decision, chosen = decide(files)
-    assert chosen == ["new", "run-3", "run-4"] and any(r.startswith("merging the") and "2 of 4 sorted run(s)" in r
+    assert chosen == ["new", "run-3", "run-4"] and any(r.startswith("merging the")
+                                                       and "2 of 4 sorted run(s)" in r
                                                        for r in decision.reasons)
 
 
 def test_the_runs_merged_are_the_smallest_not_the_newest():
-    files = [*BASE, entry("run-2", 0, 900, 300, 2), entry("run-3", 0, 900, 3000, 3), entry("run-4", 0, 900, 350, 4),
-             entry("new", 50, 950, 300, 50)]
+    files = [*BASE, entry("run-2", 0, 900, 300, 2), entry("run-3", 0, 900, 3000, 3),
+             entry("run-4", 0, 900, 350, 4), entry("new", 50, 950, 300, 50)]
     decision, chosen = decide(files)
     assert chosen == ["new", "run-2", "run-4"] and decision.sorted_runs == 4
 
@@ -355,9 +364,9 @@ def test_keyed_and_single_run_tables_merge_everything_that_overlaps():
 
 
 def test_verifying_a_table_checks_each_run_and_the_depth_of_a_partition(iceberg_catalog):
-    """`lakesort verify TABLE` holds each sorted run to disjoint files, and a partition to at most max_sorted_runs
-    overlapping runs (a warning: the next compaction merges them). One lakesort run of two disjoint files,
-    then appends by another writer that overlap it."""
+    """`lakesort verify TABLE` holds each sorted run to disjoint files, and a partition to at most
+    max_sorted_runs overlapping runs (a warning: the next compaction merges them). One lakesort run of two
+    disjoint files, then appends by another writer that overlap it."""
     import pyarrow as pa
 
     from layout.verify.rules import verify_source
@@ -392,7 +401,8 @@ def test_a_run_outlives_its_expired_snapshot_by_its_path():
     assert stamp_of(f"{data}/lakesort_group=0/lakesort_part=x/part-00000-1.zstd.parquet") == (
         "20261101T000000-0badcafe", HASH)
     assert stamp_of("s3://bucket/t/data/part=a/00000-1.parquet") is None
-    old = [entry(f"{data}/lakesort_group=0/f{i}.parquet", lo, lo + 99, 10_000, 700) for i, lo in ((1, 0), (2, 100))]
+    old = [entry(f"{data}/lakesort_group=0/f{i}.parquet", lo, lo + 99, 10_000, 700)
+           for i, lo in ((1, 0), (2, 100))]
     decision, chosen = decide([*old, entry("new", 50, 150, 300, 50)])  # snapshot 700 expired: not in OURS
     assert chosen == ["new"] and decision.sorted_runs == 1 and decision.foreign_files == 1
 
@@ -412,10 +422,12 @@ def test_full_compaction_every_merges_the_runs_once_the_oldest_since_the_last_fu
     decision, chosen = _decide("part=a", files, ours, weekly, False, "k", HASH)
     assert decision.action == "rewrite" and sorted(e.path for e in chosen) == sorted(f.path for f in files)
     assert any(r.startswith("full compaction: 3 sorted runs") for r in decision.reasons)
-    assert _decide("part=a", files, ours, spec(full_compaction_every="9d"), False, "k", HASH)[0].action == "skip"
+    assert (_decide("part=a", files, ours, spec(full_compaction_every="9d"), False, "k", HASH)[0].action
+            == "skip")
     # Its snapshot expired: the run id's leading time says when the run was written.
     expired = {3: ours[3]}
-    old = [*BASE, entry("/t/data/lakesort-staging/20200101T000000-0badcafe/spec=0123abcd/f.parquet", 0, 900, 3000, 9),
+    old = [*BASE, entry("/t/data/lakesort-staging/20200101T000000-0badcafe/spec=0123abcd/f.parquet", 0, 900,
+                        3000, 9),
            entry("run-3", 0, 900, 300, 3)]
     decision, chosen = _decide("part=a", old, expired, weekly, False, "k", HASH)
     assert decision.action == "rewrite" and len(chosen) == 4
