@@ -179,9 +179,12 @@ class Budget:
         self.settings = budget_settings()
         self.speed = calibrate()
         self.spent: dict[str, float] = defaultdict(float)
+        self.busy: dict[str, float] = defaultdict(float)  # per xdist worker: how evenly the groups fell
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.spent[report.nodeid] += report.duration
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        self.busy[getattr(worker, "id", "main")] += report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         wall = time.monotonic() - self.start
@@ -198,6 +201,8 @@ class Budget:
         for nodeid, seconds in sorted(self.spent.items(), key=lambda kv: -kv[1])[:SLOWEST]:
             tr.write_line(f"{seconds:8.1f} s  {nodeid}")
         budget = self.settings["seconds"]
+        tr.write_line("time in tests per worker: " + ", ".join(
+            f"{worker} {seconds:.0f} s" for worker, seconds in sorted(self.busy.items())))
         reference, margin = self.settings["calibration_seconds"], self.settings["margin"]
         tr.write_line(
             f"suite wall time {wall:.0f} s; budget {budget} s x machine {scale:.2f} (calibration "

@@ -85,7 +85,8 @@ def format_bytes(n: int | None) -> str:
     if n is None:
         return "?"
     value, unit = float(n), 0
-    while abs(value) >= 1024 and unit < len(_UNITS) - 1:
+    # By the value as shown: 1023.96 KiB is "1.0 MiB", never "1024.0 KiB".
+    while float(f"{abs(value):.1f}") >= 1024 and unit < len(_UNITS) - 1:
         value, unit = value / 1024, unit + 1
     return f"{n} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
 

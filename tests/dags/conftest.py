@@ -49,7 +49,8 @@ def airflow_home(tmp_path_factory) -> Path:
     for cmd in (["db", "migrate"], ["pools", "set", "lakesort", "2", "lakesort Spark jobs"]):
         done = subprocess.run([str(VENV_BIN / "airflow"), *cmd], env=env, cwd=home, capture_output=True,
                               text=True, timeout=300, check=False)
-        assert done.returncode == 0, f"airflow {' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, (
+            f"airflow {' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return home
 
 
