@@ -1,5 +1,5 @@
 """Reading docker/: compose.yaml as Compose interpolates it, the Dockerfile's instructions, the lock's closure
-(the helpers of tests/test_docker.py and tests/test_docker_security.py)."""
+(the helpers of tests/test_docker*.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"
 DOCKERFILE = DOCKER / "Dockerfile"
 OBJECT_STORE_ENV = DOCKER / "object-store.env"
+# The object-store profile's servers, from their own pinned images;
+# every other service but postgres runs lakesort's.
+OBJECT_STORE_SERVERS = {"s3": "motoserver/moto", "iceberg-rest": "apache/iceberg-rest-fixture"}
 
 
 def interpolate(value: object, env: dict[str, str] | None = None) -> str:

@@ -65,6 +65,14 @@ def run(name: str, **kw):
                    verify=lambda manifest: None, **kw)
 
 
+def committed(table) -> bool:
+    """Whether the table's current snapshot is a lakesort compaction's commit (its summary names the run)."""
+    from layout.compaction.planning.planner import RUN_ID
+
+    snap = table.refresh().current_snapshot()
+    return snap is not None and RUN_ID in snap.summary.additional_properties
+
+
 def rows_for(table, start: int, n: int) -> pa.Table:
     """Rows for the table's current schema: values derived from the row number, every column filled."""
     arrow = table.schema().as_arrow()

@@ -4,18 +4,18 @@ No Docker engine is needed: compose.yaml is parsed (and validated by `docker com
 plugin is installed), the Dockerfile is read as text, and the Airflow Spark hook resolves the connection the
 stack defines. The distributed path itself (spark-submit to a standalone master) is tested without Docker by
 tests/compaction/test_standalone_cluster.py::test_compaction_on_a_standalone_cluster.
+
+The Dockerfile's own checks are in tests/test_docker_image.py, the object-store profile's in
+tests/test_docker_object_store.py, the stack's safe defaults in tests/test_docker_security.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tomllib
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -25,20 +25,18 @@ from docker_files import (
     DOCKER,
     DOCKERFILE,
     OBJECT_STORE_ENV,
+    OBJECT_STORE_SERVERS,
     REPO,
     airflow_services,
     command_of,
     dag_sources,
     env_of,
-    image_env,
-    instr,
     interpolate,
     locked_closure,
     mounts,
     parse_dockerfile,
     project_image,
     project_services,
-    read_env_file,
     service_running,
     workdir,
 )
@@ -46,9 +44,6 @@ from docker_files import (
 from layout.settings import Settings, variables
 
 AIRFLOW_COMMANDS = {"api-server", "scheduler", "dag-processor", "triggerer"}
-# The object-store profile's servers, from their own pinned images;
-# every other service but postgres runs lakesort's.
-OBJECT_STORE_SERVERS = {"s3": "motoserver/moto", "iceberg-rest": "apache/iceberg-rest-fixture"}
 STANDALONE_TEST = "tests/compaction/test_standalone_cluster.py::test_compaction_on_a_standalone_cluster"
 # Conventions the DAGs follow (dags/README.md): the env var naming the Spark connection id.
 CONN_ID_VAR = "LAKESORT_SPARK_CONN_ID"
@@ -372,240 +367,7 @@ def test_spark_conf_dir_is_mounted(services, compose):
                 f"spark-defaults.conf: {line!r} is not `key value`")
 
 
-# ---- the object-store profile ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def profile_env() -> dict[str, str]:
-    return read_env_file(OBJECT_STORE_ENV)
-
-
-def _url_of_service(services, url: str) -> tuple[str, int]:
-    """(service, container port) a URL inside the compose network names; the service must exist."""
-    parsed = urlparse(url)
-    assert parsed.hostname in services, f"{url}: {parsed.hostname} is no service of the stack"
-    return parsed.hostname, parsed.port
-
-
-def test_object_store_profile_has_its_services_on_pinned_images(services, profile_env):
-    assert "object-store" in profile_env["COMPOSE_PROFILES"].split(","), (
-        "object-store.env must turn the profile on")
-    for name in (*OBJECT_STORE_SERVERS, "s3-init"):
-        assert services[name].get("profiles") == ["object-store"], (
-            f"{name}: only with the object-store profile")
-    for name, repository in OBJECT_STORE_SERVERS.items():
-        image, _, tag = services[name]["image"].partition(":")
-        assert image == repository and re.fullmatch(r"\d+\.\d+\.\d+", tag), (
-            f"{name}: pin {repository} by a version tag")
-    locked = {p["name"]: p["version"] for p in tomllib.loads((REPO / "uv.lock").read_text())["package"]}
-    if "moto" in locked:  # the tests' moto and the stack's: the same minor version
-        tag = services["s3"]["image"].partition(":")[2]
-        assert tag.split(".")[:2] == locked["moto"].split(".")[:2], (
-            f"s3: moto {tag}, uv.lock has {locked['moto']}")
-
-
-def test_the_rest_catalog_stores_on_the_stacks_s3_and_vends_credentials(services):
-    env, raw = env_of(services["iceberg-rest"]), services["iceberg-rest"]["environment"]
-    host, port = _url_of_service(services, env["CATALOG_S3_ENDPOINT"])
-    assert host == "s3" and f":{port}" in services["s3"]["ports"][0], (
-        "CATALOG_S3_ENDPOINT: the s3 service's port")
-    assert env["CATALOG_IO__IMPL"] == "org.apache.iceberg.aws.s3.S3FileIO"
-    assert env["CATALOG_S3_PATH__STYLE__ACCESS"] == "true" and env["CATALOG_INCLUDE__CREDENTIALS"] == "true"
-    assert env["AWS_REGION"]
-    bucket = urlparse(env["CATALOG_WAREHOUSE"]).netloc
-    assert urlparse(env["CATALOG_WAREHOUSE"]).scheme == "s3" and f"create_dir('{bucket}')" in " ".join(
-        command_of(services["s3-init"])), "s3-init must create the warehouse's bucket"
-    assert services["iceberg-rest"]["depends_on"]["s3-init"]["condition"] == "service_completed_successfully"
-    uri = env["CATALOG_URI"]
-    assert uri.startswith("jdbc:sqlite:/") and any(
-        uri.removeprefix("jdbc:sqlite:").startswith(target + "/")
-        for target in mounts(services["iceberg-rest"])
-    ), "CATALOG_URI: a SQLite file on a volume (the image has no Postgres driver)"
-    # Credentials from variables (defaults for a local machine only),
-    # the same ones s3-init creates the bucket with.
-    init = services["s3-init"]["environment"]
-    for catalog_key, aws_key in (("CATALOG_S3_ACCESS__KEY__ID", "AWS_ACCESS_KEY_ID"),
-                                 ("CATALOG_S3_SECRET__ACCESS__KEY", "AWS_SECRET_ACCESS_KEY")):
-        assert re.fullmatch(r"\$\{\w+:-[^}]+\}", raw[catalog_key]), (
-            f"iceberg-rest: {catalog_key} from a variable")
-        assert raw[catalog_key] == init[aws_key], f"s3-init's {aws_key} must be the catalog's {catalog_key}"
-
-
-def test_profile_ports_are_published_on_localhost_only(services):
-    for name in OBJECT_STORE_SERVERS:
-        for port in services[name].get("ports", []):
-            assert interpolate(port).startswith("127.0.0.1:"), f"{name}: publish {port} on 127.0.0.1 only"
-
-
-def test_lakesort_services_use_the_rest_catalog_under_the_profile(
-    services, compose, profile_env, monkeypatch
-):
-    rest = env_of(services["iceberg-rest"])
-    for name, service in project_services(services, compose).items():
-        plain, env = env_of(service), env_of(service, profile_env)
-        assert plain["PYICEBERG_CATALOG__LAKESORT__TYPE"] == "sql", (
-            f"{name}: the SQL catalog without the profile")
-        assert env["PYICEBERG_CATALOG__LAKESORT__TYPE"] == "rest", (
-            f"{name}: the REST catalog with the profile")
-        assert _url_of_service(services, env["PYICEBERG_CATALOG__LAKESORT__URI"]) == ("iceberg-rest", 8181)
-        assert env["PYICEBERG_CATALOG__LAKESORT__WAREHOUSE"] == rest["CATALOG_WAREHOUSE"], (
-            f"{name}: the catalog's bucket")
-        assert env["PYICEBERG_CATALOG__LAKESORT__S3__ENDPOINT"] == rest["CATALOG_S3_ENDPOINT"], (
-            f"{name}: the store")
-        if name != "s3-init":
-            assert not any(k.startswith("AWS_") or "SECRET_ACCESS" in k for k in env), (
-                f"{name}: no store credentials in lakesort's environment: the catalog vends them per table")
-    # The variables say what pyiceberg reads: its REST catalog's properties, the delegation header included.
-    from pyiceberg.utils.config import Config
-
-    for key, value in env_of(services["airflow-scheduler"], profile_env).items():
-        if key.startswith("PYICEBERG_"):
-            monkeypatch.setenv(key, value)
-    catalog = Config().get_catalog_config("lakesort")
-    assert catalog["type"] == "rest" and catalog["uri"] == "http://iceberg-rest:8181"
-    assert (catalog["s3.endpoint"] == rest["CATALOG_S3_ENDPOINT"]
-            and catalog["s3.region"] == rest["AWS_REGION"])
-    assert catalog["header.x-iceberg-access-delegation"] == "vended-credentials"
-    init = services["airflow-init"]["depends_on"]["iceberg-rest"]
-    assert init == {"condition": "service_healthy", "required": False}, (
-        "airflow-init: the REST catalog, if there")
-
-
-def test_profile_spark_conf_adds_the_s3a_jars_the_image_fetches(services, profile_env, dockerfile):
-    conf_dir = env_of(services["preflight"], profile_env)["LAKESORT_SPARK_CONF_SOURCE"]
-    mounted = env_of(services["preflight"])["LAKESORT_SPARK_CONF_SOURCE"]
-    assert conf_dir.startswith(mounted + "/"), "the profile's Spark conf source lies inside the ./spark mount"
-    profile_conf = DOCKER / "spark" / conf_dir.removeprefix(mounted + "/") / "spark-defaults.conf"
-
-    def settings(path: Path) -> dict[str, str]:
-        return dict(line.split(None, 1) for line in path.read_text().splitlines()
-                    if line.strip() and not line.startswith("#"))
-
-    base, profile = settings(DOCKER / "spark" / "spark-defaults.conf"), settings(profile_conf)
-    assert base.items() <= profile.items(), (
-        "the profile's spark-defaults.conf must keep every line of the base one")
-    jars = profile["spark.jars"].strip()
-    assert profile["spark.hadoop.fs.s3.impl"].strip() == "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    fetch = [r for r in instr(dockerfile, "RUN") if "spark-jars --fetch" in r]
-    assert fetch, "the Dockerfile must fetch the S3A jars with `lakesort spark-jars --fetch`"
-    target = re.search(r"spark-jars --fetch (\S+)", fetch[0]).group(1)
-    assert jars == f"{target}/*.jar", f"spark.jars must name the jars fetched into {target}"
-    assert "apt-get purge" in fetch[0] and "maven" in fetch[0], "Maven is removed again in the same layer"
-    text = DOCKERFILE.read_text()
-    assert text.index("SPARK_HOME=") < text.index("spark-jars --fetch"), (
-        "after the ENV naming pyspark's Spark")
-
-
-def test_readme_describes_the_object_store_profile():
-    readme = (DOCKER / "README.md").read_text()
-    assert "## Object store and REST catalog" in readme
-    assert "--env-file object-store.env" in readme and "lakesort spark-jars" in readme
-
-
-# ---- Dockerfile -----------------------------------------------------------------------------------------
-
-
-def test_uv_is_the_makefiles_version(dockerfile):
-    make = re.search(r"^UV_VERSION\s*:=\s*(\S+)", (REPO / "Makefile").read_text(), re.MULTILINE).group(1)
-    args = dict(a.split("=", 1) for a in instr(dockerfile, "ARG") if "=" in a)
-    assert args.get("UV_VERSION") == make, (
-        f"docker/Dockerfile: ARG UV_VERSION must be {make}, as in the Makefile")
-    assert any('"uv==${UV_VERSION}"' in run for run in instr(dockerfile, "RUN")), "install uv==${UV_VERSION}"
-
-
-def test_python_install_uses_the_lock_of_make_test(dockerfile):
-    copies = [a.split() for a in instr(dockerfile, "COPY")]
-    assert any("uv.lock" in c and "pyproject.toml" in c for c in copies), "COPY pyproject.toml and uv.lock"
-    runs = instr(dockerfile, "RUN")
-    syncs = [r for r in runs if "uv sync" in r]
-    assert syncs, "install the Python packages with `uv sync`"
-    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    for run in syncs:
-        assert "--frozen" in run, f"`{run}`: add --frozen (install uv.lock as is, as `make setup` does)"
-        assert "--no-dev" in run, f"`{run}`: add --no-dev (no test tools in the image)"
-        named = set(re.findall(r"--extra[ =](\S+)", run))
-        assert named == {"pipeline", "deploy", "lineage"} and named <= extras, (
-            f"`{run}`: install --extra pipeline --extra deploy --extra lineage")
-    for run in runs:
-        assert "uv lock" not in run and "--upgrade" not in run, (
-            f"`{run}`: the image must not re-resolve the lock")
-        if "pip install" in run and "uv pip install" not in run:
-            assert re.search(r'pip install --no-cache-dir "uv==\$\{UV_VERSION\}"', run), (
-                f"`{run}`: pip installs only uv")
-        if "uv pip install" in run:
-            assert "uv export --frozen" in run and "--require-hashes" in run, (
-                f"`{run}`: extra packages must come hash-checked from `uv export --frozen` of the same lock")
-    env = image_env(dockerfile)
-    assert env["UV_PYTHON_DOWNLOADS"] == "never", "as in the Makefile: uv must use the image's Python"
-    venv = env["UV_PROJECT_ENVIRONMENT"]
-    assert venv == f"{workdir(dockerfile)}/.venv" and env["PATH"].startswith(f"{venv}/bin:"), (
-        "the project venv is <WORKDIR>/.venv and comes first on PATH (spark-submit, airflow, lakesort)")
-
-
-def test_python_version_is_the_locked_one(dockerfile):
-    from packaging.specifiers import SpecifierSet
-
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    locked = {m for e in pyproject["tool"]["uv"]["environments"]
-              for m in re.findall(r"python_version == '([\d.]+)'", e)}
-    base = instr(dockerfile, "FROM")[0]
-    found = re.fullmatch(r"python:(\d+\.\d+)-slim-\w+", base)
-    assert found, f"FROM {base}: expected python:<X.Y>-slim-<debian>"
-    version = found.group(1)
-    assert locked == {version}, f"FROM {base}: uv.lock is locked for Python {sorted(locked)}"
-    assert version + ".0" in SpecifierSet(pyproject["project"]["requires-python"])
-    env = image_env(dockerfile)
-    assert f"/python{version}/site-packages/pyspark" in env["SPARK_HOME"], (
-        "SPARK_HOME must be the venv's pyspark")
-    assert env["PYSPARK_PYTHON"] == f"{env['UV_PROJECT_ENVIRONMENT']}/bin/python", (
-        "executors use the venv's Python")
-
-
-def test_java_17_is_installed(dockerfile):
-    assert any(
-        re.search(r"apt-get install .*openjdk-17-jre-headless", r) for r in instr(dockerfile, "RUN")
-    ), "install openjdk-17-jre-headless (Spark 4 needs Java 17+)"
-    assert image_env(dockerfile)["JAVA_HOME"].endswith("java-17"), (
-        "JAVA_HOME must point at the Java 17 install")
-
-
-def test_the_image_builds_the_spark_class_archive(dockerfile):
-    """As `make setup` does (layout.compaction.pipeline.class_archive): every job's driver in the image starts
-    from it. It runs Spark, so it comes after the ENV that puts the venv on PATH and names Java."""
-    text = DOCKERFILE.read_text()
-    runs = [r for r in instr(dockerfile, "RUN") if "spark-archive" in r]
-    assert runs and runs[0].startswith("lakesort --quiet spark-archive"), "RUN lakesort --quiet spark-archive"
-    assert "|| echo" in runs[0], "as in the Makefile, a failed build only warns"
-    assert text.index("JAVA_HOME=") < text.index("RUN lakesort --quiet spark-archive"), (
-        "after the ENV naming Java")
-
-
-def test_copied_files_exist_and_pass_the_dockerignore(dockerfile):
-    allowed = [line[1:].rstrip("/") for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
-               if line.startswith("!")]
-    for args in instr(dockerfile, "COPY"):
-        *sources, _target = [a for a in args.split() if not a.startswith("--")]
-        for source in sources:
-            assert (REPO / source).exists(), f"COPY {source}: no such file in the repository"
-            assert any(source.rstrip("/") == a or source.startswith(a + "/") for a in allowed), (
-                f"COPY {source}: docker/Dockerfile.dockerignore leaves it out of the build "
-                f"context; add !{source}")
-
-
-def test_init_script_is_in_the_image(services, dockerfile):
-    command = command_of(services["airflow-init"])
-    copies = {a.split()[-1]: a.split()[-2] for a in instr(dockerfile, "COPY")}
-    on_path = {Path(target).name: source for target, source in copies.items()
-               if target.startswith("/usr/local/bin/")}
-    source = copies.get(command[0]) or on_path.get(command[0])
-    assert source, f"airflow-init runs {command[0]}, which the Dockerfile does not COPY (to /usr/local/bin/)"
-    script = REPO / source
-    assert os.access(script, os.X_OK), f"{script.relative_to(REPO)} must be executable"
-    assert subprocess.run(["bash", "-n", str(script)], check=False, capture_output=True).returncode == 0, (
-        "init.sh: syntax error")
-    text = script.read_text()
-    assert "airflow db migrate" in text and "load_catalog" in text, (
-        "init must migrate Airflow and load the catalog")
+# ---- docker/README.md --------------------------------------------------------------------------------------
 
 
 def test_readme_points_at_the_standalone_cluster_test():
