@@ -6,8 +6,7 @@ parsed; the first task, `check_request`, reads its spec and refuses a table that
 `force` (rewrite even if compacted), `dry_run` (plan only: the plan goes to the `prepare` task's log and
 XCom). Neither partitions nor dates: every partition. Then the same steps as lakesort_nightly.
 
-    airflow dags trigger lakesort_backfill \\
-        --conf '{"table": "demo.lineitem", "partitions": ["l_shipdate_month=1995-03"], "force": true}'
+    airflow dags trigger lakesort_backfill --conf '{"table": "demo.lineitem", "from": "1995-03-01"}'
 """
 
 from __future__ import annotations

@@ -51,8 +51,7 @@ def read(model, payload: dict):
 def owner():
     """This DAG run as a table lease's owner."""
     from layout.upkeep.lease import LeaseOwner
-    context = get_current_context()
-    return LeaseOwner.dag(context["dag"].dag_id, context["run_id"])
+    return LeaseOwner.dag((context := get_current_context())["dag"].dag_id, context["run_id"])
 
 
 @contextlib.contextmanager
@@ -64,8 +63,7 @@ def outcome(step: str, trigger: str | None = None):
     except Exception as exc:
         if (judged := verdict(step, exc, trigger=trigger)) is None:
             raise
-        kind, why = judged
-        raise {"fail": AirflowFailException, "skip": AirflowSkipException}[kind](why) from None
+        raise {"fail": AirflowFailException, "skip": AirflowSkipException}[judged[0]](judged[1]) from None
 
 
 @task(map_index_template=_LABEL)
@@ -122,8 +120,8 @@ def finish(run):
         from layout.compaction.pipeline import runs
         with outcome("commit"):
             done = runs.commit_table(read(runs.VerifiedRun, run))
-        get_current_context()["outlet_events"][AssetAlias(ASSET_ALIAS)].add(Asset(done.asset_uri()),
-                                                                            extra=done.event_extra())
+        events = get_current_context()["outlet_events"][AssetAlias(ASSET_ALIAS)]
+        events.add(Asset(done.asset_uri()), extra=done.event_extra())
         return done.model_dump(mode="json")
 
     @task(map_index_template=_LABEL)
@@ -153,8 +151,7 @@ def report() -> str | None:
 @task(trigger_rule="one_failed")
 def check_tables() -> None:
     """Runs only when a task failed: fails the DAG run (the report task before it succeeds regardless)."""
-    raise AirflowFailException("some lakesort tasks failed (the other tables completed): see the failed "
-                               "tasks' logs")
+    raise AirflowFailException("some lakesort tasks failed (the other tables completed): see their logs")
 
 
 def compaction(items, *, maintenance: bool = False, budgeted: bool = False) -> None:

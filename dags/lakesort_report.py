@@ -15,8 +15,7 @@ from airflow.sdk import dag, task
 def lakesort_report():
     @task
     def list_tables():
-        # Every configured table (a spec, lakesort.* properties, a namespace default, its own sort order), as
-        # the nightly compacts them; a table with a broken spec stays, and its own task says why.
+        # Every configured table, as the nightly compacts them; a broken spec's table fails its own task.
         from layout.registry import nightly_specs
         return list(nightly_specs(common.tables_dir()))
 
