@@ -19,6 +19,9 @@ TESTBED := .testbed
 BED_SPARKS := 3.5 4.0 4.1
 ICEBERG_VERSION := 1.12.0
 BED_JARS := org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$(ICEBERG_VERSION) org.xerial:sqlite-jdbc:3.54.1.0
+# Docker Compose v2, to validate docker/compose.yaml with Compose itself (tests/test_docker.py): no Debian package
+# has v2, so it is built from its Go module (the Go module proxy; Go's caches keep it: about 95 s once, 4 s after).
+COMPOSE_MODULE := github.com/docker/compose/v2@v2.40.3
 
 # uv uses the machine's Python 3.11 and never downloads one.
 export UV_PYTHON_DOWNLOADS := never
@@ -88,8 +91,19 @@ $(TESTBED)/%/.copied: testbed/maven/%.pom.xml
 		-DincludeScope=runtime -DexcludeGroupIds=$(if $(filter s3a,$*),io.netty$(,)org.slf4j$(,)commons-codec$(,)commons-logging$(,)org.apache.httpcomponents,none)
 	@touch $@
 
+# Compose's go.mod has exclude directives, which `go install pkg@version` refuses, so the module's source (as the
+# proxy serves it, checked against Go's checksum database) is built as the main module in a copy of its own.
+$(TESTBED)/compose/docker-compose: Makefile
+	rm -rf $(TESTBED)/compose
+	mkdir -p $(TESTBED)/compose
+	src=$$(go mod download -json $(COMPOSE_MODULE) | $(PYTHON) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') \
+		&& cp -r "$$src" $(TESTBED)/compose/src && chmod -R u+w $(TESTBED)/compose/src
+	cd $(TESTBED)/compose/src && go build -trimpath -buildvcs=false -o ../docker-compose ./cmd
+	rm -rf $(TESTBED)/compose/src
+
 testbed: $(foreach v,$(BED_SPARKS),$(TESTBED)/spark-$(v)/.installed) $(TESTBED)/jars/.copied \
-	$(TESTBED)/rest-catalog/.copied $(TESTBED)/s3a/.copied $(TESTBED)/delta/.copied $(TESTBED)/openlineage/.copied
+	$(TESTBED)/rest-catalog/.copied $(TESTBED)/s3a/.copied $(TESTBED)/delta/.copied $(TESTBED)/openlineage/.copied \
+	$(TESTBED)/compose/docker-compose
 
 # Re-pin the test bed's environments after editing testbed/requirements/*.in.
 testbed-lock: | $(UV)
