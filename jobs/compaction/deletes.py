@@ -5,14 +5,14 @@ Every input row carries its file (FILE, an index over the plan's inputs: `file_i
 that file (POS: Spark's `_metadata.row_index`, or the running count of pyiceberg's reader). The delete files
 are read by the executors (`layout.compaction.executor.deletes`), never collected:
 
-- position deletes: (data file path, position) pairs, joined to the planned inputs by path, kept where the
-  rule holds (the delete's partition is the data file's, or its spec is unpartitioned; the data file's
-  sequence number at most the delete's) and the position is one of the file's rows; distinct pairs (FILE, POS)
-  leave the rows by an anti-join;
+- position deletes: (data file path, position) pairs, joined to the planned inputs by path, kept where
+  the rule holds (`layout.delete_rule.applies` on columns: the delete's partition is the data file's; the
+  data file's sequence number at most the delete's) and the position is one of the file's rows; distinct
+  pairs (FILE, POS) leave the rows by an anti-join;
 - equality deletes, per set of equality columns: an anti-join of the rows with the delete rows on every
   equality column compared null-safe (NULL equals NULL, as Iceberg compares), where the data file's sequence
-  number is below the delete's and the partition rule holds (a condition on both sides, so a delete of an
-  unpartitioned spec needs no row per partition).
+  number is below the delete's and the partition rule holds (the same rule; a condition on both sides, so a
+  delete of an unpartitioned spec needs no row per partition).
 
 The rows deleted are counted apart from the rows kept: position deletes from the delete files alone (the
 distinct valid pairs: they name rows, whatever the data holds), equality deletes by a semi-join; the job
@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from layout.compaction.executor.partitions import GROUP
+from layout.delete_rule import applies
 from layout.errors import InputError
 
 from .columns import DEL, DPATH, FILE, POS
@@ -172,13 +173,12 @@ def _position_pairs(spark: SparkSession, source: InputSource, chosen: Sequence[t
         return position_batches(source, batches, target)
 
     raw = _listing(spark, chosen).mapInArrow(read, out)
-    applies = (
-        (F.col(FSEQ) <= F.col(DSEQ)) & ((F.col(DGLOBAL) == 1)
-                                        | ((F.col(FSPEC) == F.col(DSPEC)) & (F.col(FPART) == F.col(DPART))))
-        & (F.col(POS) >= 0) & (F.col(POS) < F.col(FROWS))
-    )
+    rule = applies("position", data_sequence=F.col(FSEQ), delete_sequence=F.col(DSEQ),
+                   same_partition=(F.col(FSPEC) == F.col(DSPEC)) & (F.col(FPART) == F.col(DPART)),
+                   delete_global=F.col(DGLOBAL) == 1)
+    within = (F.col(POS) >= 0) & (F.col(POS) < F.col(FROWS))
     return (raw.join(F.broadcast(files), F.col(DPATH) == F.col(FPATH)).join(F.broadcast(attrs), DEL)
-            .where(applies).select(FILE, POS, GROUP).distinct())
+            .where(rule & within).select(FILE, POS, GROUP).distinct())
 
 
 def _equality_rows(spark: SparkSession, job: JobPlan, source: InputSource,
@@ -220,7 +220,10 @@ def _equality_condition(rows: DataFrame, keys: DataFrame, columns: tuple[str, ..
             value = value.getField(name)
         same = value.eqNullSafe(keys[f"__lakesort_eq{i}"])
         condition = same if condition is None else condition & same
-    rule = (rows[FSEQ] < keys[DSEQ]) & ((keys[DGLOBAL] == 1)
-                                        | ((rows[FSPEC] == keys[DSPEC]) & (rows[FPART] == keys[DPART])))
-    # `columns` is never empty (an equality delete names its columns): `condition` is a Column.
-    return condition & rule  # type: ignore[operator]
+    if condition is None:  # Iceberg's writers never write one; a hand-made file could
+        raise InputError("an equality delete file names no equality columns (equality_ids is empty): it "
+                         "cannot be applied; remove it with Iceberg's rewrite_data_files or expire it")
+    rule: Column = applies("equality", data_sequence=rows[FSEQ], delete_sequence=keys[DSEQ],
+                           same_partition=(rows[FSPEC] == keys[DSPEC]) & (rows[FPART] == keys[DPART]),
+                           delete_global=keys[DGLOBAL] == 1)
+    return condition & rule

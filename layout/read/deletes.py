@@ -21,10 +21,12 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.transforms import VoidTransform
+
+from layout.delete_rule import Kind, applies
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -35,8 +37,6 @@ __all__ = ["PATH_FIELD_ID", "POS_FIELD_ID", "DataRef", "DeleteFile", "DeleteInde
 
 # Reserved field ids of a position delete file's columns (Iceberg spec, "Reserved Field IDs").
 PATH_FIELD_ID, POS_FIELD_ID = 2147483546, 2147483545
-
-Kind = Literal["position", "equality"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +71,13 @@ class DeleteFile:
         return self.kind == "position" and self.path_lo is not None and self.path_lo == self.path_hi
 
     def applies_to(self, data: DataRef) -> bool:
-        """The rule itself, for one pair (the index answers the same, faster)."""
-        if not (self.is_global or (self.spec_id, self.partition) == (data.spec_id, data.partition)):
+        """The rule itself (`layout.delete_rule`), for one pair (the index answers the same, faster)."""
+        if not applies(self.kind, data_sequence=data.sequence_number, delete_sequence=self.sequence_number,
+                       same_partition=(self.spec_id, self.partition) == (data.spec_id, data.partition),
+                       delete_global=self.is_global):
             return False
-        if self.kind == "equality":
-            return data.sequence_number < self.sequence_number
-        if data.sequence_number > self.sequence_number:
-            return False
-        return ((self.path_lo is None or self.path_lo <= data.path)
-                and (self.path_hi is None or data.path <= self.path_hi))
+        return self.kind == "equality" or ((self.path_lo is None or self.path_lo <= data.path)
+                                           and (self.path_hi is None or data.path <= self.path_hi))
 
 
 @dataclass(frozen=True, slots=True)
