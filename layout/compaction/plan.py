@@ -130,6 +130,9 @@ class RewritePlan(Frozen):
     io_properties: dict[str, str] = Field(default_factory=dict)  # the FileIO's properties, secrets left out
     partition_spec_id: int = 0  # the current spec: outputs are partitioned by it
     snapshot_id: int | None  # the snapshot planned against: the commit refuses if inputs changed since
+    # Its data sequence number: the outputs are committed at it (Java's `RewriteFiles.dataSequenceNumber`), so
+    # a delete committed during the job still applies to them. None in plans written before it was recorded.
+    sequence_number: int | None = None
     spec_hash: str
     strategy: Strategy  # linear, or a curve (zorder, hilbert: layout.curves) over the sort keys
     sort_keys: tuple[SortKeyModel, ...]

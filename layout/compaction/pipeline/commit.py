@@ -1,18 +1,27 @@
-"""The verified atomic commit of a compaction's staged output.
+"""The verified atomic commit of a compaction's staged output: the orchestration.
 
-The verify step checked the staged output (`layout.compaction.integrity.staged`). The commit checks only that
+The verify step checked the staged output (`layout.compaction.integrity.staged`). The commit checks that
 the verified files are unchanged (`confirm_unchanged`: the manifest's digest, by the caller, and every file's
-size) and that every input file is still live; one Iceberg snapshot removes exactly the input files and adds
-the staged ones, and the delete files that applied to the inputs alone. Any failure before that leaves the
-table as it was and deletes the staged files (`layout.upkeep.cleanup.delete_staged`). pyiceberg's optimistic
-commit fails cleanly when another writer committed in between, and the commit retries at once on the new state
-while every input is still live.
+size), then commits the run's groups in parts (`parts_of`: a bound on bytes and groups per snapshot, as
+Iceberg's `partial-progress.*`), each part one Iceberg `replace` snapshot built as an explicit pipeline
+(`layout.compaction.commit`, after Java's `SnapshotProducer.apply` and `BaseRewriteFiles`):
 
-The snapshot's operation is `replace`, as Iceberg's own compaction (Java's `RewriteFiles`) commits, with the
-summary Java writes: readers of a table's changes skip a `replace` (Spark's streaming source, pyiceberg's
-`incremental_append_scan`), where an `overwrite` stops Spark's streaming source ("Cannot process overwrite
-snapshot"). Older lakesort committed `overwrite`; lakesort finds its own snapshots by `lakesort.run-id`, never
-by their operation, so tables holding such commits plan, verify and clean up the same.
+    read the state (`state`) -> validate (`validate`) -> carry concurrent position deletes (`carry`)
+    -> the changes (`changes`) -> write the manifests and commit (`producer`)
+
+The outputs carry the data sequence number of the snapshot the plan read, so an equality delete committed
+while the job ran applies to them. When another writer commits first (CommitFailedException), the attempt is
+retried at once on the new state with the same staged files, re-validated and re-carried, up to
+`MAX_COMMIT_ATTEMPTS` attempts or `COMMIT_TIMEOUT_S`; every attempt is recorded (`CommitAttempt`).
+
+A failure before a part commits leaves the parts already committed and deletes the rest of the staged files
+(`layout.upkeep.cleanup.delete_staged` keeps every file a snapshot references). A retried step finds the parts
+already committed by run id and part number and commits only the rest.
+
+The snapshot's operation is `replace`, as Iceberg's own compaction commits, with the summary Java writes:
+readers of a table's changes skip a `replace` (Spark's streaming source, pyiceberg's
+`incremental_append_scan`). Older lakesort committed `overwrite`; lakesort finds its own snapshots by
+`lakesort.run-id`, never by their operation.
 """
 
 from __future__ import annotations
@@ -20,73 +29,106 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import pyarrow.parquet as pq
-from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ValidationException
-from pyiceberg.manifest import (
-    DataFile,
-    DataFileContent,
-    FileFormat,
-    ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
-)
-from pyiceberg.table import Table as IcebergTable
-from pyiceberg.table.snapshots import (
-    ADDED_RECORDS,
-    CHANGED_PARTITION_COUNT_PROP,
-    DELETED_RECORDS,
-    Operation,
-    SnapshotSummaryCollector,
-    Summary,
-    update_snapshot_summaries,
-)
-from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-from layout.catalog import RUN_ID, SPEC_HASH
+from layout.compaction.commit.changes import changes_of
+from layout.compaction.commit.producer import OPERATION, commit_replace
+from layout.compaction.commit.state import StateReader
+from layout.compaction.commit.summary import RunSummary, run_snapshots
+from layout.compaction.commit.validate import Validated, validate
 from layout.compaction.executor import partitions as partitioning
 from layout.compaction.integrity.proof import footer_statistics
-from layout.compaction.integrity.staged import CommitRefused, ManifestScans, confirm_unchanged
-from layout.compaction.pipeline.delete_files import DeleteManifestWriter, DeleteState
+from layout.compaction.integrity.staged import CommitRefused, confirm_unchanged
 from layout.compaction.plan import RewritePlan
 from layout.manifest import StagedManifest
+from layout.read.deletes import DataRef
 from layout.spec.sorting import written_sort_order_id
 from layout.upkeep.cleanup import delete_staged
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pyiceberg.manifest import ManifestFile
-    from pyiceberg.partitioning import PartitionSpec
-    from pyiceberg.table import Table, Transaction
-    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.table import Table
 
-    from layout.manifest import StagedFile
+    from layout.manifest import StagedFile, StagedGroup
+
+__all__ = ["COMMIT_TIMEOUT_S", "DEFAULT_MAX_PART_BYTES", "MAX_COMMIT_ATTEMPTS", "OPERATION", "CommitAttempt",
+           "CommitResult", "commit_rewrite", "committed_run", "output_data_files", "parts_of"]
 
 log = logging.getLogger(__name__)
+
+# Against a writer that commits every few hundred milliseconds, what wins is a short path from reading the
+# table to the catalog's compare-and-swap: attempts follow each other at once (a back-off only lets the other
+# writer in again), each on freshly read state, until this deadline or this many attempts.
+COMMIT_TIMEOUT_S = 300
+MAX_COMMIT_ATTEMPTS = 50
+# A part: at most this many bytes of input (a single larger group is a part of its own).
+DEFAULT_MAX_PART_BYTES = 10 * 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAttempt:
+    part: int
+    number: int  # within its part, from 1
+    outcome: Literal["committed", "conflict", "refused"]
+    reason: str
+    seconds: float
+
+    def line(self) -> str:
+        said = f": {self.reason}" if self.reason else ""
+        return f"part {self.part} attempt {self.number}: {self.outcome} ({self.seconds:.2f}s){said}"
 
 
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     run_id: str
-    snapshot_id: int | None  # None when there was nothing to commit
+    snapshot_id: int | None  # the last part's snapshot; None when there was nothing to commit
     files_removed: int
     files_added: int
     rows: int
     bytes_removed: int
     bytes_added: int
     seconds: float
-    delete_files_removed: int = 0  # merge-on-read: delete files that applied only to the inputs
+    delete_files_removed: int = 0  # merge-on-read: delete files that applied to the inputs alone
+    delete_files_carried: int = 0  # position deletes committed during the job, carried onto the outputs
+    attempts: tuple[CommitAttempt, ...] = ()
+    parts: int = 1  # planned
+    parts_committed: int = 1
+    snapshot_ids: tuple[int, ...] = ()  # one per part committed
 
 
-def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest) -> CommitResult:
-    """Commit the verified staged output; on any failure, clean up and raise.
+def parts_of(groups: Sequence[StagedGroup], sizes: dict[int, int], *, max_bytes: int | None,
+             max_groups: int | None) -> list[tuple[StagedGroup, ...]]:
+    """The groups in commit order, cut into parts of at most `max_bytes` input bytes and `max_groups` groups
+    (`sizes`: group id -> its input bytes); deterministic, so a retried step finds the same parts."""
+    parts: list[tuple[StagedGroup, ...]] = []
+    current: list[StagedGroup] = []
+    size = 0
+    for group in sorted(groups, key=lambda g: g.group_id):
+        n = sizes.get(group.group_id, 0)
+        if current and ((max_bytes is not None and size + n > max_bytes)
+                        or (max_groups is not None and len(current) >= max_groups)):
+            parts.append(tuple(current))
+            current, size = [], 0
+        current.append(group)
+        size += n
+    if current:
+        parts.append(tuple(current))
+    return parts
 
-    The caller made sure the verify step passed on exactly this manifest (its digest: `steps.commit`), so
-    only `confirm_unchanged` runs here: the files are still the ones verified.
+
+def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest, *,
+                   max_part_bytes: int | None = DEFAULT_MAX_PART_BYTES, max_part_groups: int | None = None
+                   ) -> CommitResult:
+    """Commit the verified staged output in parts; on any failure, clean up what no snapshot took and raise.
+
+    The caller made sure the verify step passed on exactly this manifest (its digest: `steps.commit`), so only
+    `confirm_unchanged` runs here: the files are still the ones verified.
     """
-
     started = time.perf_counter()
     done = committed_run(table.refresh(), plan.run_id)
     if done is not None:  # a retried step after the commit went through: its files are the table's now
@@ -96,142 +138,198 @@ def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest) ->
         if manifest.run_id != plan.run_id:
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
         confirm_unchanged(manifest)
-        return _commit(table, plan, manifest, started)
+        return _commit(table, plan, manifest, started, max_part_bytes=max_part_bytes,
+                       max_part_groups=max_part_groups)
     except CommitStateUnknownException:
         # The catalog may have taken the commit: deleting the staged files could delete live data.
         log.error("commit of run %s: state unknown; staged files kept. Check the table's history, then run "
-                  "`lakesort cleanup %s`, which removes only "
-                  "unreferenced staged files", plan.run_id, plan.table)
+                  "`lakesort cleanup %s`, which removes only unreferenced staged files",
+                  plan.run_id, plan.table)
         raise
     except BaseException:
         removed = delete_staged(table, plan.run_id)
-        log.warning("commit of run %s abandoned: the table is unchanged; removed %d staged file(s)",
-                    plan.run_id, removed)
+        log.warning("commit of run %s abandoned (parts committed before stay): removed %d staged "
+                    "file(s) no snapshot references", plan.run_id, removed)
         raise
 
 
-# Against a writer that commits every few hundred milliseconds, what wins is a short path from reading
-# the table to the catalog's compare-and-swap: attempts follow each other at once (a back-off only lets
-# the other writer in again), each on freshly read state, until this deadline.
-COMMIT_TIMEOUT_S = 300
+def _plan_sequence(table: Table, plan: RewritePlan) -> int:
+    """The data sequence number of the snapshot the plan read (older plans did not record it: their
+    snapshot's, while it is retained)."""
+    if plan.sequence_number is not None:
+        return plan.sequence_number
+    snapshot = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
+    if snapshot is None:
+        raise CommitRefused(f"{plan.table}: the snapshot {plan.snapshot_id} this run's plan read has "
+                            "expired and the plan (written by an older lakesort) does not record its "
+                            "sequence number; nothing committed, the next run plans again")
+    return snapshot.sequence_number or 0
 
 
-def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: float) -> CommitResult:
-    """One atomic snapshot that swaps the inputs for the outputs, retried while other writers commit.
-
-    Validation is Iceberg's rewrite semantics (`_RewriteFiles`): every input must still be live and no new
-    delete file may apply to it. Rows other writers appended meanwhile, even to the same partitions, do
-    not conflict: the next plan picks them up. Delete files that applied to the inputs alone leave with them
-    (`delete_files.DeleteState`).
-    """
-
-    inputs = {p for g in manifest.groups for p in g.inputs}
-    outputs = [f for g in manifest.groups for f in g.outputs]
-    if not inputs and not outputs:
-        return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started)
-    rows = sum(g.expected_rows for g in manifest.groups)
-    added_bytes = sum(f.size for f in outputs)
+def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: float, *,
+            max_part_bytes: int | None, max_part_groups: int | None) -> CommitResult:
+    if not any(g.inputs or g.outputs for g in manifest.groups):
+        return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started, parts=0,
+                            parts_committed=0)
     table = table.refresh()
-    planned = table.snapshot_by_id(plan.snapshot_id) if plan.snapshot_id is not None else None
-    planned_manifests = {m.manifest_path for m in planned.manifests(table.io)} if planned else set()
-    scans = ManifestScans(inputs, planned_manifests)
-    deletes = DeleteState(inputs, {d.path for g in plan.groups for d in g.deletes}, planned_manifests)
-    live = scans.live(table)
-    gone = sorted(inputs - live.keys())
-    if gone:
-        raise CommitRefused(f"{len(gone)} input file(s) are no longer in {plan.table} (a concurrent commit "
-                            f"rewrote or removed them), e.g. {gone[0]}; "
-                            "nothing committed, the next run retries")
-    new_files = output_data_files(table, plan, outputs)
-    removed_bytes = sum(live[p].file_size_in_bytes for p in inputs)
-    props = {
-        RUN_ID: plan.run_id, SPEC_HASH: plan.spec_hash, "lakesort.rows": str(rows),
-        "lakesort.input-files": str(len(inputs)), "lakesort.output-files": str(len(outputs)),
-        "lakesort.input-bytes": str(removed_bytes), "lakesort.output-bytes": str(added_bytes),
-        "lakesort.base-snapshot-id": str(plan.snapshot_id),
-    }
-    deadline = time.monotonic() + COMMIT_TIMEOUT_S
-    attempt = 0
-    while True:
-        attempt += 1
-        if attempt > 1:
-            table = table.refresh()
-        if table.spec().spec_id != plan.partition_spec_id:
-            raise CommitRefused(f"{plan.table}: the partition spec changed since planning (now "
-                                f"{table.spec().spec_id}, planned {plan.partition_spec_id}); nothing "
-                                "committed, the next run rewrites into the new spec")
-        try:
-            # The one step that changes the table: atomic in the catalog. Each attempt is built on the state
-            # just read; the inputs' DataFiles (equal by path) are the ones read once above.
-            with (
-                _one_shot(table).transaction() as tx,
-                _RewriteFiles.start(tx, table, props, scans, deletes) as rewrite,
-            ):
-                for path in sorted(inputs):
-                    rewrite.delete_data_file(live[path])
-                for df in new_files:
-                    rewrite.append_data_file(df)
-            # The attribute of start's RewriteFiles (its type, local to start, is not in start's signature).
-            removed_deletes = len(rewrite._removed_deletes)  # type: ignore[attr-defined]
-            break
-        except ValidationException as exc:
-            # An input was removed or got deletes since planning
-            # (the producer checks it against the new state).
-            raise CommitRefused(f"{plan.table} changed while committing ({exc}); nothing committed, the next "
-                                "run retries") from exc
-        except CommitFailedException as exc:
-            if time.monotonic() > deadline:
-                raise CommitRefused(f"{plan.table}: {attempt} commit attempts in {COMMIT_TIMEOUT_S}s lost "
-                                    f"the race to other writers ({exc}); "
-                                    "nothing committed, the next run retries") from exc
-            (log.warning if attempt % 10 == 1 else log.debug)(
-                "commit of run %s: the table moved on (attempt %d): %s; retrying at once on the new state",
-                plan.run_id, attempt, exc)
-    try:
-        snapshot = _snapshot_of_run(table.refresh(), plan.run_id)
-    except Exception:  # noqa: BLE001 - committed already: never let a refresh failure trigger cleanup
-        snapshot = None
-    result = CommitResult(plan.run_id, snapshot.snapshot_id if snapshot else None, len(inputs), len(outputs),
-                          rows, removed_bytes, added_bytes, time.perf_counter() - started, removed_deletes)
-    log.info("committed run %s as snapshot %s: %d files -> %d files, %d rows%s", plan.run_id,
-             result.snapshot_id, len(inputs), len(outputs), rows,
-             f"; {removed_deletes} delete file(s) that applied to them alone removed" if removed_deletes
-             else "")
+    sequence = _plan_sequence(table, plan)
+    sizes = {g.group_id: g.bytes for g in plan.groups}
+    parts = parts_of(manifest.groups, sizes, max_bytes=max_part_bytes, max_groups=max_part_groups)
+    committed = run_snapshots(table, plan.run_id)
+    results: list[_Part] = []
+    attempts: list[CommitAttempt] = []
+    for number, groups in enumerate(parts, 1):
+        if number in committed:
+            snap, summary = committed[number]
+            log.info("run %s part %d/%d is already committed as snapshot %s", plan.run_id, number, len(parts),
+                     snap.snapshot_id)
+            results.append(_Part(snap.snapshot_id, summary, 0))
+            continue
+        part = _commit_part(table, plan, manifest.model_copy(update={"groups": groups}), sequence,
+                            part=number, parts=len(parts), attempts=attempts)
+        results.append(part)
+    last = results[-1]
+    result = CommitResult(
+        plan.run_id, last.snapshot_id, sum(p.summary.input_files for p in results),
+        sum(p.summary.output_files for p in results), sum(p.summary.rows for p in results),
+        sum(p.summary.input_bytes for p in results), sum(p.summary.output_bytes for p in results),
+        time.perf_counter() - started, sum(p.deletes_removed for p in results),
+        sum(p.summary.carried_delete_files for p in results), tuple(attempts), len(parts), len(results),
+        tuple(p.snapshot_id for p in results))
+    log.info("committed run %s in %d part(s) (%d attempt(s)), last snapshot %s: %d files -> %d files, "
+             "%d rows; %d delete file(s) removed, %d carried", plan.run_id, len(parts), len(attempts),
+             result.snapshot_id, result.files_removed, result.files_added, result.rows,
+             result.delete_files_removed, result.delete_files_carried)
     return result
 
 
-def _run_snapshot(table: Table, run_id: str) -> Snapshot | None:
-    """The snapshot this run committed (others may have committed after it), or None."""
-    for snap in reversed(table.snapshots()):
-        if snap.summary is not None and snap.summary.additional_properties.get(RUN_ID) == run_id:
-            return snap
-    return None
+@dataclass(frozen=True, slots=True)
+class _Part:
+    snapshot_id: int
+    summary: RunSummary
+    deletes_removed: int
 
 
-def _snapshot_of_run(table: Table, run_id: str) -> Snapshot | None:
-    return _run_snapshot(table, run_id) or table.current_snapshot()
+def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequence: int, *, part: int,
+                 parts: int, attempts: list[CommitAttempt]) -> _Part:
+    """One part: one `replace` snapshot, retried at once on the new state while other writers commit."""
+    inputs = frozenset(p for g in manifest.groups for p in g.inputs)
+    outputs = [f for g in manifest.groups for f in g.outputs]
+    ids = {g.group_id for g in manifest.groups}
+    part_plan = plan.model_copy(update={"groups": tuple(g for g in plan.groups if g.group_id in ids)})
+    new_files = output_data_files(table, plan, outputs)
+    spec, schema = table.specs()[plan.partition_spec_id], table.schema()
+    output_refs = [DataRef(df.file_path, plan.partition_spec_id,
+                           partitioning.encode(df.partition, spec, schema), sequence) for df in new_files]
+    reader = StateReader(inputs)
+    carrier: _Carrier | None = None
+    deadline = time.monotonic() + COMMIT_TIMEOUT_S
+    number = 0
+    while True:
+        number += 1
+        began = time.perf_counter()
+        try:
+            state = reader.read(table)
+            checked = validate(state, table=plan.table, inputs=inputs, spec_id=plan.partition_spec_id,
+                               plan_sequence=sequence)
+            if checked.to_carry and carrier is None:
+                carrier = _carrier(table, part_plan, manifest, checked)
+            carried = (carrier.carry([d.file for d in checked.to_carry])
+                       if checked.to_carry and carrier is not None else None)
+            changes = changes_of(state, checked.inputs, outputs=new_files, outputs_partition=output_refs,
+                                 carried=carried.files if carried else (), data_sequence_number=sequence)
+            summary = RunSummary(
+                run_id=plan.run_id, spec_hash=plan.spec_hash,
+                rows=sum(g.expected_rows for g in manifest.groups),
+                input_files=len(inputs), output_files=len(outputs),
+                input_bytes=sum(e.data_file.file_size_in_bytes for e in checked.inputs),
+                output_bytes=sum(f.size for f in outputs), base_snapshot_id=plan.snapshot_id, part=part,
+                parts=parts, carried_delete_files=len(carried.sources) if carried else 0,
+                carried_delete_rows=carried.rows if carried else 0, attempts=number,
+                data_sequence_number=sequence)
+            snapshot_id = commit_replace(state, changes, summary.properties())
+        except CommitFailedException as exc:
+            attempts.append(CommitAttempt(part, number, "conflict", f"another writer committed first ({exc})",
+                                          time.perf_counter() - began))
+            log.warning("commit of run %s part %d/%d attempt %d: the table moved on (%s); retrying at "
+                        "once on the new state", plan.run_id, part, parts, number, exc)
+            if number >= MAX_COMMIT_ATTEMPTS or time.monotonic() > deadline:
+                raise CommitRefused(f"{plan.table}: {number} commit attempts of part {part}/{parts} in "
+                                    f"{time.monotonic() - deadline + COMMIT_TIMEOUT_S:.0f}s lost the race to "
+                                    f"other writers ({exc}); nothing more committed, the next run "
+                                    "retries") from exc
+            continue
+        except CommitRefused as exc:
+            attempts.append(CommitAttempt(part, number, "refused", str(exc), time.perf_counter() - began))
+            log.warning("commit of run %s part %d/%d attempt %d refused: %s", plan.run_id, part, parts,
+                        number, exc)
+            raise
+        attempts.append(CommitAttempt(part, number, "committed", _why(checked), time.perf_counter() - began))
+        log.info("run %s part %d/%d committed as snapshot %s on attempt %d: %d files -> %d files%s",
+                 plan.run_id, part, parts, snapshot_id, number, len(inputs), len(outputs),
+                 f"; {len(changes.remove_deletes)} delete file(s) removed" if changes.remove_deletes else "")
+        return _Part(snapshot_id, summary, len(changes.remove_deletes))
+
+
+def _why(checked: Validated) -> str:
+    said = []
+    if checked.concurrent_equality:
+        said.append(f"{len(checked.concurrent_equality)} equality delete file(s) committed during the job "
+                    "apply on to the outputs")
+    if checked.to_carry:
+        said.append(f"{len(checked.to_carry)} position delete file(s) committed during the job carried")
+    return "; ".join(said)
+
+
+class _Carried(Protocol):
+    files: tuple[DataFile, ...]
+    rows: int
+    sources: tuple[str, ...]
+
+
+class _Carrier(Protocol):
+    """`layout.compaction.commit.carry.Carrier`: position deletes on the outputs for those on inputs."""
+
+    def carry(self, deletes: Sequence[DataFile]) -> _Carried: ...
+
+
+def _carrier(table: Table, plan: RewritePlan, manifest: StagedManifest, checked: Validated) -> _Carrier:
+    try:
+        from layout.compaction.commit import carry  # type: ignore[attr-defined,unused-ignore]
+    except ImportError as exc:
+        first = checked.to_carry[0]
+        raise CommitRefused(f"{plan.table}: position delete file {first.path} was committed during the job "
+                            "and applies to input files, and this lakesort cannot carry it onto the "
+                            "outputs; nothing committed, the next run compacts with the delete "
+                            "applied") from exc
+    made: _Carrier = carry.Carrier(table, plan, manifest)
+    return made
 
 
 def committed_run(table: Table, run_id: str) -> CommitResult | None:
-    """What this run committed, from its snapshot's summary, when it has committed (an Airflow retry of a step
-    whose commit went through before its worker died); None when it has not (or its snapshot has expired:
-    `delete_staged` still keeps every file a snapshot references)."""
-    snap = _run_snapshot(table, run_id)
-    if snap is None:
+    """What this run committed, from its snapshots' summaries, when every part has committed (an Airflow retry
+    of a step whose commit went through before its worker died); None when some part has not (or its
+    snapshots have expired: `delete_staged` still keeps every file a snapshot references)."""
+    found = run_snapshots(table, run_id)
+    if not found:
         return None
-    assert snap.summary is not None  # found by its summary
-    props = snap.summary.additional_properties
-    files_in, files_out, rows, bytes_in, bytes_out = (
-        int(props.get(f"lakesort.{key}", 0)) for key in ("input-files", "output-files", "rows", "input-bytes",
-                                                         "output-bytes"))
-    return CommitResult(run_id, snap.snapshot_id, files_in, files_out, rows, bytes_in, bytes_out, 0.0)
+    parts = max(s.parts for _, s in found.values())
+    if len(found) < parts:
+        return None
+    ordered = [found[n] for n in sorted(found)]
+    summaries = [s for _, s in ordered]
+    return CommitResult(
+        run_id, ordered[-1][0].snapshot_id, sum(s.input_files for s in summaries),
+        sum(s.output_files for s in summaries), sum(s.rows for s in summaries),
+        sum(s.input_bytes for s in summaries), sum(s.output_bytes for s in summaries), 0.0,
+        delete_files_carried=sum(s.carried_delete_files for s in summaries), parts=parts,
+        parts_committed=parts,
+        snapshot_ids=tuple(snap.snapshot_id for snap, _ in ordered))
 
 
 def output_data_files(table: Table, plan: RewritePlan, outputs: Sequence[StagedFile]) -> list[DataFile]:
     """DataFiles of the staged outputs: statistics from their footers as pyiceberg computes them, partition
     values from the job (the plan's spec), never inferred from footer min/max."""
-
-
     schema, spec = table.schema(), table.specs()[plan.partition_spec_id]
     # The table's sort order id only when the rows follow that order (a linear sort by its keys, the spec's or
     # the table's own): a data file's sort_order_id promises readers the order.
@@ -251,170 +349,3 @@ def output_data_files(table: Table, plan: RewritePlan, outputs: Sequence[StagedF
         data_file.spec_id = spec.spec_id
         files.append(data_file)
     return files
-
-
-def _one_shot(table: Table) -> Table:
-    """The table with pyiceberg's own commit retries off (in memory only): `_commit` retries itself, at once
-    and on freshly read state, where pyiceberg would back off up to seconds and revalidate each time."""
-
-    properties = {**table.metadata.properties, "commit.retry.num-retries": "0"}
-    return IcebergTable(identifier=table._identifier,
-                        metadata=table.metadata.model_copy(update={"properties": properties}),
-                        metadata_location=table.metadata_location, io=table.io, catalog=table.catalog)
-
-
-class _RewriteFiles:
-    """pyiceberg 0.12's overwrite producer, committed, validated and retried as Iceberg's RewriteFiles is.
-
-    - Operation and summary: `replace`, with Java's summary (`_replace_summary`).
-
-    - Validation: pyiceberg validates an overwrite at the table's isolation level, `serializable` by
-      default, so any data file another writer added since the base snapshot fails it, and under a
-      streaming ingest every compaction was thrown away. A rewrite changes no rows, so (as Java's
-      `RewriteFiles`) it needs only its inputs still live (`_validate_required_deletes`, against the state
-      the attempt is built on) and no delete file added since planning.
-    - Speed of a retry: pyiceberg reads every manifest of the table again on each attempt, so against an
-      ingest committing a manifest every few hundred milliseconds an attempt grows slower than the other
-      writer's cycle and never wins. Manifests are immutable: what each holds of the inputs is read once
-      per commit (`ManifestScans`) and later attempts read only the manifests that are new.
-    """
-
-    @staticmethod
-    def start(tx: Transaction, table: Table, props: dict[str, str], scans: ManifestScans, deletes: DeleteState
-              ) -> _OverwriteFiles:
-
-        class RewriteFiles(_OverwriteFiles):
-            _manifest_counts: dict[str, int]
-            # The delete files this attempt removes (`_existing_manifests`).
-            _removed_deletes: tuple[DataFile, ...] | list[DataFile] = ()
-            _head: list[ManifestFile] | None = None
-
-            def _validate_concurrency(self) -> None:
-                """Never reached: pyiceberg's own retries are off (`_one_shot`);
-                each attempt is built anew."""
-
-            def _head_manifests(self) -> list[ManifestFile]:
-                if self._head is None:  # once per attempt: both manifest passes below ask
-                    metadata = self._transaction.table_metadata
-                    snapshot = metadata.snapshot_by_name(name=self._target_branch)
-                    manifests = snapshot.manifests(io=self._io) if snapshot else []
-                    # Refuses a delete committed since planning that applies to an input
-                    # (ValidationException).
-                    deletes.update(manifests, self._io, metadata)
-                    scans.removed = set(deletes.dangling())
-                    self._head = manifests
-                return self._head
-
-            def _existing_manifests(self) -> list[ManifestFile]:
-                out = []
-                replaced = 0
-                removed: list[DataFile] = []
-                for manifest in self._head_manifests():
-                    deleted, kept = scans.scan(manifest, self._io)
-                    if not deleted:
-                        out.append(manifest)
-                        continue
-                    replaced += 1
-                    spec = self.spec(manifest.partition_spec_id)
-                    if manifest.content == ManifestContent.DELETES:
-                        # As Java filters a manifest: the removed delete files stay in it, as DELETED entries
-                        # of this snapshot (pyiceberg's own deleted entries go to data manifests only).
-                        removed += [e.data_file for e in deleted]
-                        with self._delete_manifest_writer(spec) as writer:
-                            for entry in kept:
-                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING,
-                                                        entry.snapshot_id, entry))
-                            for entry in deleted:
-                                writer.add_entry(_entry(ManifestEntryStatus.DELETED,
-                                                        self._snapshot_id, entry))
-                        out.append(writer.to_manifest_file())
-                    elif kept:
-                        with self.new_manifest_writer(spec) as writer:
-                            for entry in kept:
-                                writer.add_entry(_entry(ManifestEntryStatus.EXISTING,
-                                                        entry.snapshot_id, entry))
-                        out.append(writer.to_manifest_file())
-                self._manifest_counts = {"manifests-replaced": replaced}
-                self._removed_deletes = removed
-                return out
-
-            def _delete_manifest_writer(self, spec: PartitionSpec) -> DeleteManifestWriter:
-                return DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(),
-                                            self._snapshot_id, self._compression)
-
-            def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
-                created = sum(m.added_snapshot_id == self._snapshot_id for m in manifests)
-                self._manifest_counts.update({"manifests-created": created,
-                                              "manifests-kept": len(manifests) - created})
-                return manifests
-
-            def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:
-                return _replace_summary(self, snapshot_properties or {}, ".".join(table.name()))
-
-            def _deleted_entries(self) -> list[ManifestEntry]:
-                entries = [
-                    _entry(ManifestEntryStatus.DELETED, self._snapshot_id, e)
-                    for manifest in self._head_manifests() if manifest.content == ManifestContent.DATA
-                    for e in scans.scan(manifest, self._io)[0]
-                ]
-                self._validate_required_deletes(entries)
-                return entries
-
-        return RewriteFiles(operation=OPERATION, transaction=tx, io=table.io, snapshot_properties=props)
-
-
-def _entry(status: ManifestEntryStatus, snapshot_id: int | None, entry: ManifestEntry) -> ManifestEntry:
-    """`entry` with a new status (and the snapshot that gave it), its sequence numbers kept."""
-    return ManifestEntry.from_args(status=status, snapshot_id=snapshot_id,
-                                   sequence_number=entry.sequence_number,
-                                   file_sequence_number=entry.file_sequence_number, data_file=entry.data_file)
-
-
-# The operation of lakesort's commits. Older lakesort wrote `overwrite`
-# (tests set it back to build such a history).
-OPERATION = Operation.REPLACE
-
-
-def _replace_summary(producer: _OverwriteFiles, snapshot_properties: dict[str, str],
-                     table_name: str) -> Summary:
-    """The summary Java's `RewriteFiles` writes: files, records and bytes added and removed, the changed
-    partitions (per partition too, up to `write.summary.partition-limit`), the manifests created, kept and
-    replaced, and the table's totals carried over from the parent; then lakesort's own properties.
-
-    pyiceberg 0.12's `update_snapshot_summaries` refuses a `replace` ("Operation not implemented") though its
-    arithmetic of the totals is the same for every operation: the totals are computed as for an overwrite, and
-    the operation set after.
-    """
-
-    metadata = producer._transaction.table_metadata
-    schema, specs = metadata.schema(), metadata.specs()
-    limit = int(metadata.properties.get("write.summary.partition-limit", 0))
-    collector = SnapshotSummaryCollector(partition_summary_limit=limit)
-    # Each file under its own spec (pyiceberg puts added files under the current one: the same here, as the
-    # commit refuses a spec changed since planning, but a wrong partition path if it ever were not).
-    for data_file in producer._added_data_files:
-        collector.add_file(data_file, schema, specs[data_file.spec_id])
-    removed_deletes = getattr(producer, "_removed_deletes", [])
-    for data_file in (*producer._deleted_data_files, *removed_deletes):
-        collector.remove_file(data_file, schema, specs[data_file.spec_id])
-    figures = collector.build()
-    # Java counts the partitions by path, the unpartitioned one ("") included;
-    # pyiceberg skips unpartitioned files.
-    changed = {specs[f.spec_id].partition_to_path(f.partition, schema)
-               for f in (*producer._added_data_files, *producer._deleted_data_files, *removed_deletes)}
-    figures[CHANGED_PARTITION_COUNT_PROP] = str(len(changed))
-    figures.update({key: str(n) for key, n in getattr(producer, "_manifest_counts", {}).items()})
-    added, removed = int(figures.get(ADDED_RECORDS, 0)), int(figures.get(DELETED_RECORDS, 0))
-    if added > removed:
-        # Java's SnapshotProducer refuses this too: a rewrite never adds rows (a keyed merge may drop some).
-        raise CommitRefused(f"{table_name}: run {snapshot_properties.get(RUN_ID)} would add {added} rows but "
-                            f"remove {removed}, and a rewrite never adds rows; nothing committed. A bug in "
-                            "lakesort: report it with the run's run.json")
-    parent = (metadata.snapshot_by_id(producer._parent_snapshot_id)
-              if producer._parent_snapshot_id is not None else None)
-    totals = update_snapshot_summaries(Summary(operation=Operation.OVERWRITE, **figures,
-                                               **snapshot_properties),
-                                       previous_summary=parent.summary if parent is not None else None)
-    return Summary(operation=producer._operation, **totals.additional_properties)
-
-

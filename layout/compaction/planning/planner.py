@@ -266,6 +266,7 @@ def plan_rewrite(
         io_properties=shareable_io_properties(dict(table.io.properties)),
         partition_spec_id=table.spec().spec_id,
         snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=layout_hash,
+        sequence_number=(snapshot.sequence_number or 0) if snapshot else None,
         strategy=spec.sort.strategy if spec.sort else "linear",
         sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
         target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),

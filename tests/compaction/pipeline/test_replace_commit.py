@@ -125,9 +125,9 @@ def test_a_history_with_an_older_overwrite_commit_plans_the_same(
     `lakesort.run-id`), so the next plan skips what it compacted and sorts only what was appended since into
     a run of its own."""
     # the older lakesort's commit
-    monkeypatch.setattr(layout.compaction.pipeline.commit, "OPERATION", operation)
+    monkeypatch.setattr(layout.compaction.commit.producer, "OPERATION", operation)
     _compact(events)
-    monkeypatch.setattr(layout.compaction.pipeline.commit, "OPERATION", Operation.REPLACE)
+    monkeypatch.setattr(layout.compaction.commit.producer, "OPERATION", Operation.REPLACE)
     table = load_table("t.events")
     assert table.current_snapshot().summary.operation == operation
     spec = find_spec("t.events")
