@@ -49,5 +49,11 @@ def run(args: argparse.Namespace) -> int:
           f"{result.files_added} files, {result.rows} rows; table files {result.files_before} -> "
           f"{result.files_after}"
           + (f"; {result.delete_files_removed} delete files removed" if result.delete_files_removed else "")
+          + (f"; {result.delete_files_carried} concurrent delete files carried onto the new files"
+             if result.delete_files_carried else "")
+          + (f"; {result.parts_committed}/{result.parts} parts" if result.parts > 1 else "")
           + f"; snapshot {result.snapshot_id} ({result.seconds:.1f}s)")
+    if len(result.attempts) > 1:  # one line per commit attempt when another writer made it retry
+        for attempt in result.attempts:
+            print(f"  commit {attempt.line()}")
     return EXIT_OK

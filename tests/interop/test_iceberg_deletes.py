@@ -7,6 +7,7 @@ and after, rows identical, floats by bits) and must come out with no delete file
 from __future__ import annotations
 
 import pytest
+from iceberg_bed import assert_same_rows
 from mor_tables import BUILDERS, COMPACTED
 from roundtrip import compact_and_judge, live_deletes, spec
 from test_mor_bed import check_built
@@ -66,29 +67,114 @@ def _during_the_job(monkeypatch, action):
     return lambda: monkeypatch.setattr(driver, "submit", staged)
 
 
-def test_a_delete_committed_while_the_job_runs_never_comes_back(bed, monkeypatch):
-    """Another writer deletes rows of the inputs while lakesort's job runs: the commit is refused (the deleted
-    rows are in the staged files), the table keeps the other writer's delete, and the next run applies it."""
+def _seen_after(bed, name: str, action):
+    """`action`, then Iceberg Spark's read of the table and the snapshots (the state lakesort must keep)."""
+    seen: dict = {}
+
+    def run():
+        action()
+        seen["rows"] = bed.spark.read(name)
+        seen["snapshots"] = [s["snapshot_id"] for s in bed.spark.snapshots(name)]
+        seen["reads"] = {sid: bed.spark.read(name, sid) for sid in seen["snapshots"]}
+
+    return seen, run
+
+
+def _judge_after(bed, name: str, seen: dict) -> None:
+    """The table reads as it did after the other writer's commit; every snapshot before reads the same."""
+    assert_same_rows(seen["rows"], bed.spark.read(name), what=f"{name} after lakesort's commit")
+    for sid, rows in seen["reads"].items():
+        assert_same_rows(rows, bed.spark.read(name, sid), what=f"{name} at snapshot {sid}")
+    added = [s for s in bed.spark.snapshots(name) if s["snapshot_id"] not in seen["snapshots"]]
+    assert [s["operation"] for s in added] == ["replace"], added
+
+
+def test_a_position_delete_committed_while_the_job_runs_is_carried_onto_the_new_files(bed, monkeypatch):
+    """Another writer deletes rows of the inputs (file-scoped position deletes) while lakesort's job runs:
+    the commit goes through on its first attempt with those rows deleted in the new files (carried position
+    deletes in the same snapshot), and no deleted row comes back."""
     from layout.compaction.pipeline.driver import compact
-    from layout.errors import LakesortError
 
     name = bed.name("mor_race")
     _mor_table(bed, name)
-    restore = _during_the_job(monkeypatch, lambda: bed.spark.sql(f"DELETE FROM {name} WHERE id IN (1, 2, 3)"))
-    before = len(bed.spark.snapshots(name))
-    table_spec = spec(name, sort={"keys": [{"column": "id"}]})
+    seen, action = _seen_after(bed, name, lambda: bed.spark.sql(f"DELETE FROM {name} WHERE id IN (1, 2, 3)"))
+    _during_the_job(monkeypatch, action)
 
-    with pytest.raises(LakesortError, match="applies to input"):
-        compact(name, spec=table_spec, force=True)
+    result = compact(name, spec=spec(name, sort={"keys": [{"column": "id"}]}), force=True)
 
-    snapshots = bed.spark.snapshots(name)
-    assert len(snapshots) == before + 1 and snapshots[-1]["operation"] != "replace"  # only the other writer's
+    assert result.snapshot_id is not None
+    assert [a.outcome for a in result.attempts] == ["committed"]
+    assert result.delete_files_carried >= 1
     assert not bed.spark.sql(f"SELECT id FROM {name} WHERE id IN (1, 2, 3)"), "a deleted row came back"
+    _judge_after(bed, name, seen)
+    # the carried deletes are position deletes on the new files; the other writer's (on inputs) are gone
+    contents = {r["content"] for r in live_deletes(bed, name)}
+    assert contents == {1}
 
-    restore()
-    compact_and_judge(bed, name, table_spec)
-    assert not bed.spark.sql(f"SELECT id FROM {name} WHERE id IN (1, 2, 3)"), "a deleted row came back"
+
+def test_an_equality_delete_committed_while_the_job_runs_applies_to_the_new_files(bed, monkeypatch):
+    """An equality delete committed (by Iceberg's Java writer) while the job runs: the outputs are committed
+    at the plan's data sequence number, so the delete applies to them; the commit goes through on its first
+    attempt and Iceberg Spark reads none of the deleted rows."""
+    from layout.compaction.pipeline.driver import compact
+
+    name = bed.name("mor_eq_race")
+    _mor_table(bed, name)
+    keys = [[5], [8], [11], [None]]  # ids of d=2024-01-03 (id % 3 == 2), a NULL key deleting nothing
+    seen, action = _seen_after(bed, name, lambda: bed.spark.equality_delete(
+        name, ["id"], keys, partition={"d": "2024-01-03"}))
+    _during_the_job(monkeypatch, action)
+
+    result = compact(name, spec=spec(name, sort={"keys": [{"column": "id"}]}), force=True)
+
+    assert result.snapshot_id is not None and [a.outcome for a in result.attempts] == ["committed"]
+    assert result.delete_files_carried == 0
+    assert not bed.spark.sql(f"SELECT id FROM {name} WHERE id IN (5, 8, 11)"), "a deleted row came back"
+    _judge_after(bed, name, seen)
+    # the concurrent equality delete still applies to the new files: it stays live
+    assert [r["content"] for r in live_deletes(bed, name)] == [2]
+
+
+def test_an_equality_delete_at_the_planned_snapshot_applies_once(bed):
+    """An equality delete committed at the very snapshot the plan reads: the job applies it, and the outputs
+    (at that snapshot's sequence number) are beyond its reach: it does not apply twice, it leaves with its
+    data files (no live delete file), and the rows read the same."""
+    name = bed.name("mor_eq_at_plan")
+    _mor_table(bed, name)
+    bed.spark.equality_delete(name, ["id"], [[5], [11]], partition={"d": "2024-01-03"})
+
+    judged = compact_and_judge(bed, name, spec(name, sort={"keys": [{"column": "id"}]}))
+
+    assert judged.result.plan.sequence_number == bed.catalog.load_table(name).snapshot_by_id(
+        judged.result.plan.snapshot_id).sequence_number
     assert live_deletes(bed, name) == []
+    assert not bed.spark.sql(f"SELECT id FROM {name} WHERE id IN (5, 11)"), "a deleted row came back"
+
+
+def test_the_plans_snapshot_expired_during_the_job(bed, monkeypatch):
+    """Another actor expires the snapshot the plan read while the job runs (apache/iceberg#17202: Java fails
+    or reports success with no commit): the plan recorded its sequence number, so lakesort commits, correctly,
+    and says so."""
+    from layout.compaction.pipeline.driver import compact
+
+    name = bed.name("mor_expired")
+    _mor_table(bed, name)
+
+    def expire():
+        bed.spark.sql(f"INSERT INTO {name} VALUES (100000, DATE '2024-01-01', 'n', 1.0)")
+        current = bed.spark.snapshots(name)[-1]["snapshot_id"]
+        ids = [s["snapshot_id"] for s in bed.spark.snapshots(name) if s["snapshot_id"] != current]
+        bed.spark.sql(f"CALL lakesort.system.expire_snapshots(table => '{name}', "
+                      f"snapshot_ids => array({', '.join(map(str, ids))}))")
+
+    seen, action = _seen_after(bed, name, expire)
+    _during_the_job(monkeypatch, action)
+
+    result = compact(name, spec=spec(name, sort={"keys": [{"column": "id"}]}), force=True)
+
+    assert result.snapshot_id is not None and result.files_removed > 0
+    assert bed.catalog.load_table(name).snapshot_by_id(result.plan.snapshot_id) is None  # it did expire
+    _judge_after(bed, name, seen)
 
 
 def test_a_delete_elsewhere_while_the_job_runs_lets_the_commit_through(bed, monkeypatch):

@@ -20,6 +20,7 @@ from typing import Any
 
 from layout.catalog import load_table
 from layout.compaction.pipeline import steps
+from layout.compaction.pipeline.commit import CommitAttempt
 from layout.compaction.pipeline.config import RunConfig
 from layout.compaction.pipeline.runs import PlannedTable, TableRequest, prepare_table
 from layout.compaction.pipeline.submit import submit, with_lineage_parent
@@ -60,6 +61,10 @@ class CompactResult:
     rows: int = 0
     seconds: float = 0.0
     delete_files_removed: int = 0  # merge-on-read: delete files that applied to the rewritten files alone
+    delete_files_carried: int = 0  # position deletes committed during the job, carried onto the new files
+    attempts: tuple[CommitAttempt, ...] = ()  # the commit's attempts, every part's
+    parts: int = 1  # the commit's parts: planned, and committed (the same when it went through)
+    parts_committed: int = 1
 
     @property
     def nothing_to_do(self) -> bool:
@@ -157,4 +162,5 @@ def _compact(planned: PlannedTable, *, master: str | None, spark_conf: Mapping[s
                 f"is compacted; measure it again with `lakesort measure {table}`") from exc
     return CompactResult(planned, plan, result.snapshot_id, prepared.files_before, files_after,
                          result.files_removed, result.files_added, result.rows, time.perf_counter() - started,
-                         result.delete_files_removed)
+                         result.delete_files_removed, result.delete_files_carried, result.attempts,
+                         result.parts, result.parts_committed)
