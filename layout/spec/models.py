@@ -303,6 +303,23 @@ class Retention(Frozen):
         return value
 
 
+class CommitSpec(Frozen):
+    """How a run commits its groups: in parts, each its own Iceberg `replace` snapshot (Iceberg's
+    `partial-progress.enabled` / `partial-progress.max-commits`), so that a conflict, a failure or a kill
+    late in a long run loses at most one part's work; the parts already committed stay."""
+
+    max_part_bytes: Size = Field(
+        10 * GiB,
+        description="Most input bytes one commit (part) of a run replaces; a larger group is a part of its "
+        "own. Default 10GiB.",
+    )
+    max_part_groups: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="Most rewrite groups one commit (part) of a run replaces. Absent or null: no bound by "
+        "count.",
+    )
+
+
 class TableSpec(Frozen):
     """The spec of one table; build with `load_spec` or `parse_spec` so errors name the file.
 
@@ -387,6 +404,11 @@ class TableSpec(Frozen):
     )
     keys: UpsertKeys | None = Field(
         None, description="Upsert tables only: the row key and how rows with the same key merge."
+    )
+    commit: CommitSpec = Field(
+        CommitSpec(),
+        description="How a run commits: in parts of at most max_part_bytes of input (default 10GiB) and "
+        "max_part_groups groups, each its own snapshot.",
     )
     retention: Retention = Field(
         Retention(),

@@ -29,12 +29,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow.parquet as pq
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
+from layout.compaction.commit.carry import Carrier
 from layout.compaction.commit.changes import changes_of
 from layout.compaction.commit.producer import OPERATION, commit_replace
 from layout.compaction.commit.state import StateReader
@@ -50,7 +51,7 @@ from layout.spec.sorting import written_sort_order_id
 from layout.upkeep.cleanup import delete_staged
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.table import Table
 
@@ -122,9 +123,10 @@ def parts_of(groups: Sequence[StagedGroup], sizes: dict[int, int], *, max_bytes:
 
 
 def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest, *,
-                   max_part_bytes: int | None = DEFAULT_MAX_PART_BYTES, max_part_groups: int | None = None
-                   ) -> CommitResult:
+                   max_part_bytes: int | None = DEFAULT_MAX_PART_BYTES, max_part_groups: int | None = None,
+                   on_attempt: Callable[[CommitAttempt], None] | None = None) -> CommitResult:
     """Commit the verified staged output in parts; on any failure, clean up what no snapshot took and raise.
+    `on_attempt` hears of every commit attempt as it ends (a refused commit's too: the run's record).
 
     The caller made sure the verify step passed on exactly this manifest (its digest: `steps.commit`), so only
     `confirm_unchanged` runs here: the files are still the ones verified.
@@ -139,7 +141,7 @@ def commit_rewrite(table: Table, plan: RewritePlan, manifest: StagedManifest, *,
             raise CommitRefused(f"manifest is for run {manifest.run_id}, the plan for {plan.run_id}")
         confirm_unchanged(manifest)
         return _commit(table, plan, manifest, started, max_part_bytes=max_part_bytes,
-                       max_part_groups=max_part_groups)
+                       max_part_groups=max_part_groups, on_attempt=on_attempt)
     except CommitStateUnknownException:
         # The catalog may have taken the commit: deleting the staged files could delete live data.
         log.error("commit of run %s: state unknown; staged files kept. Check the table's history, then run "
@@ -167,7 +169,8 @@ def _plan_sequence(table: Table, plan: RewritePlan) -> int:
 
 
 def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: float, *,
-            max_part_bytes: int | None, max_part_groups: int | None) -> CommitResult:
+            max_part_bytes: int | None, max_part_groups: int | None,
+            on_attempt: Callable[[CommitAttempt], None] | None) -> CommitResult:
     if not any(g.inputs or g.outputs for g in manifest.groups):
         return CommitResult(plan.run_id, None, 0, 0, 0, 0, 0, time.perf_counter() - started, parts=0,
                             parts_committed=0)
@@ -177,7 +180,7 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     parts = parts_of(manifest.groups, sizes, max_bytes=max_part_bytes, max_groups=max_part_groups)
     committed = run_snapshots(table, plan.run_id)
     results: list[_Part] = []
-    attempts: list[CommitAttempt] = []
+    attempts = _Attempts(on_attempt)
     for number, groups in enumerate(parts, 1):
         if number in committed:
             snap, summary = committed[number]
@@ -203,6 +206,19 @@ def _commit(table: Table, plan: RewritePlan, manifest: StagedManifest, started: 
     return result
 
 
+class _Attempts(list[CommitAttempt]):
+    """The attempts of a commit, each told to the listener as it ends."""
+
+    def __init__(self, listener: Callable[[CommitAttempt], None] | None) -> None:
+        super().__init__()
+        self._listener = listener
+
+    def append(self, attempt: CommitAttempt) -> None:
+        super().append(attempt)
+        if self._listener is not None:
+            self._listener(attempt)
+
+
 @dataclass(frozen=True, slots=True)
 class _Part:
     snapshot_id: int
@@ -211,7 +227,7 @@ class _Part:
 
 
 def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequence: int, *, part: int,
-                 parts: int, attempts: list[CommitAttempt]) -> _Part:
+                 parts: int, attempts: _Attempts) -> _Part:
     """One part: one `replace` snapshot, retried at once on the new state while other writers commit."""
     inputs = frozenset(p for g in manifest.groups for p in g.inputs)
     outputs = [f for g in manifest.groups for f in g.outputs]
@@ -222,7 +238,7 @@ def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequ
     output_refs = [DataRef(df.file_path, plan.partition_spec_id,
                            partitioning.encode(df.partition, spec, schema), sequence) for df in new_files]
     reader = StateReader(inputs)
-    carrier: _Carrier | None = None
+    carrier: Carrier | None = None
     deadline = time.monotonic() + COMMIT_TIMEOUT_S
     number = 0
     while True:
@@ -232,8 +248,8 @@ def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequ
             state = reader.read(table)
             checked = validate(state, table=plan.table, inputs=inputs, spec_id=plan.partition_spec_id,
                                plan_sequence=sequence)
-            if checked.to_carry and carrier is None:
-                carrier = _carrier(table, part_plan, manifest, checked)
+            if checked.to_carry and carrier is None:  # memoizes per delete file across attempts
+                carrier = Carrier(table, part_plan, manifest)
             carried = (carrier.carry([d.file for d in checked.to_carry])
                        if checked.to_carry and carrier is not None else None)
             changes = changes_of(state, checked.inputs, outputs=new_files, outputs_partition=output_refs,
@@ -279,31 +295,6 @@ def _why(checked: Validated) -> str:
     if checked.to_carry:
         said.append(f"{len(checked.to_carry)} position delete file(s) committed during the job carried")
     return "; ".join(said)
-
-
-class _Carried(Protocol):
-    files: tuple[DataFile, ...]
-    rows: int
-    sources: tuple[str, ...]
-
-
-class _Carrier(Protocol):
-    """`layout.compaction.commit.carry.Carrier`: position deletes on the outputs for those on inputs."""
-
-    def carry(self, deletes: Sequence[DataFile]) -> _Carried: ...
-
-
-def _carrier(table: Table, plan: RewritePlan, manifest: StagedManifest, checked: Validated) -> _Carrier:
-    try:
-        from layout.compaction.commit import carry  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as exc:
-        first = checked.to_carry[0]
-        raise CommitRefused(f"{plan.table}: position delete file {first.path} was committed during the job "
-                            "and applies to input files, and this lakesort cannot carry it onto the "
-                            "outputs; nothing committed, the next run compacts with the delete "
-                            "applied") from exc
-    made: _Carrier = carry.Carrier(table, plan, manifest)
-    return made
 
 
 def committed_run(table: Table, run_id: str) -> CommitResult | None:

@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
 
@@ -46,7 +47,7 @@ from layout.catalog import load_catalog, load_table
 from layout.compaction.executor.inputs import native_reason
 from layout.compaction.executor.memory import value_bytes
 from layout.compaction.integrity.staged import CommitRefused, check_staged, prove_staged, staged_columns
-from layout.compaction.pipeline.commit import CommitResult, commit_rewrite, committed_run
+from layout.compaction.pipeline.commit import CommitAttempt, CommitResult, commit_rewrite, committed_run
 from layout.compaction.pipeline.config import RunConfig, SpecChanged, check_unchanged
 from layout.compaction.plan import RewriteGroup, RewritePlan
 from layout.compaction.planning.planner import plan_rewrite
@@ -421,7 +422,13 @@ def commit(prepared: PreparedRun) -> CommitResult:
         if verified is None or verified.manifest != _digest(manifest):
             raise NotVerified(f"{prepared.table} run {prepared.run_id}: the staged output was not verified "
                               "(run the verify step first); nothing committed")
-        result = commit_rewrite(table, prepared.plan(), manifest)
+        parts = prepared.spec.commit
+        commit_log: list[CommitAttempt] = []
+        try:
+            result = commit_rewrite(table, prepared.plan(), manifest, max_part_bytes=parts.max_part_bytes,
+                                    max_part_groups=parts.max_part_groups, on_attempt=commit_log.append)
+        finally:
+            _record_attempts(prepared, commit_log)
         files_after, bytes_after = live_totals(table.refresh())
         record(prepared, RunOutcome(
             status="committed", snapshot_after=result.snapshot_id, files_after=files_after,
@@ -429,6 +436,17 @@ def commit(prepared: PreparedRun) -> CommitResult:
             bytes_rewritten=result.bytes_removed, rows_rewritten=result.rows, verification="passed",
             findings=_findings_json(verified.findings)))
         return result
+
+
+COMMIT_LOG = "commit.json"  # the commit's attempts and parts, beside run.json
+
+
+def _record_attempts(prepared: PreparedRun, attempts: Sequence[CommitAttempt]) -> None:
+    """Every commit attempt (its part, outcome, reason and time), in the run's directory: a refused or
+    interrupted commit's attempts too."""
+    path = Path(prepared.work_dir) / COMMIT_LOG
+    path.write_text(json.dumps({"run_id": prepared.run_id, "attempts": [asdict(a) for a in attempts]},
+                               indent=1))
 
 
 def _refuse_changed_spec(prepared: PreparedRun, table: Table) -> None:
