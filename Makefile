@@ -37,14 +37,15 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 uv_cached = $(UV) $(1) --offline 2>/dev/null || { echo "uv: fetching what its cache lacks from the registry"; \
 	$(UV) $(1) && { $(UV) cache prune --quiet || echo "warning: uv cache prune failed" >&2; }; }
 
-.PHONY: help setup check-java testbed testbed-lock demo check static test lint bench clean
+.PHONY: help setup check-java testbed testbed-lock demo check static test lint bench docs docs-serve clean
 
 help:
 	@echo "make demo   build the demo warehouse, compact it with the lakesort_nightly DAG (Airflow, Spark local)"
 	@echo "make test   every test, every tier (CI runs it; sets up if needed), within the suite's time budget"
 	@echo "make check  the inner loop (about 2 min): ruff, mypy, import contracts, unit and property tests, no JVM"
 	@echo "make lint   ruff over the code;  make bench  run the benchmarks in tests/benchmarks/"
-	@echo "make clean  remove $(VENV), $(TOOLS), $(TESTBED), the demo home $(DEMO_HOME) and .pyiceberg.yaml"
+	@echo "make docs   build the documentation site into site/ (strict);  make docs-serve  serve it on 127.0.0.1:8000"
+	@echo "make clean  remove $(VENV), $(TOOLS), $(TESTBED), the demo home $(DEMO_HOME), .pyiceberg.yaml and site/"
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -140,5 +141,13 @@ lint: $(VENV)/.synced
 bench: setup
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
 
+# The documentation site (mkdocs.yml, docs/): the Reference pages are generated from the code at build time
+# (docs/hooks/reference.py); --strict fails on any broken link or anchor, as tests/test_docs.py does in make test.
+docs: $(VENV)/.synced
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(VENV)/.synced
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) $(TOOLS) $(TESTBED) $(DEMO_HOME) .pyiceberg.yaml
+	rm -rf $(VENV) $(TOOLS) $(TESTBED) $(DEMO_HOME) .pyiceberg.yaml site

@@ -59,7 +59,7 @@ def load_catalog(name: str | None = None) -> Catalog:
         raise ConfigError(
             f"no Iceberg catalog named {name!r} is configured (known: {known}); run `make demo` for the "
             f"embedded SQLite catalog, or write {CONFIG_FILE} / PYICEBERG_CATALOG__{name.upper()}__URI "
-            "as the README explains"
+            "as docs/how-to/onboard-a-table.md explains"
         )
     # Imported here: Spark jobs and their executors import this module for its path helpers, and pyiceberg's
     # catalogs cost about 0.2 s to import (one run).

@@ -107,8 +107,8 @@ def parse_property(table: str, name: str, text: str) -> tuple[str, Any]:
         close = difflib.get_close_matches(name, _KEY_OF, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(f"{table}: table property {name}: lakesort knows no such key; {hint}fix: ALTER "
-                          f"TABLE {table} UNSET TBLPROPERTIES ('{name}') (the keys are listed in the README, "
-                          "\"Onboarding tables\")")
+                          f"TABLE {table} UNSET TBLPROPERTIES ('{name}') (the keys and their properties are "
+                          "listed in docs/reference/table-spec.md)")
     if key == "sort.keys" and not text.lstrip().startswith("["):
         return key, _sort_keys(table, name, text)
     try:

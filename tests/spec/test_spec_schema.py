@@ -67,21 +67,21 @@ def test_registered_specs_validate_and_load(path, validator):
     assert load_spec(path).table
 
 
-def _readme_defaults() -> str:
-    """The `_defaults.yaml` example of the README's "Onboarding tables"."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Onboarding tables"):]
+def _docs_defaults() -> str:
+    """The `_defaults.yaml` example of the docs' "Onboard a table" guide (its namespace default tab)."""
+    text = (ROOT / "docs" / "how-to" / "onboard-a-table.md").read_text(encoding="utf-8")
+    section = text[text.index('=== "A namespace default"'):]
     block = section[section.index("```yaml"):].split("\n", 1)[1]
     return textwrap.dedent(block[:block.index("```")])
 
 
-@pytest.mark.parametrize("path", [*DEFAULTS_FILES, None], ids=lambda p: p.name if p else "README example")
+@pytest.mark.parametrize("path", [*DEFAULTS_FILES, None], ids=lambda p: p.name if p else "docs example")
 def test_namespace_defaults_load_as_defaults_not_as_specs(path, validator, tmp_path):
-    """`_defaults.yaml` (the registry's, and the README's example) is validated by its own model, and is none
+    """`_defaults.yaml` (the registry's, and the docs' example) is validated by its own model, and is none
     of the spec schema's business: the registry never reads it as a table's spec."""
     from layout.registry.defaults import DEFAULTS_FILE, load_defaults
 
-    text = path.read_text(encoding="utf-8") if path is not None else _readme_defaults()
+    text = path.read_text(encoding="utf-8") if path is not None else _docs_defaults()
     (tmp_path / DEFAULTS_FILE).write_text(text)
     entries = load_defaults(tmp_path)
     assert entries and all(e.match and e.values for e in entries)
