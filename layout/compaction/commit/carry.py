@@ -5,8 +5,8 @@ delete on an input file while the job rewrites it: the row it deletes is somewhe
 position nothing recorded. The commit must neither fail on that delete nor lose it. So for each
 (file_path, pos) it names on an input, the `Carrier` reads that row as the job read it (columns by Iceberg
 field id, the table's name mapping, identity-partition projection: pyiceberg's own reader), finds a row equal
-to it in every column among the outputs of the same rewrite group (floats by their bits, NaN equal to NaN
-of the same bits, NULL equal to NULL), and writes position deletes for those output rows, staged under the
+to it in every column among the outputs of the same rewrite group (floats by their bits, every NaN equal to
+every NaN, NULL equal to NULL), and writes position deletes for those output rows, staged under the
 run's directory, which the commit adds in its own snapshot.
 
 Rows identical in every column are interchangeable, so any equal output row will do, but each deleted row
@@ -374,8 +374,9 @@ class RowMatcher:
 
 def canonical_rows(batch: pa.RecordBatch) -> list[Key]:
     """Each row of `batch` as a hashable tuple where equality means identical content: floating-point and
-    temporal columns by their bits (NaN equal to a NaN of the same bits, -0.0 not equal to 0.0), NULL equal to
-    NULL, nested values recursively (their floats by the bits of their Python value)."""
+    temporal columns by their bits (-0.0 not equal to 0.0), NULL equal to NULL, nested values recursively.
+    Every NaN is one value, as the job's fingerprint and Java take it (`Double.doubleToLongBits`): Spark's
+    Parquet writer collapses NaN payloads, so an input row with another NaN is in the output with this one."""
     columns = [_canonical_column(batch.column(i)) for i in range(batch.num_columns)]
     if not columns:
         return [()] * batch.num_rows
@@ -395,6 +396,10 @@ def _canonical_array(array: pa.Array) -> pa.Array | None:
     if isinstance(array, pa.ExtensionArray):
         array = array.storage
     kind = array.type
+    if pa.types.is_floating(kind) and kind.bit_width in (32, 64):
+        bits = pa.int32() if kind.bit_width == 32 else pa.int64()
+        nan = pc.fill_null(pc.is_nan(array), False)
+        return pc.if_else(nan, pa.scalar(_NAN_BITS[kind.bit_width], bits), array.view(bits))
     if pa.types.is_floating(kind) or (pa.types.is_temporal(kind) and kind.bit_width in (32, 64)):
         return array.view(pa.int16() if kind.bit_width == 16 else pa.int32() if kind.bit_width == 32
                           else pa.int64())
@@ -403,9 +408,12 @@ def _canonical_array(array: pa.Array) -> pa.Array | None:
     return array
 
 
+_NAN_BITS = {32: 0x7FC00000, 64: 0x7FF8000000000000}  # Float.floatToIntBits(NaN), Double.doubleToLongBits
+
+
 def _canonical_value(value: Any) -> Any:
     if isinstance(value, float):
-        return ("f", struct.pack("<d", value))
+        return ("f", b"NaN" if math.isnan(value) else struct.pack("<d", value))
     if isinstance(value, dict):
         return tuple((k, _canonical_value(v)) for k, v in value.items())
     if isinstance(value, list | tuple):

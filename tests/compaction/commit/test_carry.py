@@ -1,7 +1,8 @@
 """Position deletes committed during a compaction, carried onto its outputs (layout.compaction.commit.carry).
 
 - Pure logic against brute-force oracles (hypothesis): `canonical_rows` makes two rows equal exactly when they
-  are identical in every column (floats by their bits: NaN payloads, -0.0; NULL equal to NULL; nested values);
+  are identical in every column (floats by their bits: -0.0 is not 0.0, every NaN one value as Spark's writer
+  and the job's fingerprint take it; NULL equal to NULL; nested values);
   `RowMatcher` places each wanted row on a distinct position holding an identical row, as many as there are
   (multiplicities), whatever the batches and the probe column.
 - Real files without Spark: a pyiceberg table planned by the real planner, its outputs written here sorted by
@@ -29,7 +30,8 @@ import pytest
 from deletes_helpers import commit_deletes, position_delete_file, write_position_deletes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lossless import _canonical, spec_for
+from lossless import _canonical as _bits
+from lossless import spec_for
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
@@ -79,10 +81,11 @@ def _batch(rows: list[dict]) -> pa.RecordBatch:
 
 
 def _identical(a: object, b: object) -> bool:
-    """The oracle: identical values, floats by the bits of their Python value, NULL identical to NULL."""
+    """The oracle: identical values, floats by the bits of their Python value (every NaN one value), NULL
+    identical to NULL."""
     if isinstance(a, float) or isinstance(b, float):
         return (isinstance(a, float) and isinstance(b, float)
-                and struct.pack("<d", a) == struct.pack("<d", b))
+                and (math.isnan(a) and math.isnan(b) or struct.pack("<d", a) == struct.pack("<d", b)))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_identical(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -102,10 +105,12 @@ def test_canonical_rows_are_equal_exactly_when_identical(rows):
             assert (keys[i] == keys[j]) == _identical(read[i], read[j]), (read[i], read[j])
 
 
-def test_canonical_rows_tell_nan_payloads_and_signed_zeros_apart():
-    batch = pa.RecordBatch.from_pydict({"d": pa.array([_NANS[0], _NANS[0], _NANS[1], 0.0, -0.0, None, None])})
+def test_canonical_rows_tell_signed_zeros_apart_and_take_every_nan_as_one():
+    # Spark's Parquet writer collapses NaN payloads (Java's doubleToLongBits): the job's output holds the
+    # canonical NaN where an input held another, and the job's fingerprint takes them as one value too.
+    batch = pa.RecordBatch.from_pydict({"d": pa.array([_NANS[0], _NANS[2], _NANS[1], 0.0, -0.0, None, None])})
     keys = canonical_rows(batch)
-    assert keys[0] == keys[1] != keys[2]
+    assert keys[0] == keys[1] == keys[2] != keys[5]
     assert keys[3] != keys[4]
     assert keys[5] == keys[6] != keys[3]
 
@@ -253,6 +258,18 @@ def _row_key(row: dict) -> tuple:
     return tuple(_canonical(v) for v in row.values())
 
 
+def _canonical(value: object) -> object:
+    """A value compared bit for bit (`lossless._canonical`), every NaN one value (Spark's writer collapses
+    NaN payloads, the job's fingerprint takes them as one)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, dict):
+        return tuple(sorted((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_canonical(v) for v in value)
+    return _bits(value)
+
+
 def _multiset(data: pa.Table, schema: Schema) -> Counter:
     ids = [schema.find_field(n).field_id for n in data.column_names]
     return Counter(tuple(sorted(zip(ids, (_canonical(v) for v in row.values()), strict=True)))
@@ -344,3 +361,56 @@ def test_a_deleted_row_missing_from_the_output_refuses_naming_it(iceberg_catalog
     message = str(refused.value)
     assert delete.file_path in message and source.path in message and f"row {pos} " in message
     assert "nothing committed" in message and "next run" in message
+
+
+# ---- real files: the Spark job's own output ----------------------------------------------------------
+
+
+def _positions(table, files) -> set[tuple[str, int]]:
+    """(output path, position) of every row carried delete files delete."""
+    out = set()
+    for f in files:
+        with table.io.new_input(f.file_path).open() as stream:
+            rows = pq.read_table(stream)
+        out |= set(zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True))
+    return out
+
+
+@pytest.mark.spark
+def test_deletes_carried_onto_the_spark_jobs_output_once_each(iceberg_catalog, spark, job, tmp_path):
+    from layout.compaction.pipeline.steps import check_inputs
+
+    table = _build(iceberg_catalog, "carry_job")
+    first = next(f for f in table.inspect.files().to_pylist() if f["content"] == 0)
+    partition = (first["partition"]["p"],)
+    # Deleted before planning: the job applies it, and it must not be carried again when named once more.
+    before = position_delete_file(table, write_position_deletes(table, [(first["file_path"], 0)]),
+                                  partition=partition)
+    table = commit_deletes(table, [before])
+    plan = check_inputs(_plan(table, "carry_job"))
+    assert any(d.path == before.file_path for g in plan.groups for d in g.deletes)
+    staged = job.compact_groups(spark, plan, list(plan.groups))
+    job.write_manifest(spark, plan, staged, str(tmp_path / "manifest.json"), 0.0)
+    manifest = StagedManifest.from_json((tmp_path / "manifest.json").read_text())
+    _check_carried(table, plan, manifest, Carrier(table, plan, manifest).carry([]), table)  # the job's output
+
+    # A writer that merges a file's earlier deletes into its new delete file names position 0 again.
+    named = [(first["file_path"], p) for p in (0, 3, 4, 9, 10, 11)]
+    concurrent = position_delete_file(table, write_position_deletes(table, named), partition=partition)
+    after = commit_deletes(table, [concurrent])
+    carrier = Carrier(table, plan, manifest)
+    carried = carrier.carry([concurrent])
+    assert carried.rows == len(named) - 1 and carried.sources == (concurrent.file_path,)
+    _check_carried(table, plan, manifest, carried, after)
+
+    # A retried commit: the old delete file and a new one; the old one's rows keep their output positions.
+    other = next(f for g in plan.groups for f in g.inputs if f.path != first["file_path"])
+    more = position_delete_file(
+        table, write_position_deletes(table, [(other.path, p) for p in range(0, other.rows, 4)]),
+        partition=tuple(partitioning.decode(other.partition_key, table.spec(), table.schema())))
+    after = commit_deletes(after, [more])
+    again = carrier.carry([concurrent, more])
+    assert again.rows == carried.rows + len(range(0, other.rows, 4))
+    assert set(again.sources) == {concurrent.file_path, more.file_path}
+    assert _positions(table, carried.files) <= _positions(table, again.files)
+    _check_carried(table, plan, manifest, again, after)
