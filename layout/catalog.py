@@ -85,8 +85,9 @@ def load_table(identifier: str, catalog: str | None = None) -> Table:
         hint = (f"tables in {namespace!r}: {', '.join(tables)}" if tables
                 else "check the name with the catalog")
         raise InputError(f"Iceberg table {identifier!r} not found in catalog {cat.name!r}; {hint}") from None
-    # Every later path under the table opens with its storage settings (vended credentials included).
-    storage.configure(table.location(), table.io.properties)
+    # Every later path under the table's locations opens with its storage settings (vended credentials
+    # included), and only those paths.
+    storage.configure_table(table)
     return table
 
 

@@ -3,9 +3,12 @@ of each table location, kept per process, and the pyarrow filesystem and Hadoop 
 
 A table's storage settings come from its catalog: the catalog's own configuration, and on a REST catalog the
 credentials it vends with each table (`s3.access-key-id`, `s3.secret-access-key`, `s3.session-token` in the
-load-table response). `layout.catalog.load_table` registers them here for the table's location, so every path
-lakesort later opens under that location (`layout.io.resolve`) is opened with them: there is no second place
-to configure. Secrets live only in this process's memory: `public` strips them from anything that is written
+load-table response). `layout.catalog.load_table` registers them here for the table's locations (its location
+and its `write.*.path` properties), so every path lakesort later opens under them (`layout.io.resolve`) is
+opened with them: there is no second place to configure. Credentials are used only under the locations they
+were registered for: a path under no table's location (a warehouse listing above the tables, say) gets the
+non-secret settings (endpoint, region) of the nearest table of its bucket, never another table's keys or
+session token. Secrets live only in this process's memory: `public` strips them from anything that is written
 down (a plan, a manifest, a run record), and Spark executors get them inside their task closures
 (`hadoop_settings`, the executor code's own `configure`), never on a command line or in a file.
 """
@@ -13,6 +16,7 @@ down (a plan, a manifest, a run record), and Spark executors get them inside the
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -23,8 +27,8 @@ if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
-__all__ = ["OBJECT_STORE_SCHEMES", "configure", "delete_many", "filesystem", "for_files", "hadoop_settings",
-           "is_object_store", "is_secret", "properties_for", "public"]
+__all__ = ["OBJECT_STORE_SCHEMES", "configure", "configure_table", "delete_many", "filesystem", "for_files",
+           "hadoop_settings", "is_object_store", "is_secret", "properties_for", "public"]
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss"})
 _SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", "key-id",
@@ -32,7 +36,14 @@ _SECRET_WORDS = ("secret", "token", "password", "credential", "session", "sas", 
 
 _lock = threading.Lock()
 _by_prefix: dict[str, dict[str, str]] = {}
-_file_ios: dict[frozenset[tuple[str, str]], PyArrowFileIO] = {}
+# One FileIO per registered location (the key `_key` makes of it; the bucket for paths under none), built
+# with the properties it was registered with last: a REST catalog vends a new session token with every load
+# of a table, and a cache keyed by the properties would keep one file system per token for the process's life.
+_file_ios: OrderedDict[str, tuple[frozenset[tuple[str, str]], PyArrowFileIO]] = OrderedDict()
+# Least recently used ones beyond this many are dropped (a process visiting thousands of tables, a report).
+MAX_FILE_IOS = 32
+# A table's properties naming where it writes besides its location (Iceberg's TableProperties).
+_LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path")
 
 
 def is_secret(key: str) -> bool:
@@ -79,13 +90,30 @@ def configure(location: str, properties: Mapping[str, str]) -> None:
         _by_prefix[_key(location)] = clean
 
 
+def configure_table(table: Any) -> None:
+    """`configure` for every location of a pyiceberg `Table`: its location and the `write.data.path`,
+    `write.metadata.path` and `write.object-storage.path` it may write under instead."""
+    properties = table.io.properties
+    for location in (table.location(), *(table.properties.get(p) for p in _LOCATION_PROPERTIES)):
+        if location:
+            configure(location, properties)
+
+
+def _registered(key: str) -> str | None:
+    """The longest registered location `key` is under (the lock held)."""
+    return max((p for p in _by_prefix if key == p or key.startswith(p + "/")), key=len, default=None)
+
+
 def properties_for(location: str) -> dict[str, str]:
-    """The FileIO properties registered for the longest prefix of `location`, or {} (the SDK's defaults)."""
+    """The FileIO properties registered for the longest prefix of `location`; for a location under none, the
+    non-secret ones (endpoint, region, path style) of the nearest registered location of its bucket; else {}
+    (the SDK's defaults)."""
     key = _key(location)
     with _lock:
-        best = max((p for p in _by_prefix if key == p or key.startswith(p + "/")), key=len, default=None)
+        best = _registered(key)
         if best is None:  # a location of the same bucket (a warehouse listing above the tables, say): the
-            # table location sharing most of its path with it, the shorter one of a tie
+            # table location sharing most of its path with it, the shorter one of a tie; its endpoint and
+            # region, never its credentials (vended for that table's paths only)
             parts = key.split("/")
 
             def shared(prefix: str) -> tuple[int, int]:
@@ -95,8 +123,9 @@ def properties_for(location: str) -> dict[str, str]:
                 return common, -len(other)
 
             same_bucket = [p for p in _by_prefix if p.split("/")[:3] == parts[:3]]
-            best = max(same_bucket, key=shared, default=None)
-        return dict(_by_prefix[best]) if best is not None else {}
+            nearest = max(same_bucket, key=shared, default=None)
+            return public(_by_prefix[nearest]) if nearest is not None else {}
+        return dict(_by_prefix[best])
 
 
 def filesystem(location: str) -> tuple[FileSystem, str]:
@@ -110,9 +139,18 @@ def filesystem(location: str) -> tuple[FileSystem, str]:
     properties = properties_for(location)
     frozen = frozenset(properties.items())
     with _lock:
-        io = _file_ios.get(frozen)
-        if io is None:
-            io = _file_ios[frozen] = PyArrowFileIO(properties)
+        key = _key(location)
+        registered = _registered(key) or "/".join(key.split("/")[:3])  # else one per bucket
+        cached = _file_ios.get(registered)
+        if cached is not None and cached[0] == frozen:
+            io = cached[1]
+            _file_ios.move_to_end(registered)
+        else:  # new, or its credentials were vended again: the old file system goes with the old token
+            io = PyArrowFileIO(properties)
+            _file_ios[registered] = (frozen, io)
+            _file_ios.move_to_end(registered)
+            while len(_file_ios) > MAX_FILE_IOS:
+                _file_ios.popitem(last=False)
     scheme, netloc, path = PyArrowFileIO.parse_location(location, properties)
     return io.fs_by_scheme(scheme, netloc), path
 
@@ -203,13 +241,15 @@ def _delete_objects(paths: Sequence[str]) -> dict[str, OSError]:
     # Optional, as boto3 above.
     from botocore.exceptions import BotoCoreError, ClientError
 
-    by_bucket: dict[str, list[str]] = {}
+    # Per bucket and the settings its keys open with: each table's files with that table's credentials.
+    by_bucket: dict[tuple[str, frozenset[tuple[str, str]]], list[str]] = {}
     for path in paths:
         bucket, _, key = path.partition("/")
-        by_bucket.setdefault(bucket, []).append(key)
+        opened = frozenset(properties_for(f"s3://{bucket}/{key}").items())
+        by_bucket.setdefault((bucket, opened), []).append(key)
     failed: dict[str, OSError] = {}
-    for bucket, keys in by_bucket.items():
-        client = _s3_client(properties_for(f"s3://{bucket}/{keys[0]}"))
+    for (bucket, opened), keys in by_bucket.items():
+        client = _s3_client(dict(opened))
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
             try:

@@ -38,6 +38,42 @@ def test_the_longest_registered_prefix_wins_and_schemes_alias():
     assert storage.properties_for("/w/t/x") == {}
 
 
+def test_vended_credentials_open_only_their_tables_paths():
+    storage.configure("s3://lake/db/t1", VENDED)
+    assert storage.properties_for("s3://lake/db/t1/data/x.parquet") == VENDED
+    # Another table of the bucket (or a listing above the tables): the endpoint and region, never the keys.
+    for elsewhere in ("s3://lake/db/t10/data/z.parquet", "s3://lake/db", "s3a://lake/db/t2/metadata/m.avro"):
+        assert storage.properties_for(elsewhere) == storage.public(VENDED), elsewhere
+
+
+class _Table:
+    def __init__(self, location, properties, io):
+        self._location, self.properties = location, properties
+        self.io = type("IO", (), {"properties": io})()
+
+    def location(self):
+        return self._location
+
+
+def test_a_tables_write_paths_are_its_locations_too():
+    storage.configure_table(_Table("s3://lake/db/t1", {"write.data.path": "s3://data-bucket/t1"}, VENDED))
+    assert storage.properties_for("s3://data-bucket/t1/part-0.parquet") == VENDED
+    assert storage.properties_for("s3://data-bucket/t2/part-0.parquet") == storage.public(VENDED)
+
+
+def test_the_file_systems_are_one_per_location_whatever_the_tokens(monkeypatch):
+    monkeypatch.setattr(storage, "_file_ios", type(storage._file_ios)())
+    for night in range(5):  # a REST catalog vends a new session token with every load of the table
+        storage.configure("s3://lake/db/t1", {**VENDED, "s3.session-token": f"token-{night}"})
+        storage.filesystem("s3://lake/db/t1/data/x.parquet")
+    assert list(storage._file_ios) == ["s3://lake/db/t1"]
+    assert dict(storage._file_ios["s3://lake/db/t1"][0])["s3.session-token"] == "token-4"
+    for t in range(storage.MAX_FILE_IOS + 3):
+        storage.configure(f"s3://lake/db/many{t}", VENDED)
+        storage.filesystem(f"s3://lake/db/many{t}/x.parquet")
+    assert len(storage._file_ios) == storage.MAX_FILE_IOS
+
+
 def test_s3a_settings_from_vended_credentials():
     settings = storage.hadoop_settings(VENDED)
     assert settings["fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"

@@ -171,14 +171,14 @@ def _first(properties: dict[str, str], *keys: str) -> str | None:
     return next((properties[k] for k in keys if properties.get(k)), None)
 
 
-def _s3_store(bucket: str) -> Any:
-    """DataFusion's S3 store for `bucket`, with the endpoint, region and credentials registered for it in
-    `layout.storage` (pyiceberg's property names, `s3.*` before `client.*`). The secrets go into the store
-    and nowhere else."""
+def _s3_store(bucket: str, location: str) -> Any:
+    """DataFusion's S3 store for `bucket`, with the endpoint, region and credentials registered in
+    `layout.storage` for `location`, a file of the table in it (pyiceberg's property names, `s3.*` before
+    `client.*`). The secrets go into the store and nowhere else."""
     # DataFusion is optional and slow to import (half a second): only for the engine check.
     from datafusion.object_store import AmazonS3
 
-    properties = storage.properties_for(f"s3://{bucket}")
+    properties = storage.properties_for(location)
     endpoint = _first(properties, "s3.endpoint")
     return AmazonS3(
         bucket_name=bucket,
@@ -295,8 +295,11 @@ def _run(files: Sequence[FilePlan], where: str, columns: Sequence[str] | None) -
     else:
         # On S3 a directory of links is not to be had: each selected file is a table of its own (a single
         # object, so DataFusion lists nothing else), the probe runs over their UNION ALL.
-        for bucket in sorted({_uri(f).split("/", 3)[2] for f in files if not _local(f)}):
-            ctx.register_object_store("s3://", _s3_store(bucket), bucket)
+        # A bucket's store with the settings of a selected file in it: the table's own (vended credentials
+        # are registered for the table's locations only, not for its bucket).
+        in_bucket = {_uri(f).split("/", 3)[2]: _uri(f) for f in files if not _local(f)}
+        for bucket in sorted(in_bucket):
+            ctx.register_object_store("s3://", _s3_store(bucket, in_bucket[bucket]), bucket)
         parts = []
         for i, f in enumerate(files):
             ctx.register_parquet(f"probe_{i}", _uri(f))
