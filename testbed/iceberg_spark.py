@@ -13,7 +13,8 @@ own output goes to standard error):
 - `{"sql": "...", "arrow": "PATH"}`: run a query and write its whole result to PATH as an Arrow IPC file,
   which keeps every value as Spark read it (floats bit for bit, timestamps to the microsecond);
 - `{"stream": "start", ...}` / `{"stream": "poll"|"stop", "name": ...}`: a Structured Streaming query with
-  Iceberg's source (see `stream`);
+  Iceberg's source (see `stream`); `{"stream": "append", "name": ..., "into": TABLE, "source": "rate", ...}`:
+  one from a built-in source appending to an Iceberg table with Iceberg's sink (see `Streams.append`);
 - `{"equality_delete": TABLE, "columns": [...], "rows": [[...], ...], "partition": {...} | null,
   "spec_id": N}`, or `{"equality_delete": TABLE, "files": [{"columns": ..., "rows": ..., "partition": ...,
   "spec_id": ...}, ...]}`:
@@ -105,6 +106,21 @@ class Streams:
         self.queries[name] = query
         return {"id": str(query.id)}
 
+    def append(self, name: str, into: str, checkpoint: str, source: str, options: dict[str, str],
+               select: list[str], trigger: str) -> dict[str, Any]:
+        """A query from a built-in source (`rate`, `rate-micro-batch`) appending `select`'s columns to the
+        Iceberg table `into` with Iceberg's streaming sink, one micro-batch every `trigger`."""
+        reader = self.spark.readStream.format(source)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        query = (reader.load().selectExpr(*select).writeStream.format("iceberg").queryName(name)
+                 .outputMode("append").option("checkpointLocation", checkpoint)
+                 # a micro-batch's rows are in no partition order: one open file per partition
+                 .option("fanout-enabled", "true")
+                 .trigger(processingTime=trigger).toTable(into))
+        self.queries[name] = query
+        return {"id": str(query.id)}
+
     def poll(self, name: str) -> dict[str, Any]:
         query = self.queries[name]
         query.processAllAvailable()
@@ -115,8 +131,14 @@ class Streams:
         failure = query.exception()
         return {"active": query.isActive, "error": str(failure) if failure else None}
 
-    def stop(self, name: str) -> dict[str, Any]:
-        query = self.queries.pop(name)
+    def stop(self, name: str, idle: float = 0.0) -> dict[str, Any]:
+        """Stop the query; with `idle`, first wait (up to that many seconds) for it to be between two
+        micro-batches, so that no batch is cut off halfway through its commit."""
+        query = self.queries[name]
+        deadline = time.monotonic() + idle
+        while time.monotonic() < deadline and query.isActive and query.status["isTriggerActive"]:
+            time.sleep(0.05)
+        self.queries.pop(name)
         failure = query.exception()
         query.stop()
         return {"error": str(failure) if failure else None}
@@ -457,6 +479,12 @@ def handle(spark, streams: Streams, deletes: EqualityDeletes, request: dict[str,
         if action == "start":
             return streams.start(request["name"], request["table"], request["checkpoint"],
                                  request.get("options", {}))
+        if action == "append":
+            return streams.append(request["name"], request["into"], request["checkpoint"], request["source"],
+                                  request.get("options", {}), request.get("select") or ["*"],
+                                  request.get("trigger", "2 seconds"))
+        if action == "stop":
+            return streams.stop(request["name"], float(request.get("idle", 0.0)))
         return getattr(streams, action)(request["name"])
     frame = spark.sql(request["sql"])
     if "arrow" in request:

@@ -176,8 +176,19 @@ class IcebergSpark:
         """Process everything available, then the query's state (`active`, `error`)."""
         return self.request(stream="poll", name=name)
 
-    def stop_stream(self, name: str) -> dict[str, Any]:
-        return self.request(stream="stop", name=name)
+    def stop_stream(self, name: str, *, idle: float = 0.0) -> dict[str, Any]:
+        """Stop the query; with `idle`, once it is between micro-batches (waiting up to that many seconds)."""
+        return self.request(stream="stop", name=name, idle=idle)
+
+    def append_stream(self, name: str, into: str, *, source: str, options: dict[str, str] | None = None,
+                      select: Sequence[str] = ("*",), trigger: str = "2 seconds") -> Path:
+        """Start a Structured Streaming query from a built-in source (`rate`, `rate-micro-batch`) appending
+        `select`'s columns to the Iceberg table `into` with Iceberg's sink, a micro-batch every `trigger`;
+        its checkpoint directory (`commits/` holds the micro-batches it committed)."""
+        checkpoint = self.scratch / f"checkpoint-{name}"
+        self.request(stream="append", name=name, into=into, checkpoint=str(checkpoint), source=source,
+                     options=options or {}, select=list(select), trigger=trigger)
+        return checkpoint
 
     def close(self) -> None:
         if self.process.poll() is None:
