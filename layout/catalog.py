@@ -8,9 +8,10 @@ repository root (git ignores it) so that every `lakesort` command run there find
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.utils.config import Config
@@ -48,10 +49,11 @@ def stamp_of(path: str) -> tuple[str, str] | None:
     return (found["run"], found["spec"]) if found else None
 
 
-def load_catalog(name: str | None = None) -> Catalog:
-    """The named catalog, or pyiceberg's default one; a clear error when none is configured."""
-
+def check_catalog(name: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(name, configuration) of the named catalog, or of pyiceberg's default one; a `ConfigError` naming the
+    known catalogs when it is not configured."""
     config = Config()
+    _warn_if_shadowed()
     name = name or config.get_default_catalog_name()
     catalog_config = config.get_catalog_config(name)
     if catalog_config is None:
@@ -61,6 +63,52 @@ def load_catalog(name: str | None = None) -> Catalog:
             f"embedded SQLite catalog, or write {CONFIG_FILE} / PYICEBERG_CATALOG__{name.upper()}__URI "
             "as docs/how-to/onboard-a-table.md explains"
         )
+    return name, dict(catalog_config)
+
+
+# The first line of the `.pyiceberg.yaml` `make demo` writes (`write_sql_catalog_config`): how a file found
+# elsewhere is told to shadow the demo's.
+DEMO_MARK = "# Written by `make demo`"
+_shadow_warned: set[str] = set()
+
+
+def config_files() -> list[Path]:
+    """Every `.pyiceberg.yaml` pyiceberg would look at, in its order ($PYICEBERG_HOME, the home directory, the
+    working directory): the first one is the one read, the others are ignored."""
+    found: list[Path] = []
+    for directory in (os.environ.get("PYICEBERG_HOME"), os.path.expanduser("~"), os.getcwd()):
+        if directory:
+            path = Path(directory, CONFIG_FILE)
+            if path.is_file() and all(path.resolve() != f.resolve() for f in found):
+                found.append(path)
+    return found
+
+
+def _warn_if_shadowed() -> None:
+    """Warn (once a process) when pyiceberg reads another `.pyiceberg.yaml` than the one `make demo` wrote,
+    which is there but ignored: a user's `~/.pyiceberg.yaml` silently wins over the demo's catalog."""
+    files = config_files()
+    demo = next((f for f in files[1:] if _is_demos(f)), None)
+    if demo is None or str(files[0]) in _shadow_warned:
+        return
+    _shadow_warned.add(str(files[0]))
+    log.warning("the Iceberg catalogs come from %s, not from the demo's %s, which pyiceberg ignores (it "
+                "reads $PYICEBERG_HOME, then the home directory, then the working directory): set "
+                "PYICEBERG_HOME=%s to use the demo's", files[0], demo, demo.parent)
+
+
+def _is_demos(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().startswith(DEMO_MARK)
+    except OSError:
+        return False
+
+
+def load_catalog(name: str | None = None) -> Catalog:
+    """The named catalog, or pyiceberg's default one; a clear error when none is configured."""
+
+    name, catalog_config = check_catalog(name)
     # Imported here: Spark jobs and their executors import this module for its path helpers, and pyiceberg's
     # catalogs cost about 0.2 s to import (one run).
     from pyiceberg.catalog import load_catalog as _load
@@ -97,7 +145,7 @@ def write_sql_catalog_config(home: Path, config_dir: Path, name: str = DEFAULT_C
     (home / "warehouse").mkdir(parents=True, exist_ok=True)
     path = config_dir / CONFIG_FILE
     text = (
-        "# Written by `make demo`: the embedded Iceberg catalog (SQLite) and local warehouse.\n"
+        f"{DEMO_MARK}: the embedded Iceberg catalog (SQLite) and local warehouse.\n"
         f"default-catalog: {name}\n"
         "catalog:\n"
         f"  {name}:\n"

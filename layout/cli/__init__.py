@@ -1,7 +1,8 @@
 """The `lakesort` command line: the parser, the table of commands and the dispatch; a module per command.
 
-Exit status: 0 ok, 1 a finding or a failure, 2 bad usage or unreadable input.
-Results go to stdout; progress, timings and errors go to stderr.
+Exit status: 0 ok, 1 a finding, a busy table, a refusal or a failure, 2 bad usage, configuration or input;
+every command's help says it (its epilog, `_EXITS`). Results go to stdout (with --json, one JSON document);
+progress, timings and errors go to stderr, errors as one plain line (no terminal escapes).
 
 Parsing the command line imports argparse and the ground floor's `layout.errors` only: each command's module
 (`COMMANDS`, its `run(args) -> int`) is imported when that command runs, so `lakesort --help` and
@@ -17,8 +18,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from layout.errors import InputError, LakesortError, UsageError
 
@@ -48,6 +52,30 @@ COMMANDS: dict[str, str] = {
 # line. tests/cli/test_dispatch.py checks that the two agree.
 ADVISE_SAMPLE_ROWS = 2_000_000
 
+# What status 1 means for each command (0 and 2 mean the same everywhere): the epilog of its --help, and the
+# Reference's exit codes (docs/hooks/reference.py reads the epilogs).
+_EXITS: dict[str, str] = {
+    "inspect": "the files could not be read",
+    "plan": "the plan could not be made",
+    "plan-rewrite": "the plan could not be made",
+    "compact": "the table is busy (another run holds its lease), the run was refused or it failed",
+    "measure": "the measurement failed",
+    "report": "the report could not be written",
+    "verify": "an error finding (the layout is not as intended)",
+    "cleanup": "the table is busy (a run holds its lease) or a file could not be deleted",
+    "expire": "the table is busy (a run holds its lease) or expiring failed",
+    "housekeep": "one of lakesort's tables could not be maintained",
+    "spark-archive": "the archive could not be built",
+    "spark-jars": "Maven could not fetch the jars",
+    "advise": "the advice could not be made",
+    "demo": "the demo could not be built",
+    "tables": "a table's configuration does not resolve",
+}
+# The process's default catalog for pyiceberg (`--catalog`): read by every `Config()`, lakesort's own
+# `load_catalog(None)` and the registry's, so one flag reaches every table a command opens.
+CATALOG_VARIABLE = "PYICEBERG_DEFAULT_CATALOG"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # CSI sequences: sqlglot underlines a parse error's culprit
+
 _TABLE_HELP = "Iceberg table identifier `ns.table`"
 _SPEC_HELP = "the table spec (default: found in dags/tables/ by table name)"
 _SOURCE_HELP = "a Parquet file, a directory, or an Iceberg table `ns.table`"
@@ -61,8 +89,55 @@ def _logging_flags(parser: argparse.ArgumentParser, *, default_verbose: object,
                         help="only warnings and errors on stderr")
 
 
+def _epilog(command: str) -> str:
+    return (f"Exit status: 0 done; 1 {_EXITS[command]}; 2 bad usage or configuration (a bad flag, spec, "
+            "setting or catalog; the message says which).")
+
+
+class _Version(argparse.Action):
+    """`lakesort --version`: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("lakesort")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            found = "unknown (not installed)"
+        parser.exit(message=f"lakesort {found}\n")
+
+
+class _Deprecated(argparse.Action):
+    """A flag's old name: sets the new one's value, says the new name on stderr, and is left out of --help."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog}: warning: {option_string} is deprecated, use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, True)
+
+
 def _table_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", metavar="TABLE", help=_TABLE_HELP)
+    _catalog_arg(p)
+
+
+def _catalog_arg(p: argparse.ArgumentParser, *,
+                 help: str = "the catalog holding the table (default: the spec's `catalog`, else "
+                             "pyiceberg's default catalog)") -> None:
+    p.add_argument("--catalog", metavar="NAME", help=help)
+
+
+def _json_flag(p: argparse._ActionsContainer, *, help: str = "one JSON document on stdout") -> None:
+    _flag(p, "--json", help=help)
 
 
 def _spec_arg(p: argparse.ArgumentParser, *, help: str = _SPEC_HELP) -> None:
@@ -100,16 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
     # Logging flags work before or after the command (`lakesort -q plan ...`, `lakesort plan ... -q`);
     # the command's copies default to SUPPRESS so they never overwrite what came before the command.
     _logging_flags(parser, default_verbose=0, default_quiet=False)
+    parser.add_argument("--version", action=_Version, help="print lakesort's version and exit")
     common = argparse.ArgumentParser(add_help=False)
     _logging_flags(common, default_verbose=argparse.SUPPRESS, default_quiet=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, *, help: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], help=help, description=description)
+        return sub.add_parser(name, parents=[common], help=help, description=description,
+                              epilog=_epilog(name))
 
     p = command("inspect", help="show footers, column indexes, offset indexes and bloom filters",
                 description="Show what a page-index-aware reader sees in Parquet files.")
     _source_arg(p, help="a Parquet file, a directory of them (recursive), or an Iceberg table `ns.table`")
+    _catalog_arg(p, help="the catalog of an Iceberg table SOURCE (default: pyiceberg's default catalog)")
     p.add_argument("--columns", metavar="A,B", help="only these columns (dotted paths for nested columns)")
     out = p.add_mutually_exclusive_group()
     _flag(out, "--json", help="one JSON document on stdout")
@@ -118,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("plan", help="what a page-index-aware reader must read for a predicate",
                 description="Prune files, row groups and pages for a predicate; print the counts.")
     _source_arg(p)
+    _catalog_arg(p, help="the catalog of an Iceberg table SOURCE (default: pyiceberg's default catalog)")
     p.add_argument("--where", required=True, metavar="SQL",
                    help="a SQL condition, e.g. \"l_shipdate >= DATE '1995-01-01' AND l_quantity < 10\"")
     p.add_argument("--columns", metavar="A,B", help="the projected columns (default: all)")
@@ -133,9 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     _range_args(p)
     p.add_argument("--master", help="Spark master (default: $LAKESORT_SPARK_MASTER or local[*]), "
                                     "e.g. spark://127.0.0.1:7077")
-    _flag(p, "--no-measure", help="skip measuring the probes before and after (lakesort.pruning_metrics)")
+    _flag(p, "--no-record", help="record no measurement: skip measuring the probes before and after "
+                                 "(lakesort.pruning_metrics); the run itself is recorded")
+    p.add_argument("--no-measure", dest="no_record", action=_Deprecated, new="--no-record")
     _flag(p, "--dry-run",
           help="plan only, as the DAGs' dry run: print the plan and record the dry run; change nothing")
+    _json_flag(p, help="the result (or with --dry-run the plan) as one JSON document on stdout")
 
     p = command("measure", help="measure what readers skip for each probe, on a snapshot",
                 description="Plan every probe of the table (the spec's and the standard ones per sort key), "
@@ -157,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "metrics tables.")
     p.add_argument("--out", metavar="DIR", help="output directory (default: "
                                                 "$LAKESORT_REPORT_DIR or .lakesort/reports)")
+    _json_flag(p, help='{"index": ..., "pages": [...]}: the index and every page written')
 
     p = command("verify", help="check written files against the table spec, with diagnoses",
                 description="Prove the layout: page indexes, BoundaryOrder, ordered and disjoint sorted "
@@ -164,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     _source_arg(p)
     _spec_arg(p, help="the table spec (default for a table: found in dags/tables/; "
                       "otherwise only column and offset indexes are checked)")
+    _catalog_arg(p, help="the catalog of an Iceberg table SOURCE (default: pyiceberg's default catalog)")
     _flag(p, "--json", help='one JSON document: {"ok": ..., "findings": [...]}')
     _flag(p, "--gx", help="also validate the spec's Great Expectations suite and build Data Docs")
     p.add_argument("--docs", metavar="DIR",
@@ -178,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep unreferenced files modified in the last H hours (default: "
                         "$LAKESORT_CLEANUP_GRACE_HOURS, else 24)")
     _flag(p, "--dry-run", help="list what would be deleted; delete nothing")
+    _json_flag(p, help="the result as one JSON document, the files deleted (or that would be) included")
 
     p = command("expire", help="expire old snapshots and delete the files nothing retained references",
                 description="Expire snapshots by the spec's retention (max_age, min_snapshots; branch and "
@@ -198,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "in its report task.")
     p.add_argument("--catalog", metavar="NAME", help="the catalog (default: pyiceberg's default catalog)")
     _flag(p, "--dry-run", help="report what maintenance would delete; change nothing")
+    _json_flag(p, help='{"dry_run": ..., "tables": [...]}: what was done to each of lakesort\'s tables')
 
     p = command("spark-archive", help="build the class archive every job's Spark driver starts from",
                 description="Run a small Spark job once with the JVM storing the classes it loads (about 40 "
@@ -269,15 +355,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING if args.quiet else (logging.DEBUG if args.verbose > 1 else logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    # `tables` and `housekeep` take the catalog to list (their own --catalog); elsewhere it is the table's.
+    catalog = getattr(args, "catalog", None) if args.command not in ("tables", "housekeep") else None
+    before = os.environ.get(CATALOG_VARIABLE)
     try:
+        if catalog is not None:
+            _use_catalog(catalog)
         # The command's module, and with it pyiceberg, pyarrow and the rest, only now that the command runs.
         code: int = importlib.import_module(COMMANDS[args.command]).run(args)
         return code
     except (UsageError, InputError) as exc:
-        print(f"lakesort {args.command}: error: {exc}", file=sys.stderr)
+        print(f"lakesort {args.command}: error: {plain(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except LakesortError as exc:
-        print(f"lakesort {args.command}: failed: {exc}", file=sys.stderr)
+        print(f"lakesort {args.command}: failed: {plain(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # `lakesort inspect ... | head`
         return EXIT_OK
+    finally:  # main() is called in-process too (tests, scripts): the flag must not outlive the command
+        if catalog is not None:
+            if before is None:
+                os.environ.pop(CATALOG_VARIABLE, None)
+            else:
+                os.environ[CATALOG_VARIABLE] = before
+
+
+def plain(error: BaseException) -> str:
+    """An error's message as one plain text: without terminal escapes (sqlglot's parse errors underline the
+    culprit with them), which a log, a file or a non-terminal would show as garbage."""
+    return _ANSI.sub("", str(error))
+
+
+def _use_catalog(name: str) -> None:
+    """`--catalog NAME`: pyiceberg's default catalog for this command (and the Spark job it starts), once
+    checked to be configured (exit 2 naming the known ones otherwise)."""
+    from layout.catalog import check_catalog  # pyiceberg's configuration: only when a command runs
+
+    check_catalog(name)
+    os.environ[CATALOG_VARIABLE] = name

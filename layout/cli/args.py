@@ -27,8 +27,8 @@ def column_list(text: str | None) -> list[str] | None:
 def table_spec(args: argparse.Namespace) -> TableSpec:
     """The spec of TABLE: --spec, or the one found in dags/tables/ by the table's name."""
     if not args.spec:
-        return find_spec(args.table)
-    spec = load_spec(Path(args.spec))
+        return _in_catalog(args, find_spec(args.table))
+    spec = _in_catalog(args, load_spec(Path(args.spec)))
     # TABLE is what gets rewritten (and leased): a spec written for another table must not drive it.
     if spec.table != args.table:
         raise UsageError(
@@ -42,8 +42,20 @@ def table_config(args: argparse.Namespace) -> RunConfig:
     """`table_spec` as a run's configuration: found in the registry, with the source of each key (which the
     run's record keeps); from --spec, the file alone."""
     if not args.spec:
-        return RunConfig.of_resolution(find_resolution(args.table))
+        config = RunConfig.of_resolution(find_resolution(args.table))
+        _in_catalog(args, config.spec)
+        return config
     return RunConfig.of(table_spec(args))
+
+
+def _in_catalog(args: argparse.Namespace, spec: TableSpec) -> TableSpec:
+    """`spec`, when --catalog (the process's default catalog, `layout.cli.main`) does not contradict the
+    catalog it names."""
+    given = getattr(args, "catalog", None)
+    if given is not None and spec.catalog is not None and spec.catalog != given:
+        raise UsageError(f"--catalog {given}, but the spec of {spec.table} names catalog {spec.catalog}; "
+                         f"leave out --catalog, or pass --catalog {spec.catalog}")
+    return spec
 
 
 def dates_of(args: argparse.Namespace) -> DateRange | None:

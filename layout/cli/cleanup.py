@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 
 from layout.catalog import load_table
@@ -18,6 +20,10 @@ def run(args: argparse.Namespace) -> int:
     except TableBusy as exc:
         print(f"lakesort cleanup: table busy, nothing deleted: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    if args.json:
+        json.dump({**dataclasses.asdict(result), "removed": result.removed}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
     verb = "would remove" if result.dry_run else "removed"
     print(f"{args.table}: {verb} {result.removed} orphaned staged file(s) ({result.bytes_deleted} bytes); "
           f"kept {result.kept_referenced} referenced by one of {result.snapshots} snapshot(s) and "

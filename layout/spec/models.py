@@ -220,9 +220,10 @@ class VerifySpec(Frozen):
 class Probe(Frozen):
     """A query the owners run; `where` is parsed at load time so a typo fails the spec, not the run."""
 
-    name: Annotated[str, Field(pattern=_IDENTIFIER.pattern)] = Field(
+    name: str = Field(
         description="Name of the probe in reports, unique within the spec; written like an identifier "
-        "(letters, digits, _ and -)."
+        "(letters, digits, _ and -, starting with a letter or _).",
+        json_schema_extra={"pattern": rf"^{_IDENTIFIER.pattern}$"},
     )
     where: Annotated[str, Field(min_length=1)] = Field(
         description="The query's filter, SQL in Spark's dialect (what layout.expr.sql.parse_where accepts), "
@@ -236,6 +237,15 @@ class Probe(Frozen):
         description="How much the probe counts when `lakesort advise` ranks layouts by the bytes the probes "
         "read (e.g. how often it runs a day); greater than 0. Default 1.",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        # The whole name (it names files and report anchors): `ship date`, `9bad` or `../x` are refused.
+        if not _IDENTIFIER.fullmatch(value):
+            raise ValueError(f"expected a name of letters, digits, _ and -, starting with a letter or _, "
+                             f"got {value!r}")
+        return value
 
     @field_validator("where")
     @classmethod

@@ -40,9 +40,9 @@ from layout.settings import settings
 if TYPE_CHECKING:
     from layout.compaction.pipeline.steps import PreparedRun
 
-__all__ = ["BASE_CONF", "JOB", "PROGRESS_CONF", "CompactionFailed", "SparkSubmission", "describe_job",
-           "job_arguments", "layout_zip", "operator_kwargs", "spark_submit_binary", "submit",
-           "with_lineage_parent"]
+__all__ = ["BASE_CONF", "JOB", "LOCAL_CONF", "PROGRESS_CONF", "CompactionFailed", "SparkSubmission",
+           "describe_job", "is_local", "job_arguments", "layout_zip", "operator_kwargs",
+           "spark_submit_binary", "submit", "with_lineage_parent"]
 
 log = logging.getLogger(__name__)
 # The job logs its progress through this logger (`jobs/compaction/progress.py`'s LOGGER, the same name);
@@ -57,6 +57,11 @@ REPO = Path(__file__).resolve().parents[3]
 JOB = REPO / "jobs" / "compact.py"
 # Every job runs in UTC: timestamps are written as instants, and date partitions must not shift.
 BASE_CONF = {"spark.sql.session.timeZone": "UTC"}
+# A local master (`lakesort compact`'s default) serves nobody else: its driver, block manager and UI listen on
+# the loopback interface only, not on every interface with no authentication. $LAKESORT_SPARK_CONF or the
+# caller's conf may still say otherwise. Spark's UI binds to $SPARK_LOCAL_IP (no property names its address).
+LOCAL_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+LOCAL_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
 LAYOUT_ZIP = "layout.zip"
 
 
@@ -113,11 +118,20 @@ def executor_python() -> str:
     return settings().spark_python or os.environ.get("PYSPARK_PYTHON") or sys.executable
 
 
+def is_local(master: str | None) -> bool:
+    """True for Spark's local masters (`local`, `local[4]`, `local[*, 2]`): nothing else connects to the
+    driver."""
+    return master is not None and (master == "local" or master.startswith("local["))
+
+
 def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Sequence[int] | None, name: str,
-                 work_dir: str | Path, conf: Mapping[str, str] | None = None) -> SparkSubmission:
+                 work_dir: str | Path, conf: Mapping[str, str] | None = None,
+                 master: str | None = None) -> SparkSubmission:
     """The one description of a Spark job; `conf` adds to (and overrides) BASE_CONF and $LAKESORT_SPARK_CONF.
     The driver's Java options get the class archive's
-    (`layout.compaction.pipeline.class_archive`), when there is one.
+    (`layout.compaction.pipeline.class_archive`), when there is one. On a local `master`, LOCAL_CONF and
+    LOCAL_ENV come first (the loopback interface only); None: the master is not known here (the DAGs' comes
+    from their Spark connection).
 
     With LAKESORT_SHIP_LAYOUT=zip the run's `layout.zip` in `work_dir` is built when it is not there yet.
     """
@@ -127,11 +141,16 @@ def describe_job(*, plan_path: str | Path, manifest_path: str | Path, groups: Se
     if config.ship_layout == "zip":
         shipped = Path(work_dir) / LAYOUT_ZIP
         py_files = str(shipped if shipped.is_file() else layout_zip(Path(work_dir)))
+    local = is_local(master)
+    base = {**BASE_CONF, **(LOCAL_CONF if local else {})}
+    # a SPARK_LOCAL_IP of the caller's own is kept
+    env = {**({k: v for k, v in LOCAL_ENV.items() if k not in os.environ} if local else {}),
+           "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     return SparkSubmission(
         application=config.spark_application or str(JOB),
         application_args=tuple(job_arguments(plan_path, manifest_path, groups)),
-        name=name, conf=with_java_options({**BASE_CONF, **config.spark_conf, **(conf or {})}, java_options()),
-        env_vars={"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}, py_files=py_files,
+        name=name, conf=with_java_options({**base, **config.spark_conf, **(conf or {})}, java_options()),
+        env_vars=env, py_files=py_files,
     )
 
 
@@ -174,7 +193,7 @@ def submit(plan_path: Path, manifest_path: Path, *, master: str, name: str,
     if settings().ship_layout == "zip":
         layout_zip(work_dir)  # fresh for this job: a reused work directory may hold an older zip
     job = describe_job(plan_path=plan_path, manifest_path=manifest_path, groups=groups, name=name,
-                       work_dir=work_dir, conf=conf)
+                       work_dir=work_dir, conf=conf, master=master)
     cmd = job.command(binary=spark_submit_binary(), master=master)
     log.info("spark-submit --master %s %s", master, job.application)
     started = time.perf_counter()
