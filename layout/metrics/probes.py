@@ -1,10 +1,18 @@
 """The probes of a table: its owners' queries (`probes:` in the table spec) and a standard set per sort key.
 
-The standard probes are sampled from the data with a seed derived from the table and column, so the
-same data gives the same probes: a point lookup and ranges of about 0.1%, 1% and 10% of the rows. Their
-values come from at most `SAMPLE_ROW_GROUPS` row groups (one column each): files drawn with probability
-proportional to their rows, a row group drawn in each, and the same number of rows taken from each, so
-every row of the snapshot is about equally likely to be drawn.
+The standard probes are a point lookup and ranges of about 0.1%, 1% and 10% of the rows per sort key,
+drawn once per table and then kept: `probes_for` takes each standard probe's predicate from the newest
+measurement `lakesort.pruning_metrics` holds for the table, and draws only the ones never recorded (a new
+sort key's). So a standard probe names one query for the table's whole life, as an owner's does: every
+measurement of it (before and after a compaction, on demand, of any snapshot) is of the same predicate, and
+its figures over time compare. Drawn afresh from each snapshot's data, the probes of the snapshot a
+compaction wrote would differ from those its `after` phase measured (drawn from the snapshot before), and a
+report would pair one predicate with another's figures.
+
+A draw samples the data with a seed derived from the table and column, so the same data gives the same
+probes. Its values come from at most `SAMPLE_ROW_GROUPS` row groups (one column each): files drawn with
+probability proportional to their rows, a row group drawn in each, and the same number of rows taken from
+each, so every row of the snapshot is about equally likely to be drawn.
 """
 
 from __future__ import annotations
@@ -24,15 +32,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import And
 from pyiceberg.table import Table
 
 from layout.io import resolve
 from layout.literals import sql_literal
+from layout.metrics import store
 from layout.read.iceberg import snapshot_files
 from layout.spec import TableSpec, resolve_sort_keys
 
 __all__ = ["SAMPLE_ROWS", "SAMPLE_ROW_GROUPS", "STANDARD_SELECTIVITIES", "Probe", "ProbeKind", "owner_probes",
-           "probes_for", "standard_probes"]
+           "probes_for", "recorded_standard_probes", "standard_names", "standard_probes"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +70,12 @@ def owner_probes(spec: TableSpec) -> list[Probe]:
     return [Probe(p.name, p.where, tuple(p.columns) if p.columns else None, "owner") for p in spec.probes]
 
 
+def standard_names(column: str) -> tuple[str, ...]:
+    """The names of a sort key's standard probes: its point lookup, then its ranges by selectivity."""
+    safe = column.replace(".", "_")
+    return (f"std_{safe}_point", *(f"std_{safe}_{label}" for label, _ in STANDARD_SELECTIVITIES))
+
+
 def standard_probes(table: Table, columns: Sequence[str], snapshot_id: int | None = None) -> list[Probe]:
     """A point lookup and 0.1% / 1% / 10% ranges per column, values sampled from the data (seeded)."""
     probes = []
@@ -70,15 +88,15 @@ def standard_probes(table: Table, columns: Sequence[str], snapshot_id: int | Non
             log.info("%s: no standard probes on %s (no values, or a type without SQL literals)", name, column)
             continue
         rng = random.Random(zlib.crc32(f"{name}:{column}:probes".encode()))
-        safe = column.replace(".", "_")
+        point_name, *range_names = standard_names(column)
         point = values[rng.randrange(n)].as_py()
-        probes.append(Probe(f"std_{safe}_point", f"{column} = {_probe_literal(point)}", None, "standard"))
-        for label, fraction in STANDARD_SELECTIVITIES:
+        probes.append(Probe(point_name, f"{column} = {_probe_literal(point)}", None, "standard"))
+        for probe_name, (_, fraction) in zip(range_names, STANDARD_SELECTIVITIES, strict=True):
             width = max(1, round(fraction * n))
             start = rng.randrange(max(1, n - width))
             lo, hi = values[start].as_py(), values[min(start + width, n - 1)].as_py()
-            probes.append(Probe(f"std_{safe}_{label}", f"{column} BETWEEN {_probe_literal(lo)} "
-                                                       f"AND {_probe_literal(hi)}",
+            probes.append(Probe(probe_name, f"{column} BETWEEN {_probe_literal(lo)} "
+                                            f"AND {_probe_literal(hi)}",
                                 None, "standard"))
     return probes
 
@@ -133,8 +151,34 @@ def _probe_literal(value: Any) -> str | None:
     return None
 
 
-def probes_for(spec: TableSpec, table: Table, snapshot_id: int | None = None) -> list[Probe]:
-    """The owners' probes, then the standard set for each sort key."""
+def recorded_standard_probes(catalog: Catalog, table: str) -> dict[str, Probe]:
+    """The standard probes `lakesort.pruning_metrics` holds for `table`, each with the predicate of its newest
+    measurement (by measured_at, then run id); none when nothing was recorded yet."""
+    try:
+        metrics = catalog.load_table(store.PRUNING_METRICS)
+    except NoSuchTableError:
+        return {}
+    where = And(store.equal_to("table", table), store.equal_to("probe_kind", "standard"))
+    scan = metrics.scan(row_filter=where, selected_fields=("probe", "predicate", "measured_at", "run_id"))
+    rows = scan.to_arrow().to_pylist()
+    newest: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (r["measured_at"], r["run_id"])):
+        newest[row["probe"]] = row
+    return {name: Probe(name, row["predicate"], None, "standard") for name, row in newest.items()}
 
+
+def probes_for(spec: TableSpec, table: Table, snapshot_id: int | None = None,
+               catalog: Catalog | None = None) -> list[Probe]:
+    """The owners' probes, then the standard set for each sort key: as recorded in `catalog`'s metrics for
+    the table (default: the catalog the table was loaded from), drawn from the snapshot's data only for a
+    key whose probes were never recorded (module docstring)."""
     keys = [k.column for k in resolve_sort_keys(spec, table)]
-    return owner_probes(spec) + standard_probes(table, keys, snapshot_id)
+    recorded = recorded_standard_probes(catalog if catalog is not None else table.catalog, spec.table)
+    standard: list[Probe] = []
+    for key in keys:
+        names = standard_names(key)
+        if all(name in recorded for name in names):  # the usual case: nothing sampled
+            standard.extend(recorded[name] for name in names)
+        else:  # a new key's, or one drawn before it had every selectivity: the recorded ones kept
+            standard.extend(recorded.get(p.name, p) for p in standard_probes(table, [key], snapshot_id))
+    return owner_probes(spec) + standard

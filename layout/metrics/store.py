@@ -238,7 +238,7 @@ def ensure_table(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, 
         return catalog.load_table(identifier)
 
 
-def _equal_to(column: str, value: Any) -> EqualTo:
+def equal_to(column: str, value: Any) -> EqualTo:
     """`EqualTo(column, value)`, spelled by its fields: the pydantic plugin types pyiceberg's predicates by
     them, not by the (term, literal) of LiteralPredicate's own __init__ (which takes these keywords too)."""
     return EqualTo(term=Reference(column), value=literal(value))
@@ -254,7 +254,7 @@ def upsert(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, b
     data = pa.Table.from_pylist(list(rows), schema=arrow_schema(fields))
     conditions = []
     for row in {tuple(r[k] for k in key): r for r in rows}.values():
-        leaves = [_equal_to(k, row[k]) for k in key]
+        leaves = [equal_to(k, row[k]) for k in key]
         conditions.append(leaves[0] if len(leaves) == 1 else And(*leaves))
     where = conditions[0] if len(conditions) == 1 else Or(*conditions)
     # `overwrite` deletes what matches `where` and appends, as one commit: a retry replaces, never doubles.
@@ -273,7 +273,7 @@ def read(catalog: Catalog, identifier: str, fields: Sequence[tuple[str, str, boo
         t = catalog.load_table(identifier)
     except NoSuchTableError:
         return arrow_schema(fields).empty_table()
-    where = _equal_to("table", table) if table is not None else AlwaysTrue()
+    where = equal_to("table", table) if table is not None else AlwaysTrue()
     data = t.scan(row_filter=where).to_arrow()
     expected = arrow_schema(fields)
     for name, _, _ in _missing(t, fields):  # a table from before a column was added: nulls

@@ -12,18 +12,17 @@ offline, from a file share or attached to a mail. Output is deterministic for th
 `generated_at`.
 
 The pages are jinja2 templates (`templates/`, autoescaped, an undefined name an error) over the values of
-`layout.report.views`. The index: every table with its owner, last run, verification, headline, its
-owners' probes' efficiency now and a sparkline of it over time. A table page: a headline (the newest run
-with `before` and `after` rows; its probe whose bytes read changed most); an empty place for what would
-help (the layout advisor, issue #18); per probe, before vs after (bytes read, change, efficiency against
-a perfectly clustered table, bytes wasted within the pages read, DataFusion's check, and on a merge-on-read
-table the delete files read); per probe, bytes
-read and efficiency over time (small multiples); DataFusion's bytes and rows next to lakesort's, probes
-more than 20% apart flagged; clustering health per sort key (overlap depth over time, the depth
-histogram, the deepest partitions); files and average file size; storage over time (bytes under the table
-location vs live data) and the last maintenance runs; the latest verification with its findings grouped
-(`layout.report.findings`); the last runs, newest first; the latest measurement per probe. Tables scroll
-in their own box and charts scale down, so a page reads at 400 px as at 1280 px.
+`layout.report.views`. The index: every table with its owner, last run, verification, headline, its owners'
+probes' efficiency now and a sparkline of it over time. A table page: a headline (the newest run with `before`
+and `after` rows; its probe whose bytes read changed most; what the efficiency means and the next step,
+`layout.report.verdict`); what would help (the layout advisor's last advice, which the DAGs' last task keeps
+recent: `layout.advise.schedule`); per probe, before vs after (bytes read, change, efficiency against a
+perfectly clustered table, bytes wasted within the pages read, DataFusion's check, and on a merge-on-read
+table the delete files read); per probe, bytes read and efficiency over time (small multiples); DataFusion's
+bytes and rows next to lakesort's, probes more than 20% apart flagged; clustering health per sort key (overlap
+depth over time, the depth histogram, the deepest partitions); files and average file size; storage over time
+(bytes under the table location vs live data) and the last maintenance runs; the latest verification with its
+findings grouped (`layout.report.findings`); the last runs, newest first; the latest measurement per probe.
 
 GX Data Docs are linked when `<out_dir>/gx/index.html` (or GX's own site folder under it,
 `gx/gx-data-docs/index.html`, where `layout.verify.expectations` builds it) exists.
@@ -69,6 +68,7 @@ from layout.report.rows import (
     typed_rows,
     utc,
 )
+from layout.report.verdict import verdict
 from layout.report.views import TableView, table_views
 from layout.settings import settings, variables
 from layout.sizes import format_size
@@ -108,7 +108,8 @@ def environment() -> Environment:
     env.filters.update(count=format_count, duration=format_duration, moment=format_moment,
                        percent=format_percent, size=format_size, page_name=table_page_name,
                        signed=format_signed)
-    env.globals.update(DASH=DASH, STATUS_CLASS=_STATUS_CLASS, figures=figures, TOLERANCE=TOLERANCE)
+    env.globals.update(DASH=DASH, STATUS_CLASS=_STATUS_CLASS, figures=figures, TOLERANCE=TOLERANCE,
+                       verdict=verdict)
     return env
 
 

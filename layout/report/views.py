@@ -5,13 +5,18 @@ its latest verification (`layout.report.findings`) and its clustering health
     views = table_views(measurements, runs, specs)   # one TableView per table, sorted by name
 
 A probe's before vs after comes from the latest run with both phases for it; its history is the first
-`before` measurement, then every `after` and `on-demand` one by measured_at. Files and average file size
-are files_before/bytes_before of the first run, then files_after/bytes_after of each committed run.
+`before` measurement, then every `after` and `on-demand` one by measured_at, of the predicate the page shows
+for it (`ProbeView.shown_predicate`: the pair's, else the latest measurement's). Every figure is shown with
+the predicate it was measured with: an owner may have changed a probe's `where` since, and standard probes
+drawn before they were kept per table (`layout.metrics.probes`) may differ between measurements; history
+of another predicate is counted (`ProbeView.other_predicates`), never drawn on the same line.
+Files and average file size are files_before/bytes_before of the first run, then files_after/bytes_after of
+each committed run; the last run is the newest that was not a dry run.
 A probe's delete files (a merge-on-read table: the delete files a reader merges for the files it reads)
 are shown only where a pair read any, and the snapshot's only when the newest measurement found some.
 Storage is what each maintenance run found under the table location when it started (and, a real run,
 left when it ended) next to the live data, the bytes the current snapshot reads. A table's trend (the
-index's sparkline) is `layout.report.trend`'s.
+index's sparkline) is `layout.metrics.trend`'s.
 
 Values only, no HTML: the templates (`templates/`) lay them out and `layout.report.figures` draws them.
 """
@@ -26,10 +31,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from layout.advise import Advice
+from layout.metrics.trend import TrendPoint, efficiency_trend
 from layout.report.findings import Verification
 from layout.report.health import KeyHealth, key_health
 from layout.report.rows import ClusteringRow, MaintenanceRun, Measurement, Run
-from layout.report.trend import TrendPoint, efficiency_trend
 
 if TYPE_CHECKING:
     from layout.spec import TableSpec
@@ -53,9 +58,29 @@ class ProbeView:
     columns: str | None  # "k, v"; None: all columns
     before: Measurement | None = None  # the latest run with both phases for the probe: its before
     after: Measurement | None = None  # and its after (both set or neither)
-    history: tuple[Measurement, ...] = ()  # the first before, then every after and on-demand, by time
+    # the first before, then every after and on-demand, by time: of `shown_predicate` only
+    history: tuple[Measurement, ...] = ()
     latest: Measurement | None = None  # the newest measurement of any phase
     all: tuple[Measurement, ...] = ()  # every measurement, by time
+    other_predicates: int = 0  # measurements left out of `history`: of another predicate
+
+    @property
+    def shown_predicate(self) -> str | None:
+        """The predicate the probes table shows: its before/after pair's, else its latest measurement's,
+        else (never measured) the spec's."""
+        measured = self.after or self.latest
+        return measured.predicate if measured is not None else self.predicate
+
+    @property
+    def spec_predicate_differs(self) -> bool:
+        """The spec's predicate (an owner's probe) is not the one its shown figures were measured with: the
+        owner changed it since; the next measurement measures the new one."""
+        return self.kind == "owner" and self.predicate is not None and self.predicate != self.shown_predicate
+
+    @property
+    def latest_predicate_differs(self) -> bool:
+        """The latest measurement is of another predicate than `shown_predicate` (its row says which)."""
+        return self.latest is not None and self.latest.predicate != self.shown_predicate
 
     @property
     def change(self) -> float | None:
@@ -178,7 +203,7 @@ class TableView:
 
     @property
     def trend(self) -> tuple[TrendPoint, ...]:
-        """The headline efficiency at each measurement (`layout.report.trend`)."""
+        """The headline efficiency at each measurement (`layout.metrics.trend`)."""
         return efficiency_trend(m for p in self.probes for m in p.all)
 
     @property
@@ -201,7 +226,9 @@ class TableView:
 
     @property
     def last_run(self) -> Run | None:
-        return self.runs[-1] if self.runs else None
+        """The newest run that was not a dry run: a dry run changes nothing (`lakesort compact --dry-run`),
+        so it never stands for the table's state; the runs table lists it."""
+        return next((r for r in reversed(self.runs) if r.status != "dry-run"), None)
 
     @property
     def last_rewrite(self) -> Run | None:
@@ -307,13 +334,18 @@ def _probe_views(spec: TableSpec | None, rows: Sequence[Measurement]) -> tuple[P
         phases: defaultdict[str, dict[str, Measurement]] = defaultdict(dict)
         for row in measured:
             phases[row.run_id][row.phase] = row
-        pairs = [(ph["after"], ph["before"]) for ph in phases.values() if "before" in ph and "after" in ph]
+        pairs = [(ph["after"], ph["before"]) for ph in phases.values() if "before" in ph and "after" in ph
+                 and ph["before"].predicate == ph["after"].predicate]
         after, before = (max(pairs, key=lambda pair: (pair[0].measured_at, pair[0].run_id)) if pairs
                          else (None, None))
-        befores = [r for r in measured if r.phase == "before"]
-        history = (*befores[:1], *(r for r in measured if r.phase in ("after", "on-demand")))
+        # One line per predicate: the one shown (the pair's, else the latest's) is the one charted.
+        shown = (after or latest).predicate
+        befores = [r for r in measured if r.phase == "before" and r.predicate == shown]
+        history = (*befores[:1], *(r for r in measured
+                                   if r.phase in ("after", "on-demand") and r.predicate == shown))
+        others = sum(1 for r in measured if r.phase in ("after", "on-demand") and r.predicate != shown)
         view = dataclasses.replace(view, before=before, after=after, history=history, latest=latest,
-                                   all=tuple(measured))
+                                   all=tuple(measured), other_predicates=others)
         if name in from_spec:
             views[name] = view
         else:

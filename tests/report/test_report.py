@@ -86,10 +86,15 @@ def test_probe_before_after_uses_latest_run_with_both_phases(tmp_path, history):
     p2 = row_of(rows, "p2")
     assert p2[3] == "k, v" and p2[4:7] == ["8.00 MiB", "10.0 MiB", "+25%"]
     assert p2[7] == "12% \u2192 12%" and p2[8] == "80%"  # efficiency before -> after; waste = 1 - 0.2
-    headline = text(next(p for p in parse(html).iter("p") if p.get("class") == "headline"))
+    headline = text(next(d for d in parse(html).iter("div") if d.get("class") == "headline"))
     assert "run n2" in headline and "probe p1 reads 88% fewer bytes (24.0 MiB \u2192 3.00 MiB)" in headline
     assert "Of 2 probes measured then, 1 read fewer bytes and 1 read more." in headline
     assert "Against a table perfectly clustered for it, it is now 17% efficient (before: 12%)." in headline
+    # in words: what the table's efficiency means, and the next step (run n3 failed: fix it first)
+    assert re.search(r"\d+% efficient \(the owners' probes, latest measurement\): readers fetch about [\d.]+ "
+                     r"times the bytes a perfectly clustered table would need \((good|fair|poor): ", headline)
+    assert "Next: The last compaction failed: fix what its error says" in headline
+    assert "lakesort compact sales.orders" in headline
     details = row_of(table_rows(html, "details"), "p1")
     assert details[1].startswith("before, 2025-03-04")  # latest measurement of p1: n3's before
     assert "<title>sales.orders" in html and "<h1>sales.orders</h1>" in html

@@ -1,7 +1,8 @@
 """The tasks of a DAG run that span all its tables (each table's own steps are `runs`'s): which planned runs
 go on to Spark (`admitted`, the DAGs' `planned`), and the run's last task (`close`, the DAGs' `report`, after
 every other task, failed or not): the table leases the run still holds, the housekeeping of lakesort's own
-tables, the owners' reports."""
+tables, the advice of the tables due for it (`layout.advise.schedule`: at most weekly a table, or when its
+layout's health dropped), the owners' reports."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from layout.advise.schedule import advise_due
 from layout.catalog import load_catalog
 from layout.compaction.pipeline.nightly_budget import within_budget
 from layout.compaction.pipeline.runs import PlannedTable, to_compact
-from layout.registry import catalog_names
+from layout.registry import catalog_names, nightly_specs
 from layout.settings import settings
 from layout.upkeep.housekeeping import housekeep
 from layout.upkeep.lease import LeaseOwner, sweep_leases
 
-__all__ = ["admitted", "close", "housekeeping"]
+__all__ = ["admitted", "advice", "close", "housekeeping"]
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +37,16 @@ def admitted(prepared: Iterable[Mapping[str, Any] | None], *, budgeted: bool) ->
 
 def close(owner: LeaseOwner, *, dry_run: bool, write_reports: Callable[[], Path]) -> str | None:
     """Release the leases `owner`'s run still holds (of tables whose tasks stopped early: upstream_failed);
-    then, unless a dry run (the report is left as it was: None), `housekeeping` and the reports:
-    `write_reports` (`layout.report.render.write_reports`, which the pipeline does not import), whose index
-    is returned."""
+    then, unless a dry run (the report is left as it was: None), `housekeeping`, the `advice` that is due and
+    the reports: `write_reports` (`layout.report.render.write_reports`, which the pipeline does not import),
+    whose index is returned."""
     if swept := sweep_leases(owner):
         log.info("released %d table lease(s) left by failed tasks of this run", swept)
     if dry_run:
         log.info("dry run: the report is left as it was")
         return None
     housekeeping()
+    advice()
     index = write_reports()
     log.info("lakesort report: %s", Path(index).resolve())
     return str(index)
@@ -65,3 +68,18 @@ def housekeeping() -> None:
         except Exception as exc:  # noqa: BLE001 - the report still gets written
             log.warning("housekeeping of lakesort's tables in catalog %s failed: %s",
                         name or "(default)", exc)
+
+
+def advice() -> dict[str, str]:
+    """The layout advisor on every configured table whose advice is due (`layout.advise.schedule`), recorded
+    for the report's "What would help"; table -> why. A failure is logged, never fails the report."""
+    try:
+        specs = nightly_specs()
+    except Exception as exc:  # noqa: BLE001 - the report still gets written
+        log.warning("advice: the registry could not be read: %s", exc)
+        return {}
+    advised = advise_due(specs)
+    if advised:
+        log.info("advised %d table(s): %s", len(advised),
+                 ", ".join(f"{table} ({why})" for table, why in advised.items()))
+    return advised
