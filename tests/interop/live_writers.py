@@ -177,7 +177,7 @@ class Writer:
         self._stop = threading.Event()
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"{self.kind}-writer", daemon=True)
-        self._next_id = NEW_IDS
+        self._next_id = NEW_IDS + seed * 10**7  # writers of one table (the benchmark's rounds) never collide
 
     def start(self) -> None:
         self._thread.start()
@@ -325,9 +325,10 @@ class StreamWriter:
         self.query = f"stream_{abs(hash((table.name, seed, time.time()))) % 10**9}"
         self.checkpoint: Path | None = None
         self.committed = 0  # batches already in the model
+        self.first = STREAM_IDS + seed * 10**7  # the id of value 0: streams of one table never collide
 
     def select(self) -> list[str]:
-        return [f"CAST(value + {STREAM_IDS} AS BIGINT) AS id",
+        return [f"CAST(value + {self.first} AS BIGINT) AS id",
                 f"date_add(DATE '2024-01-01', CAST(value % {self.table.days} AS INT)) AS d",
                 "CAST(value % 5 AS INT) AS v", "concat('r', CAST(value % 7 AS STRING)) AS s",
                 "CAST(value AS DOUBLE) * 0.5 AS x"]
@@ -363,7 +364,7 @@ class StreamWriter:
         batches = self.batches()
         assert batches == list(range(len(batches))), f"the stream's committed batches are not 0..n: {batches}"
         days = self.table.days
-        self.model.insert([{"id": STREAM_IDS + value, "d": day_of(value, days), "v": value % 5,
+        self.model.insert([{"id": self.first + value, "d": day_of(value, days), "v": value % 5,
                             "s": f"r{value % 7}", "x": value * 0.5}
                            for value in range(self.committed * self.batch, len(batches) * self.batch)])
         self.committed = len(batches)
