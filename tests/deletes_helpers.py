@@ -34,7 +34,7 @@ from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
 from pyiceberg.types import StringType
 
-from layout.compaction.pipeline.delete_files import DeleteManifestWriter
+from layout.compaction.commit.delete_manifests import DeleteManifestWriter
 from layout.io import resolve
 from layout.read.deletes import PATH_FIELD_ID, POS_FIELD_ID
 

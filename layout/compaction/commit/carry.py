@@ -43,8 +43,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyiceberg.conversions import to_bytes
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, prune_columns
+from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE
 from pyiceberg.types import ListType, LongType, MapType, StringType
+from pyiceberg.utils.config import Config
 
 from layout.compaction.executor import partitions as partitioning
 from layout.compaction.integrity.staged import CommitRefused
@@ -454,6 +456,7 @@ class _Reader:
 
     def batches(self, rg: int) -> Iterator[tuple[int, pa.RecordBatch]]:
         """A row group's rows in the read schema: (first row's index in the row group, batch)."""
+        # pyiceberg's Arrow I/O: 0.5 s to import, for a commit that carries deletes only.
         from pyiceberg.io.pyarrow import _to_requested_schema
 
         part = self.fragment.subset(row_group_ids=[rg])
@@ -521,8 +524,8 @@ def _physical_names(schema: pa.Schema) -> dict[int, str]:
 
 @contextmanager
 def _opened(table: Table, schema: Schema, data_file: DataFile) -> Iterator[_Reader]:
+    # pyiceberg's Arrow I/O takes 0.5 s to import; only a commit that carries deletes reads inputs with it.
     from pyiceberg.io.pyarrow import _get_column_projection_values, pyarrow_to_schema
-    from pyiceberg.schema import prune_columns
 
     metadata = table.metadata
     try:
@@ -556,8 +559,6 @@ def _opened(table: Table, schema: Schema, data_file: DataFile) -> Iterator[_Read
 
 def _downcast(metadata: TableMetadata) -> bool:
     """pyiceberg's choice (`ArrowScan`): nanosecond timestamps read as microseconds up to format 2."""
-    from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE
-    from pyiceberg.utils.config import Config
 
     configured = Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE)
     return configured if configured is not None else metadata.format_version <= 2

@@ -31,8 +31,8 @@ from pyiceberg.table.snapshots import (
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 from layout.catalog import RUN_ID
+from layout.compaction.commit.delete_manifests import DeleteManifestWriter
 from layout.compaction.integrity.staged import CommitRefused
-from layout.compaction.pipeline.delete_files import DeleteManifestWriter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

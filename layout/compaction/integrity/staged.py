@@ -180,7 +180,7 @@ class ManifestScans:
         self._planned = planned_manifests  # the manifests of the snapshot planned against
         self._delete_entries: dict[str, list[ManifestEntry]] = {}  # delete manifest -> its live entries
         # Delete files the commit removes with the inputs
-        # (`delete_files.DeleteState.dangling`), set per attempt.
+        # (`layout.compaction.commit.changes`), set per attempt.
         self.removed: set[str] = set()
 
     def is_new(self, manifest: ManifestFile) -> bool:
