@@ -85,10 +85,24 @@ def loopback(bind: str) -> bool:
         return False
 
 
+# What the stack publishes on LAKESORT_BIND with no authentication of its own: reachable by anyone who can reach
+# the address. Beyond loopback only with LAKESORT_EXPOSE=1, the operator's word that something else (a firewall,
+# an authenticating proxy) guards them.
+UNAUTHENTICATED = ("the Spark web UIs (master, workers, the driver's: jobs, their configuration, kill buttons)",
+                   "with the object-store profile, Iceberg's REST catalog, which vends the object store's keys "
+                   "with every table it loads, and the S3 server")
+
+
 def check(env: dict[str, str]) -> int:
-    """The variables of SECRETS present in `env` (each service passes the ones it uses) against their defaults."""
+    """The variables of SECRETS present in `env` (each service passes the ones it uses) against their defaults;
+    then what LAKESORT_BIND would expose."""
     local = env.get("LAKESORT_LOCAL", "") == "1"
     bind = env.get("LAKESORT_BIND", "127.0.0.1")
+    if not loopback(bind) and env.get("LAKESORT_EXPOSE", "") != "1":
+        return fail(f"refusing to start: LAKESORT_BIND={bind} publishes services that have no login of their own "
+                    f"beyond this machine: {'; '.join(UNAUTHENTICATED)}. Unset LAKESORT_BIND (127.0.0.1) and reach "
+                    "them through an SSH tunnel, or guard them (a firewall, an authenticating proxy) and set "
+                    "LAKESORT_EXPOSE=1 (docker/README.md, \"Secrets\").")
     weak = {name: why for name in SECRETS if name in env and (why := problem(name, env[name]))}
     if local and weak:
         if not loopback(bind):
@@ -100,7 +114,8 @@ def check(env: dict[str, str]) -> int:
         return 0
     if not weak:
         names = ", ".join(sorted(name for name in SECRETS if name in env))
-        print(f"{PROG}: secrets set ({names}); ports published on {bind}")
+        exposed = "" if loopback(bind) else " (LAKESORT_EXPOSE=1: the services without a login are reachable too)"
+        print(f"{PROG}: secrets set ({names}); ports published on {bind}{exposed}")
         return 0
     lines = [f"refusing to start: {len(weak)} secret(s) not set."]
     lines += [f"  {name}: {why} ({SECRETS[name][1]})" for name, why in sorted(weak.items())]

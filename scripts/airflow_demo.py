@@ -1,9 +1,14 @@
 """`make demo`, the Airflow part: run lakesort_nightly end to end on the demo warehouse and summarise it.
 
     .venv/bin/python scripts/airflow_demo.py [--home .lakesort]
+    .venv/bin/python scripts/airflow_demo.py --serve     # then the Airflow UI on http://127.0.0.1:8080
 
 1. An Airflow home with SQLite under <home>/airflow, initialised once (DB migration, the `lakesort` pool);
-   <home>/airflow/env.sh holds the environment of this demo, for `airflow standalone` on the same home.
+   <home>/airflow/env.sh holds the environment of this demo. The home is for this machine's user alone: its
+   API server listens on 127.0.0.1, the directory is 700 and the files holding secrets (the admin password,
+   airflow.cfg's keys, the metadata DB) are 600. `--serve` runs the API server, scheduler, DAG processor and
+   triggerer on it; unlike `airflow standalone`, it starts no task log server, which Airflow binds to every
+   interface (nothing sets its address): the API server reads the task logs from this home's log folder.
 2. `airflow dags test lakesort_nightly`: the registered tables (dags/tables: the demo table) compacted on
    Spark local[*] (the `spark_default` connection, JSON form) in the embedded Iceberg catalog that
    `lakesort demo` configured (.pyiceberg.yaml in the working directory). Our steps' log lines are shown;
@@ -20,16 +25,24 @@ import datetime as dt
 import json
 import os
 import re
+import secrets
 import shlex
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 DAG_ID = "lakesort_nightly"
+LOOPBACK = "127.0.0.1"
+PASSWORDS = "simple_auth_manager_passwords.json.generated"  # Airflow's name for the generated admin password
+# What `--serve` runs on the demo's home: what `airflow standalone` runs, without the task log servers.
+SERVE = (("api-server",), ("scheduler", "--skip-serve-logs"), ("dag-processor",),
+         ("triggerer", "--skip-serve-logs"))
 
 # structlog's console lines: "<time> [<level>] <message> [<logger>] key=value ..."
 LINE = re.compile(r"^\S+ \[(?P<level>\w+)\s*\] (?P<msg>.*?)\s+\[(?P<logger>[\w.]+)\](?: (?P<kv>.*))?$")
@@ -38,8 +51,17 @@ LINE = re.compile(r"^\S+ \[(?P<level>\w+)\s*\] (?P<msg>.*?)\s+\[(?P<logger>[\w.]
 def demo_env(home: Path) -> dict[str, str]:
     """Everything the DAGs need, explicit (absolute paths: tasks may run from any directory)."""
     airflow_home = home / "airflow"
+    port = os.environ.get("AIRFLOW__API__PORT") or "8080"
     env = {
         "AIRFLOW_HOME": str(airflow_home),
+        # This machine only: the API server (UI, REST and the tasks' execution API) on the loopback address.
+        "AIRFLOW__API__HOST": LOOPBACK,
+        "AIRFLOW__API__PORT": port,
+        "AIRFLOW__API__BASE_URL": f"http://{LOOPBACK}:{port}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(airflow_home / PASSWORDS),
+        # The DAG's local Spark: its driver and UI on the loopback address too (`lakesort compact` sets the
+        # same for its local master, layout.compaction.pipeline.submit).
+        "SPARK_LOCAL_IP": LOOPBACK,
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         # The Spark connection in JSON form (the URI form can lose the spark:// scheme): local mode here;
@@ -50,7 +72,8 @@ def demo_env(home: Path) -> dict[str, str]:
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # spark-submit, beside this Python
         "PYICEBERG_HOME": str(Path.cwd()),  # the .pyiceberg.yaml `lakesort demo` wrote
         "LAKESORT_TABLES_DIR": str(REPO / "dags" / "tables"),
-        "LAKESORT_WORK_DIR": str(home / "work"),
+        # No LAKESORT_WORK_DIR: the DAG's runs and a hand-run `lakesort compact` share the default work
+        # directory, hence the table's lease (a run of one waits for, or refuses beside, the other's).
         "LAKESORT_REPORT_DIR": str(home / "reports"),
         "LAKESORT_SPARK_CONF": json.dumps({"spark.log.level": "WARN",
                                            "spark.ui.showConsoleProgress": "false"}),
@@ -74,17 +97,23 @@ def init_airflow(home: Path, env: dict[str, str]) -> None:
 
     airflow_home = home / "airflow"
     (airflow_home / "logs").mkdir(parents=True, exist_ok=True)
+    secure(airflow_home)
     marker = airflow_home / f".lakesort-initialised-{airflow.__version__}"
     exports = {k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER",
                                    "AIRFLOW__CORE__LOAD_EXAMPLES", "AIRFLOW_CONN_SPARK_DEFAULT",
-                                   "PYICEBERG_HOME", "LAKESORT_TABLES_DIR", "LAKESORT_WORK_DIR",
-                                   "LAKESORT_REPORT_DIR")}
+                                   "AIRFLOW__API__HOST", "AIRFLOW__API__PORT", "AIRFLOW__API__BASE_URL",
+                                   "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "SPARK_LOCAL_IP",
+                                   "PYICEBERG_HOME", "LAKESORT_TABLES_DIR", "LAKESORT_REPORT_DIR")}
     lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
     (airflow_home / "env.sh").write_text(
-        "# Written by `make demo`: the environment of the demo's Airflow home. `source` it, then e.g.\n"
-        "#   .venv/bin/airflow standalone\n" + "\n".join(lines)
+        "# Written by `make demo`: the environment of the demo's Airflow home, for this machine's user only\n"
+        "# (the API server on 127.0.0.1). Run its components with\n"
+        "#   .venv/bin/python scripts/airflow_demo.py --serve\n"
+        "# or `source` this file for the airflow CLI. (`airflow standalone` also starts task log servers,\n"
+        "# which Airflow binds to every interface.)\n" + "\n".join(lines)
         + f"\nexport PATH={shlex.quote(str(VENV_BIN))}:\"$PATH\"\n")
     if marker.exists() and (airflow_home / "airflow.db").exists():
+        secure(airflow_home)
         print(f"== Airflow home {airflow_home} (SQLite): ready")
         return
     started = time.perf_counter()
@@ -92,7 +121,52 @@ def init_airflow(home: Path, env: dict[str, str]) -> None:
     run_airflow(env, "db", "migrate", log=log)
     run_airflow(env, "pools", "set", "lakesort", "2", "lakesort Spark jobs (nightly and backfill)", log=log)
     marker.touch()
+    secure(airflow_home)  # the DB and airflow.cfg Airflow has just written
     print(f"== Airflow home {airflow_home} (SQLite): initialised in {time.perf_counter() - started:.0f}s")
+
+
+def secure(airflow_home: Path) -> None:
+    """The home for its user alone: the directory 700; the admin password (generated here, so that it never
+    exists readable by others, as Airflow would write it under a usual umask), airflow.cfg (its fernet and JWT
+    keys) and the metadata DB (connections) 600."""
+    airflow_home.chmod(0o700)
+    passwords = airflow_home / PASSWORDS
+    if not passwords.exists():
+        fd = os.open(passwords, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({"admin": secrets.token_urlsafe(16)}) + "\n")
+    for name in (PASSWORDS, "airflow.cfg", "airflow.db"):
+        if (airflow_home / name).exists():
+            (airflow_home / name).chmod(0o600)
+
+
+def start(env: dict[str, str], components: Sequence[Sequence[str]] = SERVE, **popen: Any
+          ) -> list[subprocess.Popen[Any]]:
+    """`components` of Airflow on the demo's home, each an `airflow` process; what they write (logs, the DB's
+    journal, airflow.cfg) is this user's alone (umask 077)."""
+    return [subprocess.Popen([str(VENV_BIN / "airflow"), *c], env=env, umask=0o077, **popen)
+            for c in components]
+
+
+def serve(home: Path, env: dict[str, str]) -> int:
+    """The Airflow UI on this machine: `SERVE`'s components on the demo's home until Ctrl-C."""
+    procs = start(env)
+    print(f"== Airflow on http://{LOOPBACK}:{env['AIRFLOW__API__PORT']} (user admin, password in "
+          f"{os.path.relpath(home / 'airflow' / PASSWORDS)}); Ctrl-C stops it", flush=True)
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return max((p.returncode or 0) for p in procs)
 
 
 def show(line: str, state: dict) -> str | None:
@@ -219,10 +293,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=Path(".lakesort"),
                         help="the demo home (default .lakesort)")
+    parser.add_argument("--serve", action="store_true",
+                        help="run the Airflow UI and scheduler on the demo's home (127.0.0.1) until Ctrl-C")
     args = parser.parse_args()
     home = args.home.resolve()
     env = demo_env(home)
     init_airflow(home, env)
+    if args.serve:
+        return serve(home, env)
     tables = sorted(p.name for p in (REPO / "dags" / "tables").glob("*.yaml"))
     print(f"== registered tables: dags/tables/{', dags/tables/'.join(tables)}")
     since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
@@ -232,8 +310,8 @@ def main() -> int:
     summarise(home, env, since)
     if code != 0:
         print(f"failed tasks: {', '.join(failed_tasks(home)) or '?'}; full output: {os.path.relpath(log)}")
-    print(f"Airflow UI on this home: source {os.path.relpath(home / 'airflow' / 'env.sh')} && "
-          f"{os.path.relpath(VENV_BIN / 'airflow')} standalone   (dags/README.md)")
+    print(f"Airflow UI on this home (http://{LOOPBACK}:{env['AIRFLOW__API__PORT']}): "
+          f"{os.path.relpath(sys.executable)} scripts/airflow_demo.py --serve")
     return code
 
 

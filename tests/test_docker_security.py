@@ -85,7 +85,7 @@ def checked_env(services, name: str, given: dict[str, str] | None = None) -> dic
     """The environment the checking service `name` runs with, interpolated as `up` would
     (no .env: defaults)."""
     return {k: v for k, v in env_of(services[name], given).items()
-            if k in preflight.SECRETS or k in ("LAKESORT_LOCAL", BIND)}
+            if k in preflight.SECRETS or k in ("LAKESORT_LOCAL", BIND, "LAKESORT_EXPOSE")}
 
 
 # ---- ports ----------------------------------------------------------------------------------------------
@@ -269,6 +269,26 @@ def test_local_mode_keeps_the_defaults_on_loopback_only(services):
     for other in ("true", "yes", "0", ""):
         assert run_preflight(env | {"LAKESORT_LOCAL": other}, "--check-only").returncode == 1, (
             f"LAKESORT_LOCAL={other}")
+
+
+def test_a_bind_beyond_loopback_exposes_nothing_without_a_login_unless_lakesort_expose_says_so(tmp_path,
+                                                                                              services):
+    for name in ("preflight", "s3-init"):  # the checks of the stack and of the object-store profile
+        assert checked_env(services, name)["LAKESORT_EXPOSE"] == "0", f"{name}: LAKESORT_EXPOSE not passed"
+    env = good_env(tmp_path)
+    for bind in ("0.0.0.0", "192.168.1.20", "[::]"):  # strong secrets are not enough
+        done = run_preflight(env | {BIND: bind}, "--check-only")
+        assert done.returncode == 1, done.stdout
+        assert f"LAKESORT_BIND={bind}" in done.stderr and "LAKESORT_EXPOSE=1" in done.stderr
+        assert "Spark web UIs" in done.stderr and "REST catalog" in done.stderr
+        done = run_preflight(env | {BIND: bind, "LAKESORT_EXPOSE": "1"}, "--check-only")
+        assert done.returncode == 0 and "LAKESORT_EXPOSE=1" in done.stdout, done.stderr
+    for bind in ("127.0.0.1", "::1", "localhost"):
+        assert run_preflight(env | {BIND: bind}, "--check-only").returncode == 0
+    # default secrets stay on loopback whatever LAKESORT_EXPOSE says
+    done = run_preflight({"LAKESORT_LOCAL": "1", BIND: "0.0.0.0", "LAKESORT_EXPOSE": "1",
+                          "POSTGRES_PASSWORD": "lakesort"}, "--check-only")
+    assert done.returncode == 1, done.stdout
 
 
 # ---- Spark ----------------------------------------------------------------------------------------------
