@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from layout.advise import Advice, last_advice
 from layout.catalog import load_catalog
@@ -99,15 +100,23 @@ def table_page_name(table: str) -> str:
     return f"{re.sub(r'[^A-Za-z0-9._-]', '_', table).lstrip('.')}-{digest}.html"
 
 
+def css_string(text: str) -> Markup:
+    """`text` as a CSS string literal, safe in a <style> element of a page that is also XML: quotes and
+    backslashes escaped, and `<`, `>` and `&` as CSS escapes (a <style> is raw text in HTML, so an entity
+    would show as written)."""
+    escaped = "".join(f"\\{ord(c):x} " if c in '<>&"\\' else c for c in text)
+    return Markup(f'"{escaped}"')
+
+
 @functools.cache
 def environment() -> Environment:
     """The templates of `layout/report/templates`, every `{{ }}` HTML-escaped; an undefined name fails."""
     env = Environment(loader=PackageLoader("layout.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
-    env.filters.update(count=format_count, duration=format_duration, moment=format_moment,
-                       percent=format_percent, size=format_size, page_name=table_page_name,
-                       signed=format_signed)
+    env.filters.update(count=format_count, css_string=css_string, duration=format_duration,
+                       moment=format_moment, percent=format_percent, size=format_size,
+                       page_name=table_page_name, signed=format_signed)
     env.globals.update(DASH=DASH, STATUS_CLASS=_STATUS_CLASS, figures=figures, TOLERANCE=TOLERANCE,
                        verdict=verdict)
     return env

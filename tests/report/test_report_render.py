@@ -2,10 +2,12 @@
 every page from file://, logs no errors, fetches nothing, lays the SVG charts out with a size, and
 paints a screenshot that is not blank (decoded here with zlib and numpy: no imaging library).
 
-At two widths, 1280 and 400 CSS pixels (set through the DevTools protocol: headless Chromium's window is
+At two widths, 1300 and 400 CSS pixels (set through the DevTools protocol: headless Chromium's window is
 at least 500 px wide), nothing overflows the page horizontally: the document is no wider than the
 window, and no element's box reaches beyond it, except inside a box that scrolls or clips its own
-content (the tables' `overflow-x: auto` wrappers, the charts' SVG). Inside every chart, no two texts
+content (the tables' `overflow-x: auto` wrappers, the charts' SVG); and no table hides a column: every
+table's box is as wide as its content (its scroll width is its client width), at 1300 px as a table and
+at 400 px as cards of labelled cells, each label its column's header. Inside every chart, no two texts
 overlap and every text stays within the chart. Full-page screenshots of every page at both widths are
 kept as artifacts under the test's tmp_path (`screenshots/`)."""
 
@@ -28,7 +30,7 @@ from layout.report.render import table_page_name
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 WINDOW = (1000, 750)  # small enough to decode the screenshots quickly
-WIDTHS = (1280, 400)  # a laptop and a phone, in CSS pixels
+WIDTHS = (1300, 400)  # a laptop and a phone, in CSS pixels
 OVERLAP = 0.5  # pixels two text boxes may share (anti-aliasing, rounding) before they count as overlapping
 
 # Elements whose box reaches beyond the window, outside any box that scrolls or clips its content.
@@ -43,6 +45,16 @@ for (const el of document.body.querySelectorAll('*')) {
 }
 return [document.documentElement.scrollWidth, width, out];
 """  # noqa: E501 - JavaScript, run as written
+# Tables whose box scrolls: a column (part of one) is out of sight. Per table, its class and the widths.
+_HIDDEN_COLUMNS = """
+return [...document.querySelectorAll('div.scroll')].filter(box => box.scrollWidth > box.clientWidth + 0.5)
+  .map(box => [box.querySelector('table').getAttribute('class'), box.scrollWidth, box.clientWidth]);
+"""
+# The label a narrow screen shows before each cell of a table's first row, and the cell's text.
+_LABELS = """
+const row = document.querySelector(`table.${arguments[0]} tbody tr`);
+return [...row.querySelectorAll('td')].map(td => [getComputedStyle(td, '::before').content, td.textContent]);
+"""
 # Per chart: its box and the box and text of each of its texts.
 _CHART_TEXTS = """
 return [...document.querySelectorAll('svg.chart')].map(svg => {
@@ -224,6 +236,9 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
             assert inner == width and scroll_width <= width, (
                 f"{path.name} at {width} px: {scroll_width} px wide")
             assert overflowing == [], f"{path.name} at {width} px: beyond the page: {overflowing[:10]}"
+            hidden = browser.execute_script(_HIDDEN_COLUMNS)
+            assert hidden == [], (
+                f"{path.name} at {width} px: tables hiding columns (class, scroll width, width): {hidden}")
             for title, svg, texts in browser.execute_script(_CHART_TEXTS):
                 assert _overlapping(texts) == [], f"{path.name} at {width} px, {title}: overlapping texts"
                 outside = [text for box, text in texts
@@ -250,6 +265,10 @@ def test_report_renders_in_chromium(browser, report, tmp_path):
             and "every file this run wrote (12)" in main)
     # p2 in the probes and engine tables
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr.flagged")) >= 2
+    # At 400 px, each cell is labelled with its column's header (the probes table: the first row's cells).
+    _load(browser, pages[1], 400)
+    labels = browser.execute_script(_LABELS, "probes")
+    assert [label for label, _ in labels[:4]] == ['"Probe"', '"Kind"', '"Predicate"', '"Columns"'], labels
     # the index's links lead to the pages
     _load(browser, pages[0])
     assert browser.find_elements(By.CSS_SELECTOR, "svg.spark")
