@@ -40,7 +40,7 @@ from .read import Inputs, read_inputs
 from .readback import Checked, key_problems, list_outputs, read_back
 from .sample import as_summary, sample_keys, summarize
 from .schema import as_declared
-from .storage import with_storage
+from .storage import drop_sidecars, with_storage
 from .write import (
     CurveIndex,
     curve_index,
@@ -204,6 +204,7 @@ def _compact(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], 
         clock.lap("merge: read, merge, write", "read back")
     checked = read_back(spark, job, target)
     problems = key_problems(spark, job, target)
+    drop_sidecars(target)  # what executors of other JVMs wrote beside the files (`storage.without_sidecars`)
     clock.lap("read back")
     staged = _staged_groups(job, groups, tally, target, checked, problems, clock.total())
     log.info("%d group(s), %d rows in %.1fs (%s)", len(groups), sum(tally.read.values()), clock.total(),

@@ -6,6 +6,11 @@ the table's credentials in that response), sets them in the driver's Hadoop conf
 to executors with each task for its own reader and writer (S3A), and returns a plan whose FileIO properties
 include them for the executors' pyiceberg and pyarrow readers, which get it inside their task closures.
 Nothing here is logged, written to a file or passed on a command line.
+
+Nothing but the table's own files is left in its location (`without_sidecars`, `drop_sidecars`): no
+`_SUCCESS` marker, and on a local file system no `.<name>.crc` beside each file (Hadoop's LocalFileSystem
+writes one by default). Nothing references them, so they would stay until maintenance deleted them as
+orphans, and the report's storage view counted them as such.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pyarrow import fs as pafs
+
 from layout import storage
 from layout.catalog import load_table
 from layout.errors import ConfigError
+from layout.io import resolve
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +39,9 @@ _R = TypeVar("_R")
 
 
 def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
-    """`plan` with its table's full FileIO properties, and Spark's Hadoop configuration set for its store."""
+    """`plan` with its table's full FileIO properties, and Spark's Hadoop configuration set for its store
+    (and for writes without sidecar files: `without_sidecars`)."""
+    without_sidecars(spark, plan.table_location)
     if not storage.is_object_store(plan.table_location):
         return plan
     table = load_table(plan.table, plan.catalog)  # registers the table's storage settings (`layout.storage`)
@@ -50,6 +60,43 @@ def with_storage(spark: SparkSession, plan: RewritePlan) -> RewritePlan:
     if settings.get("fs.s3.impl") and plan.table_location.split("://", 1)[0] in ("s3", "s3a", "s3n"):
         _magic_committer(spark, hadoop, plan)
     return plan.model_copy(update={"io_properties": properties})
+
+
+def _is_local(location: str) -> bool:
+    return "://" not in location or location.startswith("file:")
+
+
+def without_sidecars(spark: SparkSession, location: str) -> None:
+    """Spark's writes to `location` leave no sidecar file: no `_SUCCESS` marker (the output committer's), and
+    on a local file system no checksum files: checksums off on Hadoop's cached LocalFileSystem, the instance
+    every write of this JVM uses (the driver's and, with a local master, every task's). Executors in other
+    JVMs keep their own instance: what they leave, `drop_sidecars` deletes."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    if _is_local(location):
+        jvm: Any = spark.sparkContext._jvm
+        jvm.org.apache.hadoop.fs.Path(location).getFileSystem(hadoop).setWriteChecksum(False)
+
+
+def drop_sidecars(directory: str) -> int:
+    """Delete the sidecar files left under `directory` on a local file system (`.<name>.crc`, `_SUCCESS`):
+    what executors with their own checksumming file system wrote. Returns how many went."""
+    if not _is_local(directory):
+        return 0  # object stores and HDFS keep no checksum files beside the data; no marker is written
+    filesystem, root = resolve(directory)
+    if filesystem.get_file_info(root).type == pafs.FileType.NotFound:
+        return 0
+    found = [i.path for i in filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+             if i.type == pafs.FileType.File and _sidecar(i.base_name)]
+    for path in found:
+        filesystem.delete_file(path)
+    if found:
+        log.info("deleted %d sidecar file(s) (Hadoop checksums, _SUCCESS) under %s", len(found), directory)
+    return len(found)
+
+
+def _sidecar(name: str) -> bool:
+    return name == "_SUCCESS" or (name.startswith(".") and name.endswith(".crc"))
 
 
 def _loads(spark: SparkSession, name: str) -> bool:
