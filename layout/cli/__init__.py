@@ -108,7 +108,8 @@ class _Version(argparse.Action):
             found = version("lakesort")
         except PackageNotFoundError:  # run from a checkout that was never installed
             found = "unknown (not installed)"
-        parser.exit(message=f"lakesort {found}\n")
+        print(f"lakesort {found}")  # on stdout, as argparse's own version action prints
+        parser.exit()
 
 
 class _Deprecated(argparse.Action):
