@@ -86,7 +86,9 @@ class Settings(Frozen):
                                 "(relative paths are the working directory's; the DAGs set it to theirs).")
     report_dir: Path = _setting(Path(".lakesort/reports"), "Where HTML reports and GX Data Docs (gx/) go.")
     work_dir: Path = _setting(Path(tempfile.gettempdir()) / "lakesort-work", "Run files (plans, staged "
-                              "manifests, the layout zip) and table leases; shared by every worker.")
+                              "manifests, the layout zip) and table leases; shared by every worker. The "
+                              "command line and the DAGs (the demo's too) default to the same directory, so "
+                              "a hand-run `lakesort compact` and a scheduled run share each table's lease.")
     work_keep_days: Hours = _setting(14.0, "Days a table's run directories are kept (one a night).")
     # -- one run per table -----------------------------------------------------------------------------
     lease_ttl_hours: Hours = _setting(12.0, "Age after which a table lease is taken to be a dead run's and "

@@ -73,6 +73,10 @@ def _option_lines(parser: argparse.ArgumentParser) -> Iterator[str]:
     formatter = parser._get_formatter()
     exclusive = {id(a): group for group in parser._mutually_exclusive_groups for a in group._group_actions}
     for action in parser._actions:
+        renamed = getattr(action, "new", None)  # an old flag name, kept working (layout.cli._Deprecated)
+        if renamed and action.option_strings:
+            yield f"- {code(', '.join(action.option_strings))}: deprecated, the old name of {code(renamed)}"
+            continue
         if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
             continue
         if action.option_strings:
