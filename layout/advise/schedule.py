@@ -79,7 +79,7 @@ def advise_due(specs: Mapping[str, TableSpec | None], *, now: dt.datetime | None
     now = now or dt.datetime.now(dt.UTC)
     advised: dict[str, str] = {}
     for table, spec in sorted(specs.items()):
-        if spec is None:
+        if spec is None or not spec.probes:  # not advisable: no catalog loaded for it
             continue
         try:
             reason = advice_due(load_catalog(spec.catalog), spec, now)

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import math
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,7 +45,9 @@ from layout.metrics.clustering import ClusteringRecord, read_clustering, summari
 from layout.metrics.ideal import IDEAL_ROW_GROUPS
 from layout.metrics.measure import measure, measure_probe, read_metrics, read_runs
 from layout.metrics.probes import SAMPLE_ROW_GROUPS, Probe, _probe_literal, standard_probes
+from layout.report.render import table_page_name, write_reports
 from layout.report.rows import Measurement, typed_rows
+from layout.sizes import format_size
 
 pytestmark = pytest.mark.spark
 
@@ -355,3 +358,63 @@ def test_a_metrics_table_from_before_ideal_method_stays_readable_and_grows_the_c
     assert got == {"old": (None, row["pages_total"], None, None),
                    "new": ("exact", None, "checked", row["bytes_clustered"])}
     assert row["ideal_method"] == "exact" and row["engine_bytes"] == row["bytes_selected"]
+
+
+def _cells(page: ET.Element, klass: str) -> list[list[str]]:
+    table = next(t for t in page.iter("table") if t.get("class") == klass)
+    return [[" ".join("".join(td.itertext()).split()) for td in tr] for tr in table.find("tbody")]
+
+
+def test_report_after_measuring_twice_and_a_dry_run(compacted, catalog):
+    """Issue 55's report: a compaction (before and after), `lakesort measure` twice on the snapshot it wrote,
+    then `lakesort compact --dry-run`. The standard probes are the table's, measured with one predicate each
+    every time; the report shows each figure beside the predicate it was measured with, and the last run is
+    the committed compaction, not the dry run. The compaction left no sidecar file in the table location."""
+    root, spec, _, prepared = compacted
+    compaction = _by_phase(_rows(catalog, prepared.run_id))
+    first = {m.probe: m for m in measure("demo.lineitem", spec=spec, engine=False)}
+    second = {m.probe: m for m in measure("demo.lineitem", spec=spec, engine=False)}
+    standard = sorted(p for p in first if p.startswith("std_"))
+    assert standard == sorted(p for p in compaction["after"] if p.startswith("std_")) and len(standard) == 4
+    for name in standard:  # the same query every time: before and after the compaction, and on demand
+        predicates = {compaction["before"][name]["predicate"], compaction["after"][name]["predicate"],
+                      first[name].predicate, second[name].predicate}
+        assert len(predicates) == 1, f"{name} measured with {predicates}"
+        assert first[name].bytes_selected == second[name].bytes_selected == compaction["after"][name][
+            "bytes_selected"], f"{name}: one snapshot, one predicate, one figure"
+
+    dry = compact("demo.lineitem", spec=spec, work_dir=root / "work-dry", dry_run=True, force=True)
+    assert dry.dry_run
+    statuses = {r["run_id"]: r["status"] for r in read_runs(catalog, "demo.lineitem").to_pylist()}
+    assert statuses[prepared.run_id] == "committed" and "dry-run" in statuses.values()
+
+    index = write_reports(root / "report", catalog=catalog, specs=[spec])
+    page = ET.fromstring((index.parent / "tables" / table_page_name("demo.lineitem")).read_text()
+                         .removeprefix("<!DOCTYPE html>\n"))
+    recorded = {r["probe"]: r for r in _rows(catalog, prepared.run_id) if r["phase"] == "after"}
+    probes = _cells(page, "probes")
+    assert {row[0] for row in probes} == set(recorded)
+    for row in probes:  # probe, kind, predicate, columns, before, after, ..., run
+        after = recorded[row[0]]
+        assert row[2] == after["predicate"], row
+        assert row[5] == format_size(after["bytes_selected"]) and row[-1] == prepared.run_id, row
+    for row in _cells(page, "details"):  # the latest measurement: the second on-demand one, same predicates
+        assert row[1].startswith("on-demand") and "measured with" not in row[0], row
+    tiles = {" ".join("".join(d.find("div").itertext()).split()): " ".join("".join(d[1].itertext()).split())
+             for d in page.iter("div") if d.get("class") == "card"}
+    assert tiles["Last run"].startswith("committed"), tiles
+    headline = " ".join("".join(next(d for d in page.iter("div") if d.get("class") == "headline").itertext())
+                        .split())
+    assert re.search(r"\d+(\.\d)?% efficient .*: readers fetch", headline) and "Next: " in headline
+    index_rows = _cells(ET.fromstring(index.read_text().removeprefix("<!DOCTYPE html>\n")), "tables")
+    assert row_last_run(index_rows, "demo.lineitem").startswith("committed")
+    newest = _cells(page, "runs")[0]
+    assert newest[3] == "dry-run", "the runs table lists the dry run, newest first"
+
+    location = load_table("demo.lineitem").location().removeprefix("file://")
+    sidecars = [p for p in Path(location).rglob("*") if p.name == "_SUCCESS" or p.name.endswith(".crc")]
+    assert sidecars == [], f"sidecar files in the table location: {sidecars[:5]}"
+
+
+def row_last_run(rows: list[list[str]], table: str) -> str:
+    return next(r for r in rows if r[0] == table)[3]

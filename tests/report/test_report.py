@@ -34,6 +34,7 @@ from report_rows import (
     text,
 )
 
+from layout.advise import Advice, Recommendation
 from layout.errors import ConfigError, UsageError
 from layout.metrics.store import (
     COMPACTION_RUNS,
@@ -49,7 +50,8 @@ from layout.metrics.store import (
 from layout.report.findings import EXAMPLES, Verification, group_findings
 from layout.report.render import render_reports, table_page_name, write_reports
 from layout.report.rows import Measurement, Run
-from layout.report.views import LAST_RUNS, TableView
+from layout.report.verdict import verdict
+from layout.report.views import LAST_RUNS, TableView, table_views
 
 # --- pages ----------------------------------------------------------------------------------------------
 
@@ -495,3 +497,90 @@ def test_delete_files_read_before_and_after_only_where_a_probe_read_any(tmp_path
     zero = [metric("z.t", "p1", phase, "n1", T0, MiB, delete_files_selected=0, delete_bytes_selected=0,
                    delete_files_total=0, delete_bytes_total=0) for phase in ("before", "after")]
     assert "Delete files" not in page(render(tmp_path, zero, [], [spec("z.t")], out="zero"), "z.t")
+
+
+# --- the figures' predicates, the last run, the headline's words (issue 55) ------------------------------
+
+
+def _view(metrics: list[dict], runs: list[dict], specs=()) -> TableView:
+    rows = [Measurement(**m) for m in metrics]
+    return next(v for v in table_views(rows, [Run(**r) for r in runs], specs) if v.table == "t.x")
+
+
+def test_each_figure_is_shown_with_the_predicate_it_was_measured_with(tmp_path):
+    """A standard probe recorded with an old predicate by the compaction and another on demand (as before
+    standard probes were kept per table), and an owner's probe whose `where` the spec changed since: the pair
+    keeps its own predicate, the history charts one predicate, the latest row names its own."""
+    old, new = "d BETWEEN 1 AND 5", "d BETWEEN 7 AND 9"
+    metrics = [metric("t.x", "std_d_10pct", "before", "n1", T0, 40 * MiB, probe_kind="standard",
+                      predicate=old),
+               metric("t.x", "std_d_10pct", "after", "n1", T0 + timedelta(minutes=5), 8 * MiB,
+                      probe_kind="standard", predicate=old),
+               metric("t.x", "std_d_10pct", "on-demand", "m1", T0 + timedelta(days=1), 3 * MiB,
+                      probe_kind="standard", predicate=new),
+               metric("t.x", "p1", "before", "n1", T0, 40 * MiB, predicate="k = 1"),
+               metric("t.x", "p1", "after", "n1", T0 + timedelta(minutes=5), 4 * MiB, predicate="k = 1")]
+    specs = [spec("t.x", [{"name": "p1", "where": "k = 2"}])]
+    view = _view(metrics, [run("t.x", "n1", T0)], specs)
+    std = next(p for p in view.probes if p.name == "std_d_10pct")
+    assert std.shown_predicate == old and std.latest_predicate_differs and std.other_predicates == 1
+    assert {m.predicate for m in std.history} == {old}
+    p1 = next(p for p in view.probes if p.name == "p1")
+    assert p1.shown_predicate == "k = 1" and p1.spec_predicate_differs
+    html = page(render(tmp_path, metrics, [run("t.x", "n1", T0)], specs), "t.x")
+    rows = table_rows(html, "probes")
+    cell = row_of(rows, "p1")[2]  # the predicate, then a line of its own about the spec's
+    assert cell.startswith("k = 1") and cell.endswith("the spec now says k = 2: measured next time")
+    assert row_of(rows, "std_d_10pct")[2] == old and row_of(rows, "std_d_10pct")[5] == "8.00 MiB"
+    details = [r for r in table_rows(html, "details") if r[0].startswith("std_d_10pct")]
+    assert details[0][0] == f"std_d_10pctmeasured with {new}" and details[0][6].startswith("3.00 MiB")
+    assert "Not drawn: 1 measurement(s) of an earlier predicate." in html
+
+
+def test_a_dry_run_never_stands_for_the_last_run(tmp_path):
+    runs = [run("t.x", "n1", T0), run("t.x", "dry", T0 + timedelta(days=1), status="dry-run",
+                                       verification="skipped", files_after=0, bytes_after=0)]
+    view = _view([], runs)
+    assert view.last_run.run_id == "n1" and view.current_files.files == 12
+    index = render(tmp_path, [], runs, [spec("t.x")])
+    assert row_of(table_rows(index.read_text(), "tables"), "t.x")[3].startswith("committed")
+    cards = {text(c[0]): text(c[1]) for c in parse(page(index, "t.x")).iter("div")
+             if c.get("class") == "card"}
+    assert cards["Last run"].startswith("committed") and cards["Data files"] == "12"
+
+
+def _advice(action: str, vs_current: float) -> Advice:
+    rec = Recommendation(action=action, strategy="zorder", label="z-order(k, d)", total_bytes=1.0,
+                         vs_current=vs_current, write_bytes=1, write_change=None, reason="r",
+                         spec_snippet="sort: ...")
+    return Advice(run_id="a1", table="t.x", advised_at=T0, sample_rows=1, table_rows=1, seed=0, probes=(),
+                  candidates=(), recommendation=rec)
+
+
+@pytest.mark.parametrize(("case", "grade", "step"), [
+    ("good", "good", "Nothing to do"),
+    ("poor", "poor", "See whether another sort order would read less"),
+    ("change-spec", "poor", "Change the table's sort to z-order(k, d): the advisor predicts it reads 20%"),
+    ("keep-spec", "poor", "Compact it with its own sort: the advisor predicts 50%"),
+    ("dropped", "fair", "New data has diluted the layout (efficiency 50.0% after the last compaction, 20.0%"),
+    ("failed", "good", "The last compaction failed"),
+    ("never", None, "Measure it"),
+])
+def test_the_headline_says_what_the_efficiency_means_and_the_next_step(case, grade, step):
+    clustered = {"good": 0.6, "poor": 0.05, "change-spec": 0.05, "keep-spec": 0.05, "dropped": 0.5,
+                 "failed": 0.6}.get(case)
+    metrics = [] if clustered is None else [
+        metric("t.x", "p1", "before", "n1", T0, 10 * MiB, bytes_clustered=MiB),
+        metric("t.x", "p1", "after", "n1", T0 + timedelta(minutes=5), 10 * MiB,
+               bytes_clustered=int(clustered * 10 * MiB))]
+    if case == "dropped":
+        metrics.append(metric("t.x", "p1", "on-demand", "m1", T0 + timedelta(days=2), 10 * MiB,
+                              bytes_clustered=2 * MiB))
+    runs = [run("t.x", "n1", T0, status="failed" if case == "failed" else "committed")]
+    view = _view(metrics, runs)
+    if case in ("change-spec", "keep-spec"):
+        view = dataclasses.replace(view, advice=_advice(case, 0.2 if case == "change-spec" else 0.5))
+    said = verdict(view)
+    assert said.grade == grade and said.step.startswith(step), said
+    if grade is not None:
+        assert said.meaning.startswith("readers fetch about ") and f"({grade}: " in said.meaning

@@ -55,6 +55,7 @@ def test_close_sweeps_the_runs_leases_and_a_dry_run_ends_there(registry, monkeyp
     acquire_lease("t.events", MINE)
     acquire_lease("t.other", OTHER)
     monkeypatch.setattr(dag_run, "housekeeping", lambda: pytest.fail("a dry run does no housekeeping"))
+    monkeypatch.setattr(dag_run, "advice", lambda: pytest.fail("a dry run advises nothing"))
     with caplog.at_level(logging.INFO):
         assert dag_run.close(MINE, dry_run=True, write_reports=lambda: pytest.fail("no report")) is None
     assert read_lease("t.events") is None and read_lease("t.other").same_run(OTHER)
@@ -65,6 +66,7 @@ def test_close_sweeps_the_runs_leases_and_a_dry_run_ends_there(registry, monkeyp
 def test_close_keeps_house_then_writes_the_reports(registry, tmp_path, monkeypatch, caplog):
     done = []
     monkeypatch.setattr(dag_run, "housekeeping", lambda: done.append("housekeeping"))
+    monkeypatch.setattr(dag_run, "advice", lambda: done.append("advice"))  # layout.advise.schedule's tests
     index = tmp_path / "reports" / "index.html"
 
     def write_reports():
@@ -73,7 +75,7 @@ def test_close_keeps_house_then_writes_the_reports(registry, tmp_path, monkeypat
 
     with caplog.at_level(logging.INFO):
         assert dag_run.close(MINE, dry_run=False, write_reports=write_reports) == str(index)
-    assert done == ["housekeeping", "reports"]
+    assert done == ["housekeeping", "advice", "reports"]
     assert f"lakesort report: {index.resolve()}" in caplog.text
     assert "released" not in caplog.text  # the run held no lease
 
