@@ -59,6 +59,11 @@ class RunRecord(Frozen):
     spec_hash: str | None = None
     config_sources: str | None = None
     reason: str | None = None  # why the run did not rewrite (a deferred run: the budget's decision)
+    # The commit's parts, attempts and carried deletes (`RunOutcome`); None: no commit tried, or an older row.
+    parts: int | None = None
+    parts_committed: int | None = None
+    commit_attempts: int | None = None
+    delete_files_carried: int | None = None
 
     @property
     def ended_at(self) -> dt.datetime:
@@ -82,6 +87,13 @@ class RunOutcome(Frozen):
     findings: str = "[]"
     error: str | None = None
     reason: str | None = None
+    # The commit (`layout.compaction.pipeline.commit`): parts planned and committed (a failed run may have
+    # committed some), attempts over all parts, position deletes committed during the job carried onto the
+    # new files. None: no commit was tried.
+    parts: int | None = None
+    parts_committed: int | None = None
+    commit_attempts: int | None = None
+    delete_files_carried: int | None = None
 
 
 def record_run(catalog: Catalog, run: RunRecord) -> None:

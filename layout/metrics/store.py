@@ -135,6 +135,8 @@ RUNS_FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("verification", _STRING, True), ("findings", _STRING, True), ("error", _STRING, False),
     # Added later: nullable, appended (see the module docstring).
     ("spec_hash", _STRING, False), ("config_sources", _STRING, False), ("reason", _STRING, False),
+    ("parts", _LONG, False), ("parts_committed", _LONG, False), ("commit_attempts", _LONG, False),
+    ("delete_files_carried", _LONG, False),
 )
 RUNS_KEY = ("run_id", "table")
 

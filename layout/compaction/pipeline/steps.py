@@ -412,7 +412,8 @@ def commit(prepared: PreparedRun) -> CommitResult:
     spec changed since the plan refuses the run (`SpecChanged`, naming the file; the staged files are
     removed), unless this is a retry of a commit that went through.
     """
-    with _failure_recorded(prepared, "commit"):
+    commit_log: list[CommitAttempt] = []  # filled as the commit goes: a failed run records its parts too
+    with _failure_recorded(prepared, "commit", attempts=commit_log):
         table = load_table(prepared.table, prepared.catalog)
         if committed_run(table, prepared.run_id) is None:  # else a retry: commit_rewrite returns what it did
             _refuse_changed_spec(prepared, table)
@@ -423,7 +424,6 @@ def commit(prepared: PreparedRun) -> CommitResult:
             raise NotVerified(f"{prepared.table} run {prepared.run_id}: the staged output was not verified "
                               "(run the verify step first); nothing committed")
         parts = prepared.spec.commit
-        commit_log: list[CommitAttempt] = []
         try:
             result = commit_rewrite(table, prepared.plan(), manifest, max_part_bytes=parts.max_part_bytes,
                                     max_part_groups=parts.max_part_groups, on_attempt=commit_log.append)
@@ -434,7 +434,9 @@ def commit(prepared: PreparedRun) -> CommitResult:
             status="committed", snapshot_after=result.snapshot_id, files_after=files_after,
             bytes_after=bytes_after, files_removed=result.files_removed, files_added=result.files_added,
             bytes_rewritten=result.bytes_removed, rows_rewritten=result.rows, verification="passed",
-            findings=_findings_json(verified.findings)))
+            findings=_findings_json(verified.findings), parts=result.parts,
+            parts_committed=result.parts_committed, commit_attempts=len(result.attempts),
+            delete_files_carried=result.delete_files_carried))
         return result
 
 
@@ -523,9 +525,11 @@ def run_record(prepared: PreparedRun, outcome: RunOutcome) -> RunRecord:
 
 
 @contextmanager
-def _failure_recorded(prepared: PreparedRun, step: str, *, remove_staged: bool = False) -> Iterator[None]:
-    """On an exception in a step: record the run as failed (with findings, if any) and re-raise; with
-    `remove_staged`, first delete the run's staged files (the commit step does that itself)."""
+def _failure_recorded(prepared: PreparedRun, step: str, *, remove_staged: bool = False,
+                      attempts: Sequence[CommitAttempt] = ()) -> Iterator[None]:
+    """On an exception in a step: record the run as failed (with findings, if any, and the commit's
+    `attempts` so far: the parts a failed commit left committed) and re-raise; with `remove_staged`, first
+    delete the run's staged files (the commit step does that itself)."""
     try:
         yield
     except BaseException as error:
@@ -537,8 +541,11 @@ def _failure_recorded(prepared: PreparedRun, step: str, *, remove_staged: bool =
             log.error("%s run %s: %s failed: %s", prepared.table, prepared.run_id, step, error)
             # A spec changed since the plan refuses the run before anything was verified.
             checked = step == "verify" and not isinstance(error, SpecChanged)
+            committed = {a.part for a in attempts if a.outcome == "committed"}
             record(prepared, RunOutcome(status="failed", error=f"{step}: {error}"[:4000], findings=findings,
-                                        verification="failed" if checked else "skipped"))
+                                        verification="failed" if checked else "skipped",
+                                        parts_committed=len(committed) if attempts else None,
+                                        commit_attempts=len(attempts) or None))
         raise
 
 

@@ -19,14 +19,18 @@ class Killed(BaseException):
     """The process dying between two parts (nothing after it runs, cleanup included)."""
 
 
-def _kill_after_first_part(monkeypatch, *, cleanup: bool):
+class Failed(Exception):
+    """A failure between two parts (the process lives: the run is recorded, the rest cleaned up)."""
+
+
+def _kill_after_first_part(monkeypatch, *, cleanup: bool, error: type[BaseException] = Killed):
     """Returns what puts the real commit back."""
     real, real_cleanup = commit_module.commit_replace, commit_module.delete_staged
     calls = []
 
     def commit_replace(state, changes, properties):
         if calls:
-            raise Killed("killed between two parts")
+            raise error("killed between two parts")
         calls.append(properties)
         return real(state, changes, properties)
 
@@ -73,20 +77,41 @@ def test_a_run_commits_in_parts_and_a_retried_commit_step_commits_only_the_rest(
     assert all(isinstance(s, RunSummary) and s.parts == parts for _, s in found.values())
     assert result.files_removed == sum(s.input_files for _, s in found.values())
     assert sorted_rows(table).equals(before.rows)
+    row = _run_row(prepared.run_id)
+    assert (row["status"], row["parts"], row["parts_committed"]) == ("committed", parts, parts)
+    assert row["commit_attempts"] == len(result.attempts) >= parts - 1
     assert steps.commit(prepared).snapshot_id == result.snapshot_id  # every part committed: nothing to do
+
+
+def _last_run_id(table) -> str:
+    from layout.catalog import RUN_ID
+
+    return table.current_snapshot().summary.additional_properties[RUN_ID]
+
+
+def _run_row(run_id: str) -> dict:
+    """The run's row in lakesort.compaction_runs, as the report reads it."""
+    from layout.catalog import load_catalog
+    from layout.metrics.runs import read_runs
+
+    rows = [r for r in read_runs(load_catalog()).to_pylist() if r["run_id"] == run_id]
+    assert len(rows) == 1, rows
+    return rows[0]
 
 
 def test_after_a_failure_between_parts_the_next_run_finishes_the_rest(demo_home, in_process_job, monkeypatch):
     table = load_table("demo.lineitem")
     before = state(table)
     spec = demo_spec(commit={"max_part_groups": 1})
-    restore = _kill_after_first_part(monkeypatch, cleanup=True)
+    restore = _kill_after_first_part(monkeypatch, cleanup=True, error=Failed)
 
-    with pytest.raises(Killed):
+    with pytest.raises(Failed):
         compact("demo.lineitem", spec=spec, partitions=MONTHS, verify=lambda manifest: None)
     table = table.refresh()
     assert sorted_rows(table).equals(before.rows)
     first = table.current_snapshot().snapshot_id
+    failed = _run_row(_last_run_id(table))  # the failed run's row: the part it left committed
+    assert (failed["status"], failed["parts_committed"]) == ("failed", 1) and failed["commit_attempts"] >= 1
 
     restore()
     result = compact("demo.lineitem", spec=spec, partitions=MONTHS, verify=lambda manifest: None)
