@@ -156,3 +156,35 @@ def test_a_compaction_races_a_deleting_process(iceberg_catalog, job_here, tmp_pa
     keep = [k for k, v in enumerate(before[id_field]) if v not in deleted]
     expected = {fid: [col[k] for k in keep] for fid, col in before.items()}
     assert_same(expected, by_field_id(table))
+
+
+def test_a_commit_that_loses_the_race_retries_on_the_new_state_and_records_each_attempt(
+        iceberg_catalog, job_here, monkeypatch):
+    """Twice, another writer commits between the commit's read of the table and its compare-and-swap: the
+    catalog refuses those attempts (CommitFailedException), the commit retries at once on the new state with
+    the same staged files (no second job), and every attempt is in the result with its reason."""
+    import layout.compaction.pipeline.commit as commit_module
+
+    table = _table(iceberg_catalog, "t.race_cas")
+    before = by_field_id(table)
+    real = commit_module.commit_replace
+    appended: list[int] = []
+
+    def commit_replace(state, changes, properties):
+        if len(appended) < 2:  # another writer wins the race: the attempt's state is stale
+            n = 200_000 + 5 * len(appended)
+            other = iceberg_catalog.load_table("t.race_cas")
+            other.append(pa.Table.from_pylist([{"id": n + i, "cat": "c0", "v": i} for i in range(5)],
+                                              schema=other.schema().as_arrow()))
+            appended.append(n)
+        return real(state, changes, properties)
+
+    monkeypatch.setattr(commit_module, "commit_replace", commit_replace)
+    result = run("t.race_cas")
+
+    outcomes = [a.outcome for a in result.attempts]
+    assert outcomes == ["conflict", "conflict", "committed"], result.attempts
+    assert all(a.reason for a in result.attempts[:2]) and [a.number for a in result.attempts] == [1, 2, 3]
+    extra = pa.Table.from_pylist([{"id": n + i, "cat": "c0", "v": i} for n in appended for i in range(5)],
+                                 schema=table.schema().as_arrow())
+    assert_same(_with_rows(before, extra, table.schema()), by_field_id(table.refresh()))
