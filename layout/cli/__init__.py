@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import os
 import re
@@ -102,11 +103,9 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
-            found = version("lakesort")
-        except PackageNotFoundError:  # run from a checkout that was never installed
+            found = importlib.metadata.version("lakesort")
+        except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
             found = "unknown (not installed)"
         print(f"lakesort {found}")  # on stdout, as argparse's own version action prints
         parser.exit()
@@ -361,7 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = os.environ.get(CATALOG_VARIABLE)
     try:
         if catalog is not None:
-            _use_catalog(catalog)
+            # pyiceberg's default catalog for this command (and the Spark job it starts); the first catalog
+            # the command loads checks that it is configured (exit 2 naming the known ones otherwise)
+            os.environ[CATALOG_VARIABLE] = catalog
         # The command's module, and with it pyiceberg, pyarrow and the rest, only now that the command runs.
         code: int = importlib.import_module(COMMANDS[args.command]).run(args)
         return code
@@ -385,12 +386,3 @@ def plain(error: BaseException) -> str:
     """An error's message as one plain text: without terminal escapes (sqlglot's parse errors underline the
     culprit with them), which a log, a file or a non-terminal would show as garbage."""
     return _ANSI.sub("", str(error))
-
-
-def _use_catalog(name: str) -> None:
-    """`--catalog NAME`: pyiceberg's default catalog for this command (and the Spark job it starts), once
-    checked to be configured (exit 2 naming the known ones otherwise)."""
-    from layout.catalog import check_catalog  # pyiceberg's configuration: only when a command runs
-
-    check_catalog(name)
-    os.environ[CATALOG_VARIABLE] = name

@@ -154,7 +154,7 @@ def test_a_spec_edited_while_the_run_works_exits_2_naming_the_file(
 
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", submit)
     snapshot = events.current_snapshot().snapshot_id
-    assert main(["compact", "t.events", "--no-measure"]) == EXIT_USAGE
+    assert main(["compact", "t.events", "--no-record"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert re.fullmatch(rf"lakesort compact: error: {re.escape(str(spec_file))} changed since run \S+ was "
                         r"planned \(spec hash [0-9a-f]{16} -> [0-9a-f]{16}\): nothing committed; rerun the "

@@ -79,7 +79,7 @@ def test_real_compaction_prints_progress_on_stderr(events, monkeypatch):
         "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g",
         submit.PROGRESS_CONF: "1"}))
     monkeypatch.setenv("LAKESORT_SPARK_MASTER", "local[2]")
-    done = subprocess.run([sys.executable, "-m", "layout.cli", "compact", "t.events", "--no-measure"],
+    done = subprocess.run([sys.executable, "-m", "layout.cli", "compact", "t.events", "--no-record"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     relayed = [ln.split(" INFO lakesort.progress: ", 1)[1] for ln in done.stderr.splitlines()

@@ -198,7 +198,7 @@ class Runner:
     def _compact(self, name: str, log: Path, *, force: bool):
         spec = self.bed.workdir / f"{name}.yaml"
         spec.write_text(_spec_text(name, self.target))
-        args = ["compact", name, "--spec", str(spec), "--master", self.bed.master_url, "--no-measure"]
+        args = ["compact", name, "--spec", str(spec), "--master", self.bed.master_url, "--no-record"]
         return self.bed.lakesort([*args, "--force"] if force else args, log)
 
     def _wait(self, proc, timeout: float) -> int:

@@ -75,7 +75,7 @@ def test_a_compaction_emits_start_and_complete(events, file_transport, tmp_path,
         (pytest.fail if os.environ.get("CI") else pytest.skip)("a real compaction "
                                                                "needs spark-submit and Java")
     spark_events = spark_listener(tmp_path, monkeypatch)
-    assert main(["compact", "t.events", "--partition", FEBRUARY, "--force", "--no-measure", "-q"]) == EXIT_OK
+    assert main(["compact", "t.events", "--partition", FEBRUARY, "--force", "--no-record", "-q"]) == EXIT_OK
 
     snapshot = events.refresh().current_snapshot()
     run_id = snapshot.summary.additional_properties[RUN_ID]
@@ -129,7 +129,7 @@ def test_a_failed_run_emits_fail(events, file_transport, monkeypatch, capsys):
 
     monkeypatch.setattr(layout.compaction.pipeline.driver, "submit", failing_spark)
     before = events.current_snapshot().snapshot_id
-    assert main(["compact", "t.events", "--force", "--no-measure", "-q"]) == EXIT_FAILURE
+    assert main(["compact", "t.events", "--force", "--no-record", "-q"]) == EXIT_FAILURE
     assert events.refresh().current_snapshot().snapshot_id == before
 
     sent = read_events(file_transport)

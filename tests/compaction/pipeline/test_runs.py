@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -20,6 +21,7 @@ from layout.compaction.pipeline.steps import PreparedRun
 from layout.compaction.pipeline.submit import (
     BASE_CONF,
     JOB,
+    LOCAL_CONF,
     describe_job,
     job_arguments,
     operator_kwargs,
@@ -265,10 +267,13 @@ def test_submit_runs_the_description(tmp_path, monkeypatch, registry):
            conf={"spark.driver.memory": "1g"}, work_dir=tmp_path, groups=(0, 1))
     description = describe_job(plan_path=tmp_path / "plan.json", manifest_path=tmp_path / "manifest-0.json",
                                groups=(0, 1), name="lakesort-compact-t", work_dir=tmp_path,
-                               conf={"spark.driver.memory": "1g"})
+                               conf={"spark.driver.memory": "1g"}, master="local[2]")
     assert seen["cmd"] == description.command(binary="spark-submit", master="local[2]")
     assert seen["cmd"][:3] == ["spark-submit", "--master", "local[2]"]
-    assert description.conf == {**BASE_CONF, "spark.ui.enabled": "false", "spark.driver.memory": "1g"}
+    # a local master: the driver and its UI on the loopback interface only
+    assert description.conf == {**BASE_CONF, **LOCAL_CONF, "spark.ui.enabled": "false",
+                                "spark.driver.memory": "1g"}
+    assert seen["env"]["SPARK_LOCAL_IP"] == "127.0.0.1" or "SPARK_LOCAL_IP" in os.environ
     assert seen["cmd"][-7:] == [str(JOB), "--plan", str(tmp_path / "plan.json"), "--manifest",
                                 str(tmp_path / "manifest-0.json"), "--groups", "0,1"]
     assert seen["env"]["PYSPARK_PYTHON"] == description.env_vars["PYSPARK_PYTHON"] == sys.executable
