@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.expressions import And
 from pyiceberg.table import Table
 
@@ -156,7 +156,7 @@ def recorded_standard_probes(catalog: Catalog, table: str) -> dict[str, Probe]:
     measurement (by measured_at, then run id); none when nothing was recorded yet."""
     try:
         metrics = catalog.load_table(store.PRUNING_METRICS)
-    except NoSuchTableError:
+    except (NoSuchTableError, NoSuchNamespaceError):  # nothing measured in this catalog yet
         return {}
     where = And(store.equal_to("table", table), store.equal_to("probe_kind", "standard"))
     scan = metrics.scan(row_filter=where, selected_fields=("probe", "predicate", "measured_at", "run_id"))
