@@ -115,7 +115,7 @@ def load_catalog(name: str | None = None) -> Catalog:
 
     # pyiceberg's own lookup uses the configuration it read once at import: pass the current one (its values
     # as pyiceberg reads them, nested ones too, though load_catalog's signature says str).
-    return _load(name, **catalog_config)  # type: ignore[arg-type]
+    return _load(name, **catalog_config)
 
 
 def load_table(identifier: str, catalog: str | None = None) -> Table:
