@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
+from layout import transforms
 from layout.models import Frozen, Strategy
 
 __all__ = ["Action", "DeleteInput", "InputFile", "MergeRuleModel", "PartitionDecision", "RewriteGroup",
@@ -24,6 +25,20 @@ class SortKeyModel(Frozen):
     column: str
     direction: Literal["asc", "desc"] = "asc"
     nulls: Literal["first", "last"] = "first"
+    # An Iceberg transform of the column (`layout.transforms`): the job sorts by its values. Left out of the
+    # dump when identity, so plans read and compare as before transforms existed.
+    transform: str = transforms.IDENTITY
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        dumped = handler(self)
+        if isinstance(dumped, dict) and dumped.get("transform") == transforms.IDENTITY:
+            dumped.pop("transform")
+        return dumped
+
+    @property
+    def transformed(self) -> bool:
+        return self.transform != transforms.IDENTITY
 
 
 class MergeRuleModel(Frozen):

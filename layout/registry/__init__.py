@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import yaml
-from pyiceberg.table.sorting import NullOrder, SortDirection
-from pyiceberg.transforms import IdentityTransform
 from pyiceberg.utils.config import Config
 
 from layout import storage
@@ -40,7 +38,7 @@ from layout.registry.defaults import DEFAULTS_FILE, Default, load_defaults, matc
 from layout.registry.keys import PROPERTY_OF, PROPERTY_PREFIX, SPEC_KEYS
 from layout.registry.resolution import KeySource, Resolution, resolve_layers
 from layout.settings import settings
-from layout.spec import SortKey, TableSpec, load_spec
+from layout.spec import SortKey, TableSpec, load_spec, own_sort_keys
 from layout.spec.table_properties import write_properties
 
 if TYPE_CHECKING:
@@ -98,17 +96,12 @@ def _yaml_spec(table: str, directory: Path, specs: list[TableSpec],
 
 
 def _own_sort_order(table: Table) -> tuple[tuple[SortKey, ...], str | None]:
-    """The table's sort order as sort keys, and why lakesort cannot sort by it (a transform) or None."""
-    order, schema, keys = table.sort_order(), table.schema(), []
-    for field in order.fields:
-        column = schema.find_column_name(field.source_id) or f"<field id {field.source_id}>"
-        if not isinstance(field.transform, IdentityTransform):
-            return (), (f"the sort order of the Iceberg table sorts by {field.transform}({column}); lakesort "
-                        f"sorts by column values only: set {PROPERTY_OF['sort.keys']} or sort.keys in a spec")
-        keys.append(SortKey(column=column,
-                            direction="desc" if field.direction == SortDirection.DESC else "asc",
-                            nulls="last" if field.null_order == NullOrder.NULLS_LAST else "first"))
-    return tuple(keys), None
+    """The table's sort order as sort keys (transforms included), and why lakesort cannot sort by it (an
+    order field of a transform it does not know, named with the fix) or None."""
+    try:
+        return own_sort_keys(table), None
+    except ConfigError as error:
+        return (), str(error)
 
 
 def _resolve(name: str, catalog: str | None, spec: TableSpec | None, defaults: Iterable[Default],

@@ -151,7 +151,7 @@ def resolve_layers(table: str, catalog: str | None = None, *, spec: TableSpec | 
     sources = list(merged.values())
     sort_keys: tuple[SortKey, ...] = run_spec.sort.keys if run_spec is not None else ()
     reason = None
-    if not sort_keys and sort_order:
+    if not sort_keys and (sort_order or sort_order_problem):
         if sort_order_problem is None:
             sort_keys = tuple(sort_order)
             sources.append(KeySource(key="sort.keys", kind="sort-order", origin=f"the sort order of {table}",

@@ -57,7 +57,13 @@ from layout.spec.models import (
     WriterSpec,
 )
 from layout.spec.schema import table_spec_schema, table_spec_schema_json
-from layout.spec.sorting import intended_boundary_orders, resolve_sort_keys, written_sort_order_id
+from layout.spec.sorting import (
+    intended_boundary_orders,
+    order_column,
+    own_sort_keys,
+    resolve_sort_keys,
+    written_sort_order_id,
+)
 from layout.spec.table_properties import resolve_for_table, resolve_spec
 
 __all__ = [
@@ -84,6 +90,8 @@ __all__ = [
     "intended_boundary_orders",
     "load_spec",
     "load_specs",
+    "order_column",
+    "own_sort_keys",
     "parse_spec",
     "resolve_for_table",
     "resolve_sort_keys",

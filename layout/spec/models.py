@@ -19,12 +19,15 @@ from pydantic import (
     PlainSerializer,
     PlainValidator,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
+from layout import transforms
 from layout.durations import format_duration_short
 from layout.errors import UsageError
 from layout.expr.sql import parse_where
@@ -105,9 +108,23 @@ class Owner(Frozen):
 
 
 class SortKey(Frozen):
-    """One sort column; `nulls` defaults as Iceberg's: first for asc, last for desc."""
+    """One sort column, or an Iceberg transform of it; `nulls` defaults as Iceberg's: first for asc, last for
+    desc."""
+
+    # An identity transform is left out of the key's dump (`_dump`): specs, plans and spec hashes written
+    # before transforms existed read and hash as they did.
 
     column: NonEmpty = Field(description="Column to sort by, a column name of the Iceberg table.")
+    transform: str = Field(
+        transforms.IDENTITY,
+        description="Sort by this Iceberg transform of the column, computed as Iceberg computes it: "
+        "identity (default: the values themselves), bucket[N] (Iceberg's murmur3 bucket of N), truncate[W] "
+        "(integers down to a multiple of W, strings and binary to W characters or bytes, decimals on the "
+        "unscaled value), year, month, day, hour (since 1970-01-01, of dates and timestamps). Rows with "
+        "equal transformed values keep the next key's order, e.g. [{column: ts, transform: day}, "
+        "{column: id}]. Not with a zorder or hilbert strategy.",
+        json_schema_extra={"pattern": r"^(identity|year|month|day|hour|(bucket|truncate)\[[1-9][0-9]*\])$"},
+    )
     direction: Direction = Field("asc", description="Sort direction: asc (default) or desc.")
     nulls: Annotated[
         NullOrder, WithJsonSchema({"anyOf": [{"type": "string", "enum": ["first", "last"]},
@@ -126,9 +143,34 @@ class SortKey(Frozen):
             data = {**data, "nulls": "last" if data.get("direction") == "desc" else "first"}
         return data
 
+    @field_validator("transform", mode="before")
+    @classmethod
+    def _transform(cls, value: Any) -> str:
+        return transforms.parse(transforms.IDENTITY if value is None else str(value))
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        dumped = handler(self)
+        if isinstance(dumped, dict) and dumped.get("transform") == transforms.IDENTITY:
+            dumped.pop("transform")
+        return dumped
+
+    @property
+    def label(self) -> str:
+        """The key as a sort order prints it: ``id``, ``bucket[8](id)``."""
+        return self.column if self.transform == transforms.IDENTITY else f"{self.transform}({self.column})"
+
 
 def check_curve_keys(strategy: str, keys: Sequence[SortKey]) -> None:
-    """A curve needs at least 2 keys (Hilbert at most 4); empty keys are checked once resolved."""
+    """A curve needs at least 2 keys (Hilbert at most 4) of plain column values; empty keys are checked once
+    resolved."""
+    transformed = [k for k in keys if k.transform != transforms.IDENTITY]
+    if strategy in CURVES and transformed:
+        raise ValueError(
+            f"{strategy} interleaves the keys' own values, and key {transformed[0].label} is a "
+            f"{transformed[0].transform} transform; fix: sort by the column itself (drop `transform`) or "
+            "use strategy: linear"
+        )
     if strategy in CURVES and 0 < len(keys) < 2:
         raise ValueError(
             f"{strategy} interleaves at least 2 columns, got {len(keys)} key ({keys[0].column}); "
@@ -162,11 +204,11 @@ class SortSpec(Frozen):
 
     @model_validator(mode="after")
     def _valid(self) -> SortSpec:
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         for key in self.keys:
-            if key.column in seen:
-                raise ValueError(f"column {key.column!r} appears twice in keys")
-            seen.add(key.column)
+            if (key.column, key.transform) in seen:
+                raise ValueError(f"{key.label!r} appears twice in keys")
+            seen.add((key.column, key.transform))
         check_curve_keys(self.strategy, self.keys)
         return self
 

@@ -375,11 +375,18 @@ def test_resolve_sort_keys_rejects_unknown_columns_with_close_matches(catalog, t
     assert "'order_date'" in message
 
 
-def test_resolve_sort_keys_rejects_non_identity_transforms(catalog, tmp_path):
+def test_resolve_sort_keys_takes_transforms_and_refuses_void(catalog, tmp_path):
+    """A bucket order is sorted by (issue #54); a void one is refused naming the field and the fix."""
+    from pyiceberg.transforms import VoidTransform
+
     order = SortOrder(SortField(source_id=1, transform=BucketTransform(16)))
     table = catalog.create_table("sales.orders", schema=SCHEMA, sort_order=order)
-    with pytest.raises(ConfigError, match="identity transforms"):
-        resolve_sort_keys(load_spec(write(tmp_path, MINIMAL)), table)
+    keys = resolve_sort_keys(load_spec(write(tmp_path, MINIMAL)), table)
+    assert [(k.column, k.transform) for k in keys] == [("order_id", "bucket[16]")]
+    void = catalog.create_table("sales.void", schema=SCHEMA,
+                                sort_order=SortOrder(SortField(source_id=1, transform=VoidTransform())))
+    with pytest.raises(ConfigError, match=r"field 0 sorts by void\(order_id\).*fix: set sort.keys"):
+        resolve_sort_keys(load_spec(write(tmp_path, MINIMAL)), void)
 
 
 def test_boundary_orders_derived_or_given(tmp_path):
