@@ -8,6 +8,7 @@ from __future__ import annotations
 
 SOURCE = "__lakesort_source"  # the file a natively read row came from (null for rows pyiceberg's reader read)
 RANK = "__lakesort_rank"  # a keyed table's row among the rows of its key: the merge keeps rank 1
+KEY = "__lakesort_key"  # + its index: a transformed sort key's values (`key_columns`), what tasks sort by
 CURVE = "__lakesort_z"  # a curve layout's index (z-order or Hilbert: `layout.curves`), what its tasks sort by
 SLOT = "__lakesort_slot"  # the row's slot: a piece of an output file (`layout.compaction.executor.slots`)
 PREFIX = "__lakesort_prefix"  # the sort prefix over several keys (`layout.compaction.executor.sort_prefix`)

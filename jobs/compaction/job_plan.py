@@ -18,6 +18,7 @@ from layout.compaction.executor.staging import nested_field_ids
 from layout.compaction.plan import RewritePlan, SortKeyModel
 
 from .columns import CURVE
+from .key_columns import KeyColumns
 from .schema import spark_schema
 
 # A curve layout's tasks sort by the curve's index alone: a long, one per row (`write.CurveIndex`).
@@ -35,16 +36,25 @@ class JobPlan:
     columns: tuple[str, ...]  # the table's top-level columns, in the schema's order
     nested_ids: dict[tuple[str, ...], int]  # ids of list elements and map keys/values by Parquet path
     keys: tuple[SortKeyModel, ...]  # what a write task sorts by: the plan's sort keys, or a curve's index
+    # the transformed keys' columns (`key_columns`), which `keys` name in their place
+    key_columns: KeyColumns
     ordinals: tuple[str | None, ...]  # per key, its ordinal's SQL (`sort_prefix.key_ordinals`), or None
 
     @classmethod
     def of(cls, plan: RewritePlan) -> JobPlan:
         schema = Schema.model_validate_json(plan.table_schema_json)  # the one place the job decodes it
-        keys = plan.sort_keys if plan.strategy == "linear" else (CURVE_KEY,)
         spark = spark_schema(schema)
+        key_columns, keys = KeyColumns.of(schema, spark, plan.sort_keys if plan.strategy == "linear" else ())
+        keys = keys if plan.strategy == "linear" else (CURVE_KEY,)
         return cls(plan=plan, schema=schema, spark_schema=spark, columns=tuple(f.name for f in spark.fields),
-                   nested_ids=nested_field_ids(schema), keys=keys,
+                   nested_ids=nested_field_ids(schema), keys=keys, key_columns=key_columns,
                    ordinals=key_ordinals(schema, [k.column for k in keys]))
+
+    @property
+    def transformed(self) -> bool:
+        """A sort key sorts by a transform of its column: the job sorts by the transforms' columns, which
+        manifests' bounds and sorted runs' pages do not give."""
+        return bool(self.key_columns.columns)
 
     @property
     def curve(self) -> bool:

@@ -119,6 +119,8 @@ def why_not(job: JobPlan, group: RewriteGroup) -> str | None:
         return f"the layout is a {plan.strategy} curve"
     if plan.keys is not None:
         return "the table is keyed (one row per key is kept)"
+    if job.transformed:
+        return "a sort key is a transform of its column (pages bound the column, not the transform)"
     if group.deletes:
         return "deletes apply to its inputs"
     if len(group.inputs) < 2:

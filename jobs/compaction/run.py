@@ -274,6 +274,8 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         df = df.withColumn(RANK, F.row_number().over(window)).where(F.col(RANK) == 1)
         df = df.drop(RANK).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
+    if job.transformed:  # the transformed keys' values, which the sample, the slots and the sort take
+        df = job.key_columns.on(df)
     curve = None
     if job.curve:
         rows = sum(f.rows for g in groups for f in g.inputs)
@@ -281,9 +283,10 @@ def _first_pass(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup
         df = curve.on(df)
     # A curve's rows per partition come from the manifests as a linear order's do (it has no key ranges to
     # take): by month at TPC-H SF1 the pass that counted them took 5.5 s of a 35 s job, one run.
+    # Manifests bound columns, not their transforms: a transformed key's figures come from a pass.
     known = (manifest_figures(groups, ordinals)
              if attempt.figures == "manifests" and scan is not None and plan.keys is None
-             and not plan.has_deletes else None)
+             and not plan.has_deletes and not job.transformed else None)
     if known is not None:  # no first pass: rows and key ranges from the manifests, checked by the write
         parts, figures = known
         summary = None
@@ -385,9 +388,10 @@ def _place(spark: SparkSession, job: JobPlan, groups: Sequence[RewriteGroup], in
         log.info("sorting by a prefix of %d key(s) in %d bits%s", len(prefix.keys),
                  sum(k.bits for k in prefix.keys),
                  " (exact: the prefix alone)" if prefix.exact else ", then the keys")
-    # Only the table's columns and the slot (and a curve's index) cross the shuffle: the row's group and
-    # partition are the slot's (`slot_values`), its task key is computed from the slot by the partitioning.
-    df = df.select(*columns, SLOT, *([CURVE] if job.curve else []))
+    # Only the table's columns and the slot (and a curve's index, the transformed keys' values) cross the
+    # shuffle: the row's group and partition are the slot's (`slot_values`), its task key is computed from
+    # the slot by the partitioning.
+    df = df.select(*columns, SLOT, *([CURVE] if job.curve else []), *job.key_columns.names)
     watched = tuple(k.ordinal for k in prefix.keys) if first.from_manifests and prefix is not None else ()
     fingerprint = InputFingerprint(df, columns, watched, salt=slot_values(slots, "group_id"))
     return Placement(fingerprint=fingerprint, slots=slots, flat=flat, order=tuple(order), prefix=prefix,
@@ -412,7 +416,7 @@ def _write(spark: SparkSession, job: JobPlan, placed: Placement, target: str, *,
         # The columns as declared, projected after the shuffle and before the sort: one copy of each row
         # there (Spark copies the rows to drop the slot before a sort anyway), where a projection after the
         # sort copied each row a second time (TPC-H SF1 by month: see the bench README).
-        curve = [CURVE] if job.curve else []
+        curve = ([CURVE] if job.curve else []) + job.key_columns.names
         written = shuffled.select(*declared, *curve).sortWithinPartitions(*order).drop(*curve)
     if len(pairs) == 1:
         # One (group, partition): its directory is written as a plain directory, without a writer looking up

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from layout.errors import LakesortError
-from layout.spec import intended_boundary_orders
+from layout.spec import intended_boundary_orders, order_column
 
 if TYPE_CHECKING:
     from layout.spec import SortKey, TableSpec
@@ -96,8 +96,9 @@ class Intent:
         v, w = spec.verify, spec.writer
         return cls(
             index_columns=v.column_index_columns, boundary_orders=intended_boundary_orders(spec, keys),
-            # z-order interleaves the keys: no single column orders row groups or files.
-            first_key=keys[0] if keys and linear else None, sort_keys=keys if linear else (),
+            # z-order interleaves the keys: no single column orders row groups or files. Nor does a first
+            # key of a transform, unless the column itself follows it (`order_column`: day(ts), ts).
+            first_key=order_column(keys) if linear else None, sort_keys=keys if linear else (),
             bloom_columns=tuple(v.bloom_filter_columns or ()), min_row_group_size=v.min_row_group_size,
             max_row_group_size=v.max_row_group_size, min_file_size=v.min_file_size,
             max_file_size=v.max_file_size, truncate_length=w.column_index_truncate_length,

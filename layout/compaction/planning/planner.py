@@ -42,9 +42,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFileContent
+from pyiceberg.transforms import parse_transform
 from pyiceberg.types import DateType, NestedField, PrimitiveType, TimestampType, TimestamptzType
 from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
+from layout import transforms
 from layout.catalog import RUN_ID, SPEC_HASH, stamp_of
 from layout.compaction.executor import partitions as partitioning
 from layout.compaction.executor.inputs import shareable_io_properties
@@ -103,7 +105,8 @@ class _Entry(Frozen):
     ranges: tuple[tuple[int, int] | None, ...] = ()
 
 
-def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[list[_Entry], list[DeleteFile]]:
+def _entries(table: Table, first_key: str, keys: Sequence[str] = (), *,
+             first_transform: str = transforms.IDENTITY) -> tuple[list[_Entry], list[DeleteFile]]:
     """The live data files of the current snapshot, straight from its manifests (not `inspect.entries`,
     which decodes every column's metrics and fails on uuid columns), and its live delete files. A file under
     an older partition spec is labelled `spec-<id>/<its partition path>`: it is rewritten into the current
@@ -116,6 +119,7 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[li
     key_field = schema.find_field(first_key)
     key_type = cast(PrimitiveType, key_field.field_type)  # sort keys are primitive columns (admission)
     key_fields = [schema.find_field(k) for k in keys]
+    bound = _bound_of(key_field.field_type, key_type, first_transform)
     out = []
     deletes: list[DeleteFile] = []
     for manifest in snapshot.manifests(table.io):
@@ -141,8 +145,7 @@ def _entries(table: Table, first_key: str, keys: Sequence[str] = ()) -> tuple[li
                 partition=label, snapshot_id=entry.snapshot_id,  # type: ignore[arg-type]
                 sequence_number=entry.sequence_number or 0,
                 spec_id=spec.spec_id, partition_key=partitioning.encode(df.partition, spec, schema),
-                lo=_readable(key_field.field_type, from_bytes(key_type, lo)) if lo is not None else None,
-                hi=_readable(key_field.field_type, from_bytes(key_type, hi)) if hi is not None else None,
+                lo=bound(lo), hi=bound(hi),
                 ranges=tuple(_ordinal_range(f, df.lower_bounds, df.upper_bounds) for f in key_fields),
             ))
     return out, deletes
@@ -199,8 +202,32 @@ COMMITTED_MS = "snapshot.timestamp-ms"  # in `_lakesort_snapshots`' values: the 
 def effective_hash(spec_hash: str, keys: Sequence[Any]) -> str:
     """The spec hash with the resolved sort keys in: keys taken from the table's sort order can change."""
 
-    text = spec_hash + "|" + ";".join(f"{k.column},{k.direction},{k.nulls}" for k in keys)
+    # A transform is in only when there is one: hashes of keys without transforms are as before.
+    text = spec_hash + "|" + ";".join(
+        f"{k.column},{k.direction},{k.nulls}"
+        + ("" if getattr(k, "transform", transforms.IDENTITY) == transforms.IDENTITY else f",{k.transform}")
+        for k in keys)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _bound_of(field_type: Any, key_type: PrimitiveType, transform: str) -> Any:
+    """A manifest bound of the first key as the planner compares files by it: the value itself, or its
+    transform where the transform keeps the order (day(ts)'s bounds are the days of ts's). A bucket says
+    nothing from a file's bounds: every file gets bucket 0, so files touch (depth 1, one component): a new
+    file has the partition sorted again, and lakesort's own files alone never do (they would, every run, if
+    unbounded files overlapped everything)."""
+    if not transforms.keeps_order(transform):
+        return lambda raw: 0
+    apply = (None if transform == transforms.IDENTITY
+             else parse_transform(transform).transform(key_type))
+
+    def bound(raw: bytes | None) -> Any:
+        if raw is None:
+            return None
+        value = from_bytes(key_type, raw)
+        return _readable(field_type, value) if apply is None else apply(value)
+
+    return bound
 
 
 def _components(files: Sequence[_Entry]) -> list[list[_Entry]]:
@@ -234,7 +261,12 @@ def plan_rewrite(
     keys = resolve_sort_keys(spec, table)
     layout_hash = effective_hash(spec.spec_hash, keys)
     first = keys[0].column
-    entries, delete_files = _entries(table, first, [k.column for k in keys])
+    entries, delete_files = _entries(table, first, [k.column for k in keys],
+                                     first_transform=keys[0].transform)
+    if spec.max_sorted_runs > 1 and any(k.transform != transforms.IDENTITY for k in keys):
+        # Sorted runs are merged by their first key's pages (jobs/compaction/merge.py), not by a transform's
+        # values: such a table's partitions are sorted whole.
+        spec = spec.model_copy(update={"max_sorted_runs": 1})
     index = DeleteIndex(delete_files)
     # Per data file, the delete files that apply to it: only tables with delete files pay for the lookups.
     deletes = {e.path: found for e in entries if index and (found := index.for_file(_ref(e)))}
@@ -268,7 +300,8 @@ def plan_rewrite(
         snapshot_id=snapshot.snapshot_id if snapshot else None, spec_hash=layout_hash,
         sequence_number=(snapshot.sequence_number or 0) if snapshot else None,
         strategy=spec.sort.strategy if spec.sort else "linear",
-        sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls) for k in keys),
+        sort_keys=tuple(SortKeyModel(column=k.column, direction=k.direction, nulls=k.nulls,
+                                     transform=k.transform) for k in keys),
         target_file_size=spec.target_file_size, writer_options=spec.writer.spark_options(),
         keys=MergeRuleModel(columns=tuple(spec.keys.columns), sequence=spec.keys.sequence,
                             merge=spec.keys.merge) if spec.keys else None,

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from admission_schemas import OWNER, Ids, field, lines_about, list_of, map_of, spec_of, struct
 from pyiceberg.table.sorting import SortField, SortOrder
-from pyiceberg.transforms import BucketTransform, IdentityTransform
+from pyiceberg.transforms import BucketTransform, IdentityTransform, VoidTransform
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -183,8 +183,12 @@ def test_sort_keys_from_the_tables_sort_order(make_table, lineitem):
     assert unsorted.startswith("demo.lineitem: dags/tables/lineitem.yaml: sort: no sort keys")
     bucketed = make_table(name="bucketed", sort_order=SortOrder(SortField(
         source_id=10_000, transform=BucketTransform(8))))
-    [line] = table_problems(bucketed, spec_of("demo.bucketed", sort={}))
-    assert "sort: the sort order of demo.bucketed sorts by bucket[8](id)" in line
+    assert table_problems(bucketed, spec_of("demo.bucketed", sort={})) == []  # sorted by (issue #54)
+    voided = make_table(name="voided",
+                        sort_order=SortOrder(SortField(source_id=10_000, transform=VoidTransform())))
+    [line] = table_problems(voided, spec_of("demo.voided", sort={}))
+    assert "sort: the sort order of demo.voided (order id 1), field 0 sorts by void(id)" in line
+    assert "fix: set sort.keys in the table's spec, or the table property lakesort.sort-keys" in line
 
 
 def test_bloom_filter_columns_must_be_primitive_top_level_columns(lineitem):
