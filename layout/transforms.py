@@ -118,6 +118,8 @@ def arrow_values(transform: str, source: IcebergType, values: pa.Array) -> pa.Ar
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     wanted = schema_to_pyarrow(source)
+    # pyiceberg's Rust core truncates 32-bit offset strings and binaries only
+    wanted = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(wanted, wanted)
     if values.type != wanted:
         values = _as_type(values, wanted)
     out: Any = parse_transform(transform).pyarrow_transform(source)(values)
