@@ -19,11 +19,12 @@ Two implementations of the values, both Iceberg's definitions:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyiceberg.types import IcebergType
+import pyarrow as pa
+from pyiceberg import types as I
+from pyiceberg.transforms import parse_transform
+from pyiceberg.types import IcebergType
 
 __all__ = ["IDENTITY", "KNOWN", "arrow_values", "keeps_order", "parse", "spark_sql", "unsupported"]
 
@@ -61,8 +62,6 @@ def keeps_order(transform: str) -> bool:
 
 def unsupported(transform: str, source: IcebergType) -> str | None:
     """Why the transform does not apply to a column of type `source` (as Iceberg says), or None."""
-    from pyiceberg.transforms import parse_transform
-
     if not parse_transform(transform).can_transform(source):
         return f"Iceberg's {transform} transform does not apply to a {source} column"
     return None
@@ -72,8 +71,6 @@ def spark_sql(transform: str, column: str, source: IcebergType) -> str | None:
     """Spark SQL computing the transform of `column` (SQL text: a quoted name) as Iceberg does, or None where
     Spark has no exact expression for it (bucket; truncate of decimals; wall-clock timestamps, whose Spark
     functions would go through the session's time zone): `arrow_values` then."""
-    from pyiceberg import types as I
-
     if transform == IDENTITY:
         return column
     if transform.startswith("truncate"):
@@ -109,9 +106,7 @@ def _floor_div(value: str, by: int) -> str:
 def arrow_values(transform: str, source: IcebergType, values: pa.Array) -> pa.Array:
     """The transform of `values` (an Arrow array of a `source` column), as pyiceberg computes it: bucket
     numbers and year/month/day/hour ordinals as int32, truncated values in the column's own type."""
-    import pyarrow as pa
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
-    from pyiceberg.transforms import parse_transform
+    from pyiceberg.io.pyarrow import schema_to_pyarrow  # heavy: only where values are computed
 
     if transform == IDENTITY:
         return values
@@ -135,8 +130,6 @@ def arrow_values(transform: str, source: IcebergType, values: pa.Array) -> pa.Ar
 def _as_type(values: pa.Array, wanted: pa.DataType) -> pa.Array:
     """`values` as pyiceberg's type for the column: Spark hands instants in its session's zone and large
     strings or binaries in some versions; the values themselves do not change."""
-    import pyarrow as pa
-
     if pa.types.is_timestamp(values.type) and pa.types.is_timestamp(wanted):
         return values.cast(pa.timestamp(values.type.unit, wanted.tz)).cast(wanted)
     return values.cast(wanted)
