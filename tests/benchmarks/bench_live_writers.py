@@ -27,8 +27,9 @@ files carried and removed (lakesort's snapshot summaries), the writer's commits 
 (a rewrite that committed first), wall time. The figures end as Markdown tables.
 
 Each lakesort round starts with the table as the previous Iceberg round left it and the other way round, so
-every round compacts a table the writer has just changed. Exits 0 whatever the outcome (an oracle failure is
-reported, and the round's table is kept for a look with `--keep`).
+every round compacts a table the writer has just changed. After a round the oracle failed, the model is reset
+to the table's rows, so that the next round is judged on its own. Exits 0 whatever the outcome (an oracle
+failure is reported; `--keep` keeps the tables for a look).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class Bench:
         import iceberg_bed
 
         self.args, self.home = args, home
+        self.done: list[Round] = []
         os.environ["LAKESORT_BED_MASTER"], os.environ["LAKESORT_BED_MEMORY"] = args.master, args.driver_memory
         self.beds = 0
         self.main = self.bed()  # set-up, the oracle and Iceberg's rewrite
@@ -134,11 +136,17 @@ class Bench:
                 one = Round(kind, tool, run)
                 self.round(one, writer, table, model, spec_file)
                 rounds.append(one)
+                self.done.append(one)
+                if self.args.json is not None:  # after every round: a benchmark stopped keeps its figures
+                    self.args.json.write_text(json.dumps([r.__dict__ for r in self.done], indent=1,
+                                                         default=str))
                 print(f"  {kind} run {run} {tool}: {describe(one)}", flush=True)
         return rounds
 
     def round(self, one: Round, writer: Any, table: Any, model: Any, spec_file: Path) -> None:
         import live_writers
+
+        from layout.catalog import load_catalog
 
         before = live_writers.snapshots(self.main, table.name)
         since = before[-1]["snapshot_id"]
@@ -174,21 +182,14 @@ class Bench:
             one.rows = sum(int(s["summary"].get("added-records", 0)) for s in rewrites)
             one.removed = sum(int(s["summary"].get("removed-delete-files", 0)) for s in rewrites)
         try:
-            verdict = live_writers.judge(self.main, table, model, since=since,
-                                         sequence_numbers=self.sequence_numbers(table.name),
+            verdict = live_writers.judge(self.main, table, model, catalog=load_catalog(), since=since,
                                          read_all=self.args.read_all)
             one.oracle = (f"holds ({verdict.rows:,} rows, {verdict.snapshots_read} snapshots read, "
                           f"{verdict.deletes.position_files} position / {verdict.deletes.equality_files} "
                           "equality delete files live)")
         except AssertionError as exc:
             one.oracle = f"FAILS: {str(exc)[:2000]}"
-
-    def sequence_numbers(self, name: str) -> dict[int, int]:
-        import live_writers
-
-        from layout.catalog import load_catalog
-
-        return live_writers.sequence_numbers(load_catalog(), name)
+            model.reset(self.main.read(table.name))  # the next round is judged on its own
 
     def lakesort(self, one: Round, name: str, spec_file: Path) -> None:
         conf = {"spark.driver.memory": self.args.driver_memory, "spark.sql.shuffle.partitions": "4",
@@ -287,14 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-all", action="store_true",
                         help="the oracle reads every snapshot of a run (default: the rewrites, their parents "
                              "and children and the last, and every file of every snapshot must exist)")
-    parser.add_argument("--json", type=Path, help="also write every round's figures to this JSON file")
+    parser.add_argument("--json", type=Path, help="also write every round's figures to this JSON file "
+                                                  "(rewritten after each round)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     writers = [w for w in args.writer.split(",") if w]
     args.tools = [t for t in args.tools.split(",") if t]
     if bad := [w for w in writers if w not in WRITERS] + [t for t in args.tools if t not in TOOLS]:
         parser.error(f"unknown writer(s) or tool(s) {bad}; writers {list(WRITERS)}, tools {list(TOOLS)}")
-    json_out = args.json.resolve() if args.json else None
+    args.json = args.json.resolve() if args.json else None
     home = isolated_home("lakesort-bench-live-", keep=args.keep)
     ensure_java_home()
     import iceberg_bed
@@ -316,8 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.close()
     summary(rounds, args)
-    if json_out is not None:
-        json_out.write_text(json.dumps([r.__dict__ for r in rounds], indent=1, default=str))
     return 0
 
 

@@ -17,7 +17,6 @@ from live_writers import (
     create_table,
     judge,
     lakesort_snapshots,
-    sequence_numbers,
     writing,
 )
 from roundtrip import spec
@@ -46,8 +45,7 @@ def compact_beside(bed, monkeypatch, writer: Writer):
         writer.wait_commits(1)
         result = driver.compact(name, spec=spec(name, sort={"keys": [{"column": "id"}]}), force=True)
         writer.wait_commits(len(writer.commits) + 1)
-    return result, judge(bed.spark, writer.table, writer.model,
-                         sequence_numbers=sequence_numbers(bed.catalog, name))
+    return result, judge(bed.spark, writer.table, writer.model, catalog=bed.catalog)
 
 
 def test_a_compaction_commits_beside_a_merge_into_writer(bed, monkeypatch):
