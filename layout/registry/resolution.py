@@ -153,7 +153,7 @@ def resolve_layers(table: str, catalog: str | None = None, *, spec: TableSpec | 
     reason = None
     if not sort_keys and (sort_order or sort_order_problem):
         if sort_order_problem is None:
-            sort_keys = tuple(sort_order)
+            sort_keys = tuple(sort_order or ())
             sources.append(KeySource(key="sort.keys", kind="sort-order", origin=f"the sort order of {table}",
                                      value=[k.model_dump(mode="json") for k in sort_keys]))
         else:
