@@ -422,10 +422,11 @@ def lakesort_snapshots(spark: IcebergSpark, name: str) -> list[dict[str, Any]]:
 
 def judge(spark: IcebergSpark, table: LiveTable, model: Model, *, catalog: Any, since: int | None = None,
           read_all: bool = True) -> Verdict:
-    """Assert the oracle: Iceberg Spark's read equals the model; every retained snapshot (only those after
-    `since`, a snapshot id, when given) reads whole; each `replace` snapshot among them reads as its parent
-    and removed no equality delete committed after the snapshot it read (`rewrite_removals`); no live delete
-    file applies where it must not (`audit_deletes`). `catalog`: pyiceberg's, for the manifests' entries.
+    """Assert the oracle: Iceberg Spark's read equals the model; every retained snapshot (only those committed
+    after `since`, a snapshot id, when given) reads whole; each `replace` snapshot among them reads as its
+    parent and removed no equality delete committed after the snapshot it read (`rewrite_removals`); no live
+    delete file applies where it must not (`audit_deletes`). `catalog`: pyiceberg's, for the manifests'
+    entries.
 
     Without `read_all` (a benchmark's hundred snapshots a run, each a Spark job over hundreds of small files),
     Iceberg Spark reads the rewrites, their parents and children and the last snapshot, and every file any
@@ -434,14 +435,14 @@ def judge(spark: IcebergSpark, table: LiveTable, model: Model, *, catalog: Any, 
     sequences = sequence_numbers(catalog, name)
     actual = spark.read(name)
     listed = snapshots(spark, name)
+    if since is not None:
+        ids = [s["snapshot_id"] for s in listed]
+        listed = listed[ids.index(since) + 1:] if since in ids else listed
     lost = rewrite_removals(catalog, name, [s for s in listed if s["operation"] == "replace"], sequences)
     assert_same_rows(model.arrow(actual.schema), actual,
                      what=f"{name}: Iceberg Spark's read against the writer's model"
                           + ("".join(f"\n- {why}" for why in lost[:5]) if lost else ""))
     assert not lost, f"{name}: a rewrite removed deletes it had not applied:\n" + "\n".join(lost)
-    if since is not None:
-        ids = [s["snapshot_id"] for s in listed]
-        listed = listed[ids.index(since):] if since in ids else listed
     rewrites = [s for s in listed if s["operation"] == "replace" and s["parent_id"] is not None]
     to_read = listed
     if not read_all:
