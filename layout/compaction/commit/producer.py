@@ -11,10 +11,15 @@ snapshot from a `Changes` value and a `TableState`, nothing else (validation hap
 - Carried position deletes: a delete manifest of ADDED entries (their sequence number the new snapshot's).
 - The summary is Java's for `replace` (`_replace_summary`), then lakesort's own properties.
 - pyiceberg's own retries are off (`one_shot`): the commit retries itself, at once, on a freshly read state.
+- Every attempt of a part commits under one snapshot id and reuses the manifests an earlier attempt (or the
+  warm-up pass, `prepare_manifests`) wrote for the same content (`ManifestCache`), as Java's SnapshotProducer
+  keeps its id and its written manifests across retries: manifests are immutable, so what remains between
+  reading the state and the catalog's compare-and-swap is the manifest list and the table metadata.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
@@ -44,7 +49,8 @@ if TYPE_CHECKING:
     from layout.compaction.commit.changes import Changes
     from layout.compaction.commit.state import TableState
 
-__all__ = ["OPERATION", "ReplaceProducer", "commit_replace", "one_shot", "replace_summary"]
+__all__ = ["OPERATION", "ManifestCache", "ReplaceProducer", "commit_replace", "one_shot", "prepare_manifests",
+           "replace_summary"]
 
 # The operation of lakesort's commits. Older lakesort wrote `overwrite` (tests set it back to build one).
 OPERATION = Operation.REPLACE
@@ -58,20 +64,41 @@ def one_shot(table: Table) -> Table:
                         metadata_location=table.metadata_location, io=table.io, catalog=table.catalog)
 
 
-def commit_replace(state: TableState, changes: Changes, properties: dict[str, str]) -> int:
+@dataclass
+class ManifestCache:
+    """The snapshot id of a part's attempts and the manifests they wrote, by what each holds."""
+
+    snapshot_id: int | None = None
+    manifests: dict[tuple[object, ...], ManifestFile] = field(default_factory=dict)
+
+
+def commit_replace(state: TableState, changes: Changes, properties: dict[str, str], *,
+                   cache: ManifestCache | None = None) -> int:
     """Commit `changes` as one `replace` snapshot on `state` (the catalog's compare-and-swap refuses it with
     CommitFailedException when the table moved on); returns the new snapshot's id."""
     with one_shot(state.table).transaction() as tx:
-        producer = ReplaceProducer(tx, state, changes, properties)
+        producer = ReplaceProducer(tx, state, changes, properties, cache=cache)
         producer.commit()
     return producer.snapshot_id
 
 
+def prepare_manifests(state: TableState, changes: Changes, properties: dict[str, str],
+                      cache: ManifestCache) -> None:
+    """Write the manifests a commit of `changes` on `state` needs into `cache`, committing nothing: the slow
+    part of an attempt, done before the attempt that races other writers."""
+    ReplaceProducer(one_shot(state.table).transaction(), state, changes, properties, cache=cache)._manifests()
+
+
 class ReplaceProducer(_SnapshotProducer["ReplaceProducer"]):
-    def __init__(self, tx: Transaction, state: TableState, changes: Changes, properties: dict[str, str]
-                 ) -> None:
+    def __init__(self, tx: Transaction, state: TableState, changes: Changes, properties: dict[str, str], *,
+                 cache: ManifestCache | None = None) -> None:
         super().__init__(operation=OPERATION, transaction=tx, io=state.table.io,
                          snapshot_properties=properties)
+        self._cache = cache if cache is not None else ManifestCache()
+        if self._cache.snapshot_id is None:
+            self._cache.snapshot_id = self._snapshot_id
+        else:  # the part's id: the manifests written for it name it as the snapshot that added them
+            self._snapshot_id = self._cache.snapshot_id
         self._state = state
         self._changes = changes
         self._table_name = ".".join(state.table.name())
@@ -96,40 +123,48 @@ class ReplaceProducer(_SnapshotProducer["ReplaceProducer"]):
         removed = changes.removed_paths
         out: list[ManifestFile] = []
         replaced = 0
+        cache = self._cache.manifests
         for read in state.manifests:
             gone = [e for e in read.entries if e.data_file.file_path in removed]
             if not gone:
                 out.append(read.manifest)
                 continue
             replaced += 1
-            kept = [e for e in read.entries if e.data_file.file_path not in removed]
-            with self._writer(read.manifest.content, self.spec(read.manifest.partition_spec_id)) as writer:
-                for entry in kept:
-                    writer.add_entry(_entry(ManifestEntryStatus.EXISTING, entry.snapshot_id, entry))
-                for entry in gone:
-                    writer.add_entry(_entry(ManifestEntryStatus.DELETED, self._snapshot_id, entry))
-            out.append(writer.to_manifest_file())
+            key: tuple[object, ...] = ("filtered", read.path, frozenset(e.data_file.file_path for e in gone))
+            if key not in cache:
+                kept = [e for e in read.entries if e.data_file.file_path not in removed]
+                cache[key] = self._write(read.manifest.content, read.manifest.partition_spec_id, [
+                    *(_entry(ManifestEntryStatus.EXISTING, entry.snapshot_id, entry) for entry in kept),
+                    *(_entry(ManifestEntryStatus.DELETED, self._snapshot_id, entry) for entry in gone)])
+            out.append(cache[key])
         created: list[ManifestFile] = []
         for spec_id, files in _by_spec(changes.add_data).items():
-            with self._writer(ManifestContent.DATA, self.spec(spec_id)) as writer:
-                for df in files:
-                    writer.add_entry(ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
-                        sequence_number=changes.data_sequence_number, file_sequence_number=None,
-                        data_file=df))
-            created.append(writer.to_manifest_file())
+            key = ("data", spec_id, changes.data_sequence_number, frozenset(df.file_path for df in files))
+            if key not in cache:
+                cache[key] = self._write(ManifestContent.DATA, spec_id, [ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
+                    sequence_number=changes.data_sequence_number, file_sequence_number=None, data_file=df)
+                    for df in files])
+            created.append(cache[key])
         for spec_id, files in _by_spec(changes.add_deletes).items():
-            with self._writer(ManifestContent.DELETES, self.spec(spec_id)) as writer:
-                for df in files:
-                    writer.add_entry(ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id, sequence_number=None,
-                        file_sequence_number=None, data_file=df))
-            created.append(writer.to_manifest_file())
+            key = ("deletes", spec_id, frozenset(df.file_path for df in files))
+            if key not in cache:
+                cache[key] = self._write(ManifestContent.DELETES, spec_id, [ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id, sequence_number=None,
+                    file_sequence_number=None, data_file=df) for df in files])
+            created.append(cache[key])
         manifests = created + out
         made = sum(m.added_snapshot_id == self._snapshot_id for m in manifests)
         self._counts = {"manifests-created": made, "manifests-kept": len(manifests) - made,
                         "manifests-replaced": replaced}
         return manifests
+
+    def _write(self, content: ManifestContent, spec_id: int, entries: list[ManifestEntry]) -> ManifestFile:
+        with self._writer(content, self.spec(spec_id)) as writer:
+            for entry in entries:
+                writer.add_entry(entry)
+        written: ManifestFile = writer.to_manifest_file()
+        return written
 
     def _writer(self, content: ManifestContent, spec: PartitionSpec) -> Any:
         if content == ManifestContent.DELETES:

@@ -36,9 +36,9 @@ from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownExcept
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
 from layout.compaction.commit.carry import Carrier
-from layout.compaction.commit.changes import changes_of
-from layout.compaction.commit.producer import OPERATION, commit_replace
-from layout.compaction.commit.state import StateReader
+from layout.compaction.commit.changes import Changes, changes_of
+from layout.compaction.commit.producer import OPERATION, ManifestCache, commit_replace, prepare_manifests
+from layout.compaction.commit.state import StateReader, TableState
 from layout.compaction.commit.summary import RunSummary, run_snapshots
 from layout.compaction.commit.validate import Validated, validate
 from layout.compaction.executor import partitions as partitioning
@@ -239,31 +239,51 @@ def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequ
                            partitioning.encode(df.partition, spec, schema), sequence) for df in new_files]
     reader = StateReader(inputs)
     carrier: Carrier | None = None
+    cache = ManifestCache()  # one snapshot id and its written manifests for every attempt of the part
+    rows = sum(g.expected_rows for g in manifest.groups)
+
+    def build(number: int) -> tuple[TableState, Validated, Changes, RunSummary]:
+        nonlocal carrier
+        state = reader.read(table)
+        checked = validate(state, table=plan.table, inputs=inputs, spec_id=plan.partition_spec_id,
+                           plan_sequence=sequence)
+        if checked.to_carry and carrier is None:  # memoizes per delete file across attempts
+            carrier = Carrier(table, part_plan, manifest)
+        carried = (carrier.carry([d.file for d in checked.to_carry])
+                   if checked.to_carry and carrier is not None else None)
+        changes = changes_of(state, checked.inputs, outputs=new_files, outputs_partition=output_refs,
+                             carried=carried.files if carried else (), data_sequence_number=sequence)
+        summary = RunSummary(
+            run_id=plan.run_id, spec_hash=plan.spec_hash, rows=rows, input_files=len(inputs),
+            output_files=len(outputs),
+            input_bytes=sum(e.data_file.file_size_in_bytes for e in checked.inputs),
+            output_bytes=sum(f.size for f in outputs), base_snapshot_id=plan.snapshot_id, part=part,
+            parts=parts, carried_delete_files=len(carried.sources) if carried else 0,
+            carried_delete_rows=carried.rows if carried else 0, attempts=number,
+            data_sequence_number=sequence)
+        return state, checked, changes, summary
+
+    # The first attempt's slow part happens before it, outside the race with other writers: the deletes
+    # committed so far are carried and the manifests written. The attempt then reads, carries and writes only
+    # what is new since, so its window from reading the table to the catalog's compare-and-swap is short.
+    began = time.perf_counter()
+    try:
+        state, _, changes, summary = build(1)
+        prepare_manifests(state, changes, summary.properties(), cache)
+    except CommitRefused as exc:
+        attempts.append(CommitAttempt(part, 1, "refused", str(exc), time.perf_counter() - began))
+        log.warning("commit of run %s part %d/%d refused: %s", plan.run_id, part, parts, exc)
+        raise
+    log.info("commit of run %s part %d/%d prepared in %.2fs (deletes carried, manifests written)",
+             plan.run_id, part, parts, time.perf_counter() - began)
     deadline = time.monotonic() + COMMIT_TIMEOUT_S
     number = 0
     while True:
         number += 1
         began = time.perf_counter()
         try:
-            state = reader.read(table)
-            checked = validate(state, table=plan.table, inputs=inputs, spec_id=plan.partition_spec_id,
-                               plan_sequence=sequence)
-            if checked.to_carry and carrier is None:  # memoizes per delete file across attempts
-                carrier = Carrier(table, part_plan, manifest)
-            carried = (carrier.carry([d.file for d in checked.to_carry])
-                       if checked.to_carry and carrier is not None else None)
-            changes = changes_of(state, checked.inputs, outputs=new_files, outputs_partition=output_refs,
-                                 carried=carried.files if carried else (), data_sequence_number=sequence)
-            summary = RunSummary(
-                run_id=plan.run_id, spec_hash=plan.spec_hash,
-                rows=sum(g.expected_rows for g in manifest.groups),
-                input_files=len(inputs), output_files=len(outputs),
-                input_bytes=sum(e.data_file.file_size_in_bytes for e in checked.inputs),
-                output_bytes=sum(f.size for f in outputs), base_snapshot_id=plan.snapshot_id, part=part,
-                parts=parts, carried_delete_files=len(carried.sources) if carried else 0,
-                carried_delete_rows=carried.rows if carried else 0, attempts=number,
-                data_sequence_number=sequence)
-            snapshot_id = commit_replace(state, changes, summary.properties())
+            state, checked, changes, summary = build(number)
+            snapshot_id = commit_replace(state, changes, summary.properties(), cache=cache)
         except CommitFailedException as exc:
             attempts.append(CommitAttempt(part, number, "conflict", f"another writer committed first ({exc})",
                                           time.perf_counter() - began))
@@ -281,8 +301,9 @@ def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequ
                         number, exc)
             raise
         attempts.append(CommitAttempt(part, number, "committed", _why(checked), time.perf_counter() - began))
-        log.info("run %s part %d/%d committed as snapshot %s on attempt %d: %d files -> %d files%s",
-                 plan.run_id, part, parts, snapshot_id, number, len(inputs), len(outputs),
+        log.info("run %s part %d/%d committed as snapshot %s on attempt %d (%.2fs): %d files -> %d files%s",
+                 plan.run_id, part, parts, snapshot_id, number, time.perf_counter() - began, len(inputs),
+                 len(outputs),
                  f"; {len(changes.remove_deletes)} delete file(s) removed" if changes.remove_deletes else "")
         return _Part(snapshot_id, summary, len(changes.remove_deletes))
 

@@ -28,11 +28,11 @@ def _kill_after_first_part(monkeypatch, *, cleanup: bool, error: type[BaseExcept
     real, real_cleanup = commit_module.commit_replace, commit_module.delete_staged
     calls = []
 
-    def commit_replace(state, changes, properties):
+    def commit_replace(state, changes, properties, **kwargs):
         if calls:
             raise error("killed between two parts")
         calls.append(properties)
-        return real(state, changes, properties)
+        return real(state, changes, properties, **kwargs)
 
     monkeypatch.setattr(commit_module, "commit_replace", commit_replace)
     if not cleanup:

@@ -170,14 +170,14 @@ def test_a_commit_that_loses_the_race_retries_on_the_new_state_and_records_each_
     real = commit_module.commit_replace
     appended: list[int] = []
 
-    def commit_replace(state, changes, properties):
+    def commit_replace(state, changes, properties, **kwargs):
         if len(appended) < 2:  # another writer wins the race: the attempt's state is stale
             n = 200_000 + 5 * len(appended)
             other = iceberg_catalog.load_table("t.race_cas")
             other.append(pa.Table.from_pylist([{"id": n + i, "cat": "c0", "v": i} for i in range(5)],
                                               schema=other.schema().as_arrow()))
             appended.append(n)
-        return real(state, changes, properties)
+        return real(state, changes, properties, **kwargs)
 
     monkeypatch.setattr(commit_module, "commit_replace", commit_replace)
     result = run("t.race_cas")
