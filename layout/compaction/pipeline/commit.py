@@ -276,6 +276,8 @@ def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequ
         raise
     log.info("commit of run %s part %d/%d prepared in %.2fs (deletes carried, manifests written)",
              plan.run_id, part, parts, time.perf_counter() - began)
+    if state.snapshot is not None and (state.snapshot.sequence_number or 0) > sequence:
+        _follow_writer(table, state.snapshot.snapshot_id, plan.run_id)
     deadline = time.monotonic() + COMMIT_TIMEOUT_S
     number = 0
     while True:
@@ -306,6 +308,28 @@ def _commit_part(table: Table, plan: RewritePlan, manifest: StagedManifest, sequ
                  len(outputs),
                  f"; {len(changes.remove_deletes)} delete file(s) removed" if changes.remove_deletes else "")
         return _Part(snapshot_id, summary, len(changes.remove_deletes))
+
+
+# Following a live writer: how long the commit waits for its next commit, and how often it looks.
+FOLLOW_S, FOLLOW_EVERY_S = 2.5, 0.05
+
+
+def _follow_writer(table: Table, seen: int, run_id: str) -> None:
+    """Wait until the table's current snapshot is no longer `seen` (at most FOLLOW_S), when other writers
+    committed while the job ran. A writer that commits on a cycle (a streaming or CDC sink every few seconds)
+    has just committed then, so the attempt that follows has the most time before its next commit; attempting
+    at a random moment of its cycle loses the race about as often as the attempt's window (a tenth to a
+    quarter of a second: reading the table, the manifest list and the catalog's compare-and-swap) fills the
+    cycle. A lost race costs only a retry, on the new state, with the manifests already written."""
+    began = time.monotonic()
+    while time.monotonic() - began < FOLLOW_S:
+        time.sleep(FOLLOW_EVERY_S)
+        current = table.refresh().current_snapshot()
+        if current is not None and current.snapshot_id != seen:
+            log.info("commit of run %s: other writers commit to the table; attempting right after their "
+                     "commit (waited %.2fs)", run_id, time.monotonic() - began)
+            return
+    log.info("commit of run %s: no other commit within %.1fs; attempting", run_id, FOLLOW_S)
 
 
 def _why(checked: Validated) -> str:
