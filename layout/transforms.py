@@ -35,6 +35,14 @@ _SIZED = re.compile(r"(bucket|truncate)\s*[\[(]\s*(\d+)\s*[\])]")
 _MICROS_PER = {"day": 86_400_000_000, "hour": 3_600_000_000}
 
 
+def without_identity(dumped: Any) -> Any:
+    """A sort key's dump without its transform when it is identity: specs and plans dump as they did before
+    sort keys had transforms, so their hashes and files stay the same."""
+    if isinstance(dumped, dict) and dumped.get("transform") == IDENTITY:
+        dumped.pop("transform")
+    return dumped
+
+
 def parse(text: str) -> str:
     """The transform as Iceberg prints it (``bucket[8]``; ``bucket(8)`` and any case read too); a ValueError
     naming it, and the transforms lakesort sorts by, otherwise."""

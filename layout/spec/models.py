@@ -150,10 +150,7 @@ class SortKey(Frozen):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        dumped = handler(self)
-        if isinstance(dumped, dict) and dumped.get("transform") == transforms.IDENTITY:
-            dumped.pop("transform")
-        return dumped
+        return transforms.without_identity(handler(self))
 
     @property
     def label(self) -> str:
